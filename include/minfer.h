@@ -1,0 +1,155 @@
+/*
+ * minfer.h - the public C API of minfer.
+ *
+ * Everything a program needs to load a GGUF model, tokenize text, run the
+ * forward pass and sample tokens. Handles are opaque; every fallible call
+ * returns an mf_status and, on failure, leaves a human-readable message for
+ * the calling thread in mf_last_error() (like dlerror(), per thread, so two
+ * threads working on two contexts never see each other's messages).
+ */
+#ifndef MINFER_H
+#define MINFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------ */
+
+typedef enum mf_status {
+    MF_OK = 0,
+    MF_ERR_IO,          /* file missing, unreadable, mmap failed */
+    MF_ERR_FORMAT,      /* malformed or hostile input (GGUF, session, request) */
+    MF_ERR_UNSUPPORTED, /* well-formed but not supported (architecture, type, version) */
+    MF_ERR_NOMEM,       /* allocation failed */
+    MF_ERR_INVALID_ARG, /* caller passed something out of range */
+    MF_ERR_CONTEXT_FULL,/* the KV cache has no room for the batch */
+    MF_ERR_INTERNAL,
+} mf_status;
+
+/* Message describing the last failure on this thread ("" if none). */
+const char *mf_last_error(void);
+/* Short name of a status code ("format error", ...). */
+const char *mf_status_name(mf_status s);
+
+typedef int32_t mf_token;
+
+/* ---- model -------------------------------------------------------------- */
+
+typedef struct mf_model mf_model;
+
+typedef struct mf_model_params {
+    bool verbose;       /* explain choices (SIMD level, KV type, ...) on stderr */
+} mf_model_params;
+
+mf_model_params mf_model_default_params(void);
+
+mf_status mf_model_load(const char *path, const mf_model_params *params, mf_model **out);
+void      mf_model_free(mf_model *model);
+
+const char *mf_model_arch(const mf_model *model);   /* "llama", ... */
+int32_t     mf_model_n_vocab(const mf_model *model);
+int32_t     mf_model_n_ctx_train(const mf_model *model);
+int32_t     mf_model_n_embd(const mf_model *model);
+int32_t     mf_model_n_layer(const mf_model *model);
+/* One-line description ("llama 5 layers, 64 embd, F32, 0.29M params"). */
+const char *mf_model_desc(const mf_model *model);
+
+/* ---- tokenizer ---------------------------------------------------------- */
+
+/* Tokenize `len` bytes of `text`. add_special: prepend BOS (and append EOS)
+ * as the vocabulary asks. parse_special: match control/special token texts
+ * ("<s>") in the input as single tokens. Returns the number of tokens, or, if
+ * `cap` is too small, the negated number needed; on error returns INT32_MIN
+ * with mf_last_error() set. */
+int32_t mf_tokenize(const mf_model *model, const char *text, size_t len,
+                    mf_token *tokens, int32_t cap, bool add_special, bool parse_special);
+
+/* The bytes of one token's piece ("▁the" -> " the", "<0x0A>" -> "\n").
+ * Control tokens render as "" unless `special`. Returns the byte count, or the
+ * negated size needed when `cap` is too small. */
+int32_t mf_token_to_piece(const mf_model *model, mf_token tok, char *buf, int32_t cap, bool special);
+
+/* The raw vocabulary text of a token (as stored in the GGUF), or NULL. */
+const char *mf_token_text(const mf_model *model, mf_token tok);
+
+mf_token mf_token_bos(const mf_model *model);     /* -1 if none */
+mf_token mf_token_eos(const mf_model *model);     /* -1 if none */
+bool     mf_token_is_eog(const mf_model *model, mf_token tok); /* ends generation */
+bool     mf_vocab_add_bos(const mf_model *model);
+
+/* ---- context: KV cache + scratch + thread pool ------------------------ */
+
+typedef struct mf_context mf_context;
+
+typedef enum mf_kv_type {
+    MF_KV_F32 = 0,
+    MF_KV_F16,
+    MF_KV_Q8_0,
+} mf_kv_type;
+
+typedef struct mf_context_params {
+    uint32_t   n_ctx;      /* 0 = min(4096, model's training context) */
+    uint32_t   n_batch;    /* max tokens per forward call; 0 = 512 */
+    int32_t    n_threads;  /* 0 = number of online CPUs */
+    mf_kv_type kv_type;
+    bool       verbose;
+} mf_context_params;
+
+mf_context_params mf_context_default_params(void);
+
+mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_context **out);
+void      mf_context_free(mf_context *ctx);
+
+uint32_t  mf_context_n_ctx(const mf_context *ctx);
+/* Number of positions held in the KV cache. */
+uint32_t  mf_context_n_past(const mf_context *ctx);
+/* Forget cached positions from `n_keep` on (0 clears the cache). */
+void      mf_kv_truncate(mf_context *ctx, uint32_t n_keep);
+
+/* Run the model over `n` tokens placed at positions n_past..n_past+n-1 and
+ * append them to the KV cache. Batches longer than n_batch are split.
+ * all_logits: keep logits for every token (else only the last). */
+mf_status mf_decode(mf_context *ctx, const mf_token *tokens, int32_t n, bool all_logits);
+
+/* Logits of the i-th token of the last mf_decode (i < 0 counts from the end;
+ * without all_logits only i = -1 is valid). NULL if out of range. */
+const float *mf_get_logits(const mf_context *ctx, int32_t i);
+
+/* ---- sampling ----------------------------------------------------------- */
+
+typedef struct mf_sampler mf_sampler;
+
+typedef struct mf_sampler_params {
+    float    temp;            /* <= 0: greedy */
+    int32_t  top_k;           /* <= 0: off */
+    float    top_p;           /* >= 1: off */
+    float    min_p;           /* <= 0: off */
+    float    repeat_penalty;  /* 1: off */
+    float    freq_penalty;    /* 0: off */
+    float    presence_penalty;/* 0: off */
+    int32_t  penalty_last_n;  /* tokens of history the penalties see; 0 = off, -1 = n_ctx */
+    uint64_t seed;
+} mf_sampler_params;
+
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * repeat penalty 1.0 over the last 64 tokens. */
+mf_sampler_params mf_sampler_default_params(void);
+
+/* Builds the chain penalties -> top-k -> top-p -> min-p -> temperature ->
+ * random draw (or argmax when temp <= 0). */
+mf_status  mf_sampler_new(const mf_sampler_params *params, int32_t n_vocab, mf_sampler **out);
+void       mf_sampler_free(mf_sampler *s);
+mf_token   mf_sampler_sample(mf_sampler *s, const float *logits);
+/* Record a token in the penalty history (prompt tokens and sampled ones). */
+void       mf_sampler_accept(mf_sampler *s, mf_token tok);
+void       mf_sampler_reset(mf_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MINFER_H */

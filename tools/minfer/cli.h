@@ -1,0 +1,20 @@
+/* cli.h - subcommand entry points and shared option helpers of the minfer tool. */
+#ifndef MF_CLI_H
+#define MF_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+
+/* Option parsing helpers: on a bad value they print "minfer <cmd>: ..." and
+ * return false. */
+bool cli_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
+bool cli_float(const char *cmd, const char *opt, const char *val, double *out);
+/* Reads all of stdin (for prompts); NULL on error. */
+char *cli_read_stdin(size_t *len);
+
+#endif

@@ -1,0 +1,60 @@
+/* cli_util.c - option value parsing shared by the subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+bool cli_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
+    if (!val) {
+        fprintf(stderr, "minfer %s: option %s needs a value\n", cmd, opt);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < lo || v > hi) {
+        fprintf(stderr, "minfer %s: %s expects an integer in [%ld, %ld], got '%s'\n", cmd, opt, lo, hi, val);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_float(const char *cmd, const char *opt, const char *val, double *out) {
+    if (!val) {
+        fprintf(stderr, "minfer %s: option %s needs a value\n", cmd, opt);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || end == val || *end || v != v) {
+        fprintf(stderr, "minfer %s: %s expects a number, got '%s'\n", cmd, opt, val);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+char *cli_read_stdin(size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, stdin)) > 0) {
+        n += r;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
