@@ -9,6 +9,7 @@ int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* Option parsing helpers: on a bad value they print "minfer <cmd>: ..." and
  * return false. */

@@ -13,6 +13,7 @@ static const struct {
     {"info", cmd_info, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"logits", cmd_logits, "write the logits of every prompt position to a file"},
+    {"template", cmd_template, "render a chat template over a conversation"},
 };
 
 static void usage(FILE *f) {
