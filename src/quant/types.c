@@ -63,7 +63,21 @@ static const mf_type_traits g_ref[MF_TYPE_COUNT] = {
     [MF_TYPE_F32] = {mf_ref_to_float_f32, mf_ref_from_float_f32, mf_ref_from_float_f32, mf_ref_vec_dot_f32, MF_TYPE_F32},
     [MF_TYPE_F16] = {mf_ref_to_float_f16, mf_ref_from_float_f16, mf_ref_from_float_f16, mf_ref_vec_dot_f16, MF_TYPE_F16},
     [MF_TYPE_BF16] = {mf_ref_to_float_bf16, mf_ref_from_float_bf16, mf_ref_from_float_bf16, mf_ref_vec_dot_bf16, MF_TYPE_BF16},
+    [MF_TYPE_Q4_0] = {mf_ref_to_float_q4_0, mf_ref_from_float_q4_0, mf_ref_from_float_q4_0, mf_ref_vec_dot_q4_0_q8_0, MF_TYPE_Q8_0},
+    [MF_TYPE_Q4_1] = {mf_ref_to_float_q4_1, mf_ref_from_float_q4_1, mf_ref_from_float_q4_1, mf_ref_vec_dot_q4_1_q8_1, MF_TYPE_Q8_1},
+    [MF_TYPE_Q5_0] = {mf_ref_to_float_q5_0, mf_ref_from_float_q5_0, mf_ref_from_float_q5_0, mf_ref_vec_dot_q5_0_q8_0, MF_TYPE_Q8_0},
+    [MF_TYPE_Q5_1] = {mf_ref_to_float_q5_1, mf_ref_from_float_q5_1, mf_ref_from_float_q5_1, mf_ref_vec_dot_q5_1_q8_1, MF_TYPE_Q8_1},
     [MF_TYPE_Q8_0] = {mf_ref_to_float_q8_0, mf_ref_from_float_q8_0, mf_ref_from_float_q8_0, mf_ref_vec_dot_q8_0_q8_0, MF_TYPE_Q8_0},
+    /* activation-only in llama.cpp; the self-dots keep them lookup-able like any type */
+    [MF_TYPE_Q8_1] = {mf_ref_to_float_q8_1, mf_ref_from_float_q8_1, mf_ref_from_float_q8_1, mf_ref_vec_dot_q8_1_q8_1, MF_TYPE_Q8_1},
+    [MF_TYPE_Q8_K] = {mf_ref_to_float_q8_k, mf_ref_from_float_q8_k, mf_ref_from_float_q8_k, mf_ref_vec_dot_q8_k_q8_k, MF_TYPE_Q8_K},
+    [MF_TYPE_Q2_K] = {mf_ref_to_float_q2_k, mf_ref_from_float_q2_k, mf_ref_from_float_q2_k, mf_ref_vec_dot_q2_k_q8_k, MF_TYPE_Q8_K},
+    [MF_TYPE_Q3_K] = {mf_ref_to_float_q3_k, mf_ref_from_float_q3_k, mf_ref_from_float_q3_k, mf_ref_vec_dot_q3_k_q8_k, MF_TYPE_Q8_K},
+    [MF_TYPE_Q4_K] = {mf_ref_to_float_q4_k, mf_ref_from_float_q4_k, mf_ref_from_float_q4_k, mf_ref_vec_dot_q4_k_q8_k, MF_TYPE_Q8_K},
+    [MF_TYPE_Q5_K] = {mf_ref_to_float_q5_k, mf_ref_from_float_q5_k, mf_ref_from_float_q5_k, mf_ref_vec_dot_q5_k_q8_k, MF_TYPE_Q8_K},
+    [MF_TYPE_Q6_K] = {mf_ref_to_float_q6_k, mf_ref_from_float_q6_k, mf_ref_from_float_q6_k, mf_ref_vec_dot_q6_k_q8_k, MF_TYPE_Q8_K},
+    [MF_TYPE_IQ4_NL] = {mf_ref_to_float_iq4_nl, mf_ref_from_float_iq4_nl, mf_ref_from_float_iq4_nl, mf_ref_vec_dot_iq4_nl_q8_0, MF_TYPE_Q8_0},
+    [MF_TYPE_IQ4_XS] = {mf_ref_to_float_iq4_xs, mf_ref_from_float_iq4_xs, mf_ref_from_float_iq4_xs, mf_ref_vec_dot_iq4_xs_q8_k, MF_TYPE_Q8_K},
 };
 
 /* The live table starts as a copy of the references (see mf_type_traits_mut). */
