@@ -26,6 +26,20 @@ static inline int mf_nearest_int(float v) {
     return (bits & 0x007fffff) - 0x00400000;
 }
 
+/* Float to int by truncation with x86's answer (INT32_MIN, "integer
+ * indefinite") for NaN and out-of-range values, where a C cast is undefined.
+ * The legacy quantizers cast floats to small ints; for finite, in-range inputs
+ * this is the plain cast, and for hostile rows (NaN, inf, extreme subnormal
+ * scales) it gives the bytes llama.cpp's x86 build writes, without UB. */
+static inline int32_t mf_trunc_i32(float v) {
+    if (v >= -2147483648.0f && v < 2147483648.0f) return (int32_t)v;
+    return INT32_MIN;
+}
+
+/* The same as the low byte a cast to int8_t / uint8_t keeps. */
+static inline int mf_trunc_i8(float v) { return (int8_t)(uint8_t)((uint32_t)mf_trunc_i32(v) & 0xff); }
+static inline int mf_trunc_u8(float v) { return (uint8_t)((uint32_t)mf_trunc_i32(v) & 0xff); }
+
 /* Groups whose largest |x| is below this are treated as all zero. */
 #define MF_GROUP_MAX_EPS 1e-15f
 

@@ -7,6 +7,7 @@
  * half and truncating, exactly as llama-quantize does without an imatrix. */
 #include "quant/ref.h"
 #include "quant/blocks.h"
+#include "quant/qsearch.h"
 
 #include <float.h>
 #include <math.h>
@@ -44,6 +45,18 @@ static void block_minmax(const float *x, int n, float *mn, float *mx) {
     *mx = hi;
 }
 
+/* Levels pass through uint8_t as in llama.cpp: in-range inputs never go
+ * negative, and for hostile ones (NaN, inf) the wrap gives llama.cpp's bytes. */
+static inline int min15(int q) { return q < 15 ? q : 15; }
+
+/* Stores the levels of elements j and j + 16 of a Q5 block: low nibbles in qs,
+ * bit 4 of each in qh (bit j and bit j + 16). */
+static inline void put_q5(uint8_t qs[16], uint32_t *qh, int j, uint8_t q0, uint8_t q1) {
+    qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
+    *qh |= (uint32_t)((q0 & 0x10u) >> 4) << j;
+    *qh |= (uint32_t)((q1 & 0x10u) >> 4) << (j + 16);
+}
+
 /* ---------------- Q4_0 ---------------- */
 
 void mf_ref_from_float_q4_0(const float *x, void *vy, int64_t n) {
@@ -56,10 +69,8 @@ void mf_ref_from_float_q4_0(const float *x, void *vy, int64_t n) {
         for (int j = 0; j < QK4_0 / 2; j++) {
             /* +8.5 then truncation = round half up onto 0..16; 16 (the far end
              * of the opposite sign) folds back to 15 */
-            int q0 = (int8_t)(x[j] * id + 8.5f);
-            int q1 = (int8_t)(x[j + QK4_0 / 2] * id + 8.5f);
-            if (q0 > 15) q0 = 15;
-            if (q1 > 15) q1 = 15;
+            const uint8_t q0 = (uint8_t)min15(mf_trunc_i8(x[j] * id + 8.5f));
+            const uint8_t q1 = (uint8_t)min15(mf_trunc_i8(x[j + QK4_0 / 2] * id + 8.5f));
             y[b].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
@@ -106,10 +117,8 @@ void mf_ref_from_float_q4_1(const float *x, void *vy, int64_t n) {
         y[b].m = mf_fp32_to_fp16(min);
         /* levels are taken against the unrounded min and d, as llama.cpp does */
         for (int j = 0; j < QK4_1 / 2; j++) {
-            int q0 = (int8_t)((x[j] - min) * id + 0.5f);
-            int q1 = (int8_t)((x[j + QK4_1 / 2] - min) * id + 0.5f);
-            if (q0 > 15) q0 = 15;
-            if (q1 > 15) q1 = 15;
+            const uint8_t q0 = (uint8_t)min15(mf_trunc_i8((x[j] - min) * id + 0.5f));
+            const uint8_t q1 = (uint8_t)min15(mf_trunc_i8((x[j + QK4_1 / 2] - min) * id + 0.5f));
             y[b].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
@@ -154,13 +163,9 @@ void mf_ref_from_float_q5_0(const float *x, void *vy, int64_t n) {
         y[b].d = mf_fp32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < QK5_0 / 2; j++) {
-            int q0 = (int8_t)(x[j] * id + 16.5f);
-            int q1 = (int8_t)(x[j + QK5_0 / 2] * id + 16.5f);
-            if (q0 > 31) q0 = 31;
-            if (q1 > 31) q1 = 31;
-            y[b].qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
-            qh |= (uint32_t)(q0 >> 4) << j;
-            qh |= (uint32_t)(q1 >> 4) << (j + QK5_0 / 2);
+            int q0 = mf_trunc_i8(x[j] * id + 16.5f);
+            int q1 = mf_trunc_i8(x[j + QK5_0 / 2] * id + 16.5f);
+            put_q5(y[b].qs, &qh, j, (uint8_t)(q0 < 31 ? q0 : 31), (uint8_t)(q1 < 31 ? q1 : 31));
         }
         store_qh(y[b].qh, qh);
     }
@@ -212,11 +217,8 @@ void mf_ref_from_float_q5_1(const float *x, void *vy, int64_t n) {
         uint32_t qh = 0;
         for (int j = 0; j < QK5_1 / 2; j++) {
             /* no clamp here in llama.cpp: (max - min) * id rounds to at most 31 */
-            int q0 = (uint8_t)((x[j] - min) * id + 0.5f);
-            int q1 = (uint8_t)((x[j + QK5_1 / 2] - min) * id + 0.5f);
-            y[b].qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
-            qh |= (uint32_t)((q0 >> 4) & 1) << j;
-            qh |= (uint32_t)((q1 >> 4) & 1) << (j + QK5_1 / 2);
+            put_q5(y[b].qs, &qh, j, (uint8_t)mf_trunc_u8((x[j] - min) * id + 0.5f),
+                   (uint8_t)mf_trunc_u8((x[j + QK5_1 / 2] - min) * id + 0.5f));
         }
         store_qh(y[b].qh, qh);
     }

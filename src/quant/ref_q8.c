@@ -19,14 +19,15 @@ void mf_ref_from_float_q8_0(const float *x, void *vy, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         float amax = 0.0f;
         for (int j = 0; j < QK8_0; j++) {
-            float v = fabsf(x[j]);
-            if (v > amax) amax = v;
+            /* written as llama.cpp's MAX(amax, |x|): a NaN resets amax rather than being skipped */
+            const float v = fabsf(x[j]);
+            amax = amax > v ? amax : v;
         }
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = mf_fp32_to_fp16(d);
         /* roundf (ties away from zero), not nearest_int: the legacy 8-bit types use it */
-        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t)mf_trunc_i8(roundf(x[j] * id));
     }
 }
 
@@ -58,15 +59,16 @@ void mf_ref_from_float_q8_1(const float *x, void *vy, int64_t n) {
     for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
         float amax = 0.0f;
         for (int j = 0; j < QK8_1; j++) {
-            float v = fabsf(x[j]);
-            if (v > amax) amax = v;
+            /* written as llama.cpp's MAX(amax, |x|): a NaN resets amax rather than being skipped */
+            const float v = fabsf(x[j]);
+            amax = amax > v ? amax : v;
         }
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = mf_fp32_to_fp16(d);
         int sum = 0;
         for (int j = 0; j < QK8_1; j++) {
-            y[b].qs[j] = (int8_t)roundf(x[j] * id);
+            y[b].qs[j] = (int8_t)mf_trunc_i8(roundf(x[j] * id));
             sum += y[b].qs[j];
         }
         /* with the unrounded d: the weight's min times this is the min's contribution */
