@@ -149,6 +149,47 @@ mf_token   mf_sampler_sample(mf_sampler *s, const float *logits);
 void       mf_sampler_accept(mf_sampler *s, mf_token tok);
 void       mf_sampler_reset(mf_sampler *s);
 
+/* ==== chat templates ====================================================
+ * Renders a model's Jinja chat template (tokenizer.chat_template) exactly as
+ * Hugging Face transformers does (jinja2 sandbox, trim_blocks, lstrip_blocks,
+ * raise_exception, strftime_now, transformers' tojson). */
+
+typedef struct mf_chat_params {
+    bool        add_generation_prompt; /* default true */
+    const char *bos_token;             /* bound to `bos_token`; NULL = "" */
+    const char *eos_token;             /* bound to `eos_token`; NULL = "" */
+    const char *kwargs_json;           /* JSON object of extra template variables
+                                          ({"enable_thinking": false}); NULL = none */
+    int64_t     now;                   /* clock of strftime_now(): seconds since the
+                                          epoch, shown in UTC; 0 = local time now */
+} mf_chat_params;
+
+mf_chat_params mf_chat_default_params(void);
+
+/* Renders `tmpl` over `conv_json`, a JSON object {"messages": [...],
+ * "tools": [...]} in the OpenAI shape ("tools" and "documents" default to
+ * None). On success *out is a malloc'd NUL-terminated string (free() it) and
+ * *out_len (if not NULL) its length. Failures name the line and the Python
+ * exception Jinja would raise ("chat template: line 12: TemplateError: ...";
+ * raise_exception() in the template gives MF_ERR_INVALID_ARG, an unsupported
+ * construct MF_ERR_UNSUPPORTED, anything else MF_ERR_FORMAT). */
+mf_status mf_chat_render(const char *tmpl, const char *conv_json, const mf_chat_params *params,
+                         char **out, size_t *out_len);
+
+/* Parses a template without rendering it: syntax errors, unknown tags, and
+ * filters/tests that do not exist (outside if-branches, as Jinja checks). */
+mf_status mf_chat_check(const char *tmpl);
+
+/* The tokenizer.chat_template of a GGUF file, without loading weights, as a
+ * malloc'd string. A file without one gives the ChatML template and sets
+ * *warning (if not NULL) to a message saying so; otherwise *warning = NULL. */
+mf_status mf_chat_template_from_gguf(const char *path, char **out, const char **warning);
+
+/* The ChatML template used as the fallback. */
+const char *mf_chat_template_chatml(void);
+
+/* ==== end of chat templates ============================================= */
+
 #ifdef __cplusplus
 }
 #endif
