@@ -44,6 +44,7 @@ typedef struct mf_model mf_model;
 
 typedef struct mf_model_params {
     bool verbose;       /* explain choices (SIMD level, KV type, ...) on stderr */
+    bool vocab_only;    /* load the tokenizer only (vocabulary GGUFs, tokenize tools) */
 } mf_model_params;
 
 mf_model_params mf_model_default_params(void);
@@ -80,7 +81,7 @@ const char *mf_token_text(const mf_model *model, mf_token tok);
 mf_token mf_token_bos(const mf_model *model);     /* -1 if none */
 mf_token mf_token_eos(const mf_model *model);     /* -1 if none */
 bool     mf_token_is_eog(const mf_model *model, mf_token tok); /* ends generation */
-bool     mf_vocab_add_bos(const mf_model *model);
+bool     mf_model_add_bos(const mf_model *model); /* prepend BOS when tokenizing with add_special */
 
 /* ---- context: KV cache + scratch + thread pool ------------------------ */
 
@@ -148,6 +149,53 @@ mf_token   mf_sampler_sample(mf_sampler *s, const float *logits);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 void       mf_sampler_accept(mf_sampler *s, mf_token tok);
 void       mf_sampler_reset(mf_sampler *s);
+
+/* ---- GGUF inspection ----------------------------------------------------
+ * A read-only look at any GGUF file's container (what `minfer info` prints)
+ * without loading a model: version, metadata and tensor table. The file is
+ * mapped and validated on open exactly as a model load validates it, so a bad
+ * file fails here with the same message. Indices run from 0; an index out of
+ * range gives NULL, -1 or MF_ERR_INVALID_ARG. Strings returned stay valid
+ * until mf_gguf_close(). */
+
+typedef struct mf_gguf mf_gguf;
+
+mf_status   mf_gguf_open(const char *path, mf_gguf **out);
+void        mf_gguf_close(mf_gguf *g);
+
+uint32_t    mf_gguf_version(const mf_gguf *g);
+uint64_t    mf_gguf_file_size(const mf_gguf *g);
+uint64_t    mf_gguf_alignment(const mf_gguf *g);
+uint64_t    mf_gguf_data_offset(const mf_gguf *g);  /* where tensor data starts */
+
+int64_t     mf_gguf_n_kv(const mf_gguf *g);
+const char *mf_gguf_key(const mf_gguf *g, int64_t i);
+int64_t     mf_gguf_find_key(const mf_gguf *g, const char *key); /* -1 if absent */
+/* Type of value i: "u32", "f32", "bool", "string", "array[string]", ... */
+const char *mf_gguf_value_type(const mf_gguf *g, int64_t i);
+/* Value i as one line of text, snprintf-style: writes at most cap-1 bytes
+ * plus a NUL and returns the length the whole text has (-1 for a bad index).
+ * Strings are quoted with C escapes and cut after max_str bytes
+ * ("abc"... (5120 bytes)); arrays show their length, element type and first
+ * max_items elements: [32000 strings: "<unk>", "<s>", "</s>", ...].
+ * A negative max_items / max_str means no limit. */
+int64_t     mf_gguf_value_text(const mf_gguf *g, int64_t i, int32_t max_items, int32_t max_str, char *buf, size_t cap);
+
+typedef struct mf_gguf_tensor_info {
+    const char *name;
+    const char *type;       /* "f32", "f16", "q8_0", "q4_K", ... */
+    int32_t     type_id;    /* GGUF's (ggml's) type number */
+    uint32_t    n_dims;
+    int64_t     ne[4];      /* ne[0] is the row length; unused dims are 1 */
+    int64_t     n_elements;
+    uint64_t    offset;     /* absolute position of the data in the file */
+    uint64_t    nbytes;
+} mf_gguf_tensor_info;
+
+int64_t     mf_gguf_n_tensors(const mf_gguf *g);
+mf_status   mf_gguf_tensor(const mf_gguf *g, int64_t i, mf_gguf_tensor_info *out);
+
+/* ---- end of GGUF inspection --------------------------------------------- */
 
 /* ==== chat templates ====================================================
  * Renders a model's Jinja chat template (tokenizer.chat_template) exactly as

@@ -35,7 +35,9 @@ struct mf_pool {
 static void *worker_main(void *p) {
     struct worker_arg *wa = p;
     mf_pool *pool = wa->pool;
-    unsigned seen = atomic_load(&pool->gen);
+    /* gen is 0 when the pool is created; reading it here instead would lose
+     * a task published before this thread got scheduled */
+    unsigned seen = 0;
     for (;;) {
         /* spin, then sleep, until a new generation is published */
         int64_t t0 = mf_now_us();

@@ -1,0 +1,77 @@
+/* backend.c - the CPU backend's op table, construction and teardown. */
+#include "cpu/cpu.h"
+#include "core/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void cpu_destroy(mf_backend *be) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    if (!cpu) return;
+    mf_pool_free(cpu->pool);
+    for (int i = 0; i < cpu->n_bufs; i++) free(cpu->bufs[i]);
+    free(cpu->bufs);
+    if (cpu->k)
+        for (uint32_t l = 0; l < cpu->kv.n_layer; l++) free(cpu->k[l]);
+    if (cpu->v)
+        for (uint32_t l = 0; l < cpu->kv.n_layer; l++) free(cpu->v[l]);
+    free(cpu->k);
+    free(cpu->v);
+    free(cpu->act_buf);
+    free(cpu->att_scratch);
+    free(cpu);
+}
+
+static float *cpu_alloc(mf_backend *be, size_t n) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    void **nb = realloc(cpu->bufs, (size_t)(cpu->n_bufs + 1) * sizeof *nb);
+    if (!nb) return NULL;
+    cpu->bufs = nb;
+    float *p = mf_alloc_aligned(mf_mul_size(n ? n : 1, sizeof(float)));
+    if (p) cpu->bufs[cpu->n_bufs++] = p;
+    return p;
+}
+
+static void cpu_download(mf_backend *be, const float *src, size_t n, float *dst) {
+    (void)be;
+    if (src != dst)
+        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+static const mf_backend_ops g_cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .kv_init = mf_cpu_kv_init,
+    .get_rows = mf_cpu_get_rows,
+    .norm = mf_cpu_norm,
+    .matmul = mf_cpu_matmul,
+    .add = mf_cpu_add,
+    .scale = mf_cpu_scale,
+    .rope = mf_cpu_rope,
+    .glu = mf_cpu_glu,
+    .kv_store = mf_cpu_kv_store,
+    .attention = mf_cpu_attention,
+    .download = cpu_download,
+};
+
+mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose) {
+    mf_cpu *cpu = calloc(1, sizeof *cpu);
+    if (!cpu) return NULL;
+    cpu->base.ops = &g_cpu_ops;
+    cpu->verbose = verbose;
+    cpu->pool = mf_pool_new(n_threads);
+    if (!cpu->pool) goto fail;
+    cpu->n_threads = mf_pool_size(cpu->pool);
+    /* converted activations take at most 2 bytes per element (f16/bf16) */
+    cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 2) + 4096;
+    cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
+    cpu->max_ctx = max_ctx;
+    cpu->att_scratch = mf_alloc_aligned(mf_mul_size(mf_mul_size(max_ctx, (size_t)cpu->n_threads), sizeof(float)));
+    if (!cpu->act_buf || !cpu->att_scratch) goto fail;
+    if (verbose) fprintf(stderr, "minfer: cpu backend, %d threads, scalar kernels\n", cpu->n_threads);
+    return &cpu->base;
+fail:
+    cpu_destroy(&cpu->base);
+    return NULL;
+}

@@ -1,0 +1,47 @@
+/* cpu.h - the CPU backend's state and its op kernels (plain C for now;
+ * SIMD variants are chosen at run time where they exist). */
+#ifndef MF_CPU_H
+#define MF_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "engine/backend.h"
+
+typedef struct mf_cpu {
+    mf_backend base;
+    mf_pool *pool;
+    int n_threads;
+    bool verbose;
+    /* activations converted to a weight's vec_dot_type, once per matmul input */
+    uint8_t *act_buf;
+    size_t act_cap;
+    /* per-thread attention scratch: scores of one query over the cache */
+    float *att_scratch;
+    uint32_t max_ctx;
+    /* KV cache: per layer, n_ctx rows of k_width / v_width elements of kv.type */
+    mf_kv_desc kv;
+    uint8_t **k, **v;
+    size_t k_row_bytes, v_row_bytes;
+    /* activation buffers handed out by alloc, freed with the backend */
+    void **bufs;
+    int n_bufs;
+} mf_cpu;
+
+void mf_cpu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
+void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
+                      float *out);
+void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
+mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *desc);
+
+void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);
+void mf_cpu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
+                 float eps, float *out);
+void mf_cpu_add(mf_backend *be, float *a, const float *b, size_t n);
+void mf_cpu_scale(mf_backend *be, float *x, float s, size_t n);
+void mf_cpu_rope(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
+                 const mf_rope_params *p);
+void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
+
+#endif

@@ -1,0 +1,203 @@
+/* ops.c - elementwise and row ops of the CPU backend: embedding lookup,
+ * RMS/Layer norm, residual add, scale, RoPE, gated activations.
+ * Reductions follow ggml's order (sums of squares in double) so results stay
+ * close to llama.cpp's; every row is processed by exactly one thread. */
+#include "cpu/cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- embedding rows ---- */
+
+typedef struct rows_task {
+    mf_weight w;
+    const mf_token *ids;
+    int n;
+    float *out;
+} rows_task;
+
+static void get_rows_fn(void *arg, int ith, int nth) {
+    rows_task *t = arg;
+    const mf_type_traits *tr = mf_type_traits_get(t->w->type);
+    const int64_t n_in = t->w->ne[0];
+    const size_t row = mf_row_size(t->w->type, n_in);
+    long i0, i1;
+    mf_split(t->n, ith, nth, &i0, &i1);
+    for (long i = i0; i < i1; i++)
+        tr->to_float((const uint8_t *)t->w->data + (size_t)t->ids[i] * row, t->out + i * n_in, n_in);
+}
+
+void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out) {
+    rows_task t = {w, ids, n, out};
+    mf_pool_run(((mf_cpu *)be)->pool, get_rows_fn, &t);
+}
+
+/* ---- norms ---- */
+
+typedef struct norm_task {
+    mf_norm_type type;
+    const float *x;
+    const float *w, *b;
+    int rows, n;
+    float eps;
+    float *out;
+} norm_task;
+
+static void norm_fn(void *arg, int ith, int nth) {
+    norm_task *t = arg;
+    long r0, r1;
+    mf_split(t->rows, ith, nth, &r0, &r1);
+    for (long r = r0; r < r1; r++) {
+        const float *x = t->x + r * t->n;
+        float *y = t->out + r * t->n;
+        if (t->type == MF_NORM_RMS) {
+            double sum = 0;
+            for (int i = 0; i < t->n; i++) sum += (double)(x[i] * x[i]);
+            const float mean = (float)(sum / t->n);
+            const float scale = 1.0f / sqrtf(mean + t->eps);
+            for (int i = 0; i < t->n; i++) y[i] = x[i] * scale;
+        } else {
+            double sum = 0;
+            for (int i = 0; i < t->n; i++) sum += (double)x[i];
+            const float mean = (float)(sum / t->n);
+            double var = 0;
+            for (int i = 0; i < t->n; i++) {
+                float d = x[i] - mean;
+                y[i] = d;
+                var += (double)(d * d);
+            }
+            const float scale = 1.0f / sqrtf((float)(var / t->n) + t->eps);
+            for (int i = 0; i < t->n; i++) y[i] *= scale;
+        }
+        if (t->w)
+            for (int i = 0; i < t->n; i++) y[i] *= t->w[i];
+        if (t->b)
+            for (int i = 0; i < t->n; i++) y[i] += t->b[i];
+    }
+}
+
+void mf_cpu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
+                 float eps, float *out) {
+    norm_task t = {type, x, w ? (const float *)w->data : NULL, b ? (const float *)b->data : NULL, rows, n, eps, out};
+    mf_pool_run(((mf_cpu *)be)->pool, norm_fn, &t);
+}
+
+/* ---- elementwise ---- */
+
+typedef struct ew_task {
+    float *a;
+    const float *b;
+    float s;
+    size_t n;
+} ew_task;
+
+static void add_fn(void *arg, int ith, int nth) {
+    ew_task *t = arg;
+    long i0, i1;
+    mf_split((long)t->n, ith, nth, &i0, &i1);
+    for (long i = i0; i < i1; i++) t->a[i] += t->b[i];
+}
+
+void mf_cpu_add(mf_backend *be, float *a, const float *b, size_t n) {
+    ew_task t = {a, b, 0, n};
+    mf_pool_run(((mf_cpu *)be)->pool, add_fn, &t);
+}
+
+static void scale_fn(void *arg, int ith, int nth) {
+    ew_task *t = arg;
+    long i0, i1;
+    mf_split((long)t->n, ith, nth, &i0, &i1);
+    for (long i = i0; i < i1; i++) t->a[i] *= t->s;
+}
+
+void mf_cpu_scale(mf_backend *be, float *x, float s, size_t n) {
+    ew_task t = {x, NULL, s, n};
+    mf_pool_run(((mf_cpu *)be)->pool, scale_fn, &t);
+}
+
+/* ---- RoPE ---- */
+
+typedef struct rope_task {
+    float *x;
+    int n_tok, n_head, head_dim;
+    const int32_t *pos;
+    const mf_rope_params *p;
+} rope_task;
+
+static void rope_fn(void *arg, int ith, int nth) {
+    rope_task *t = arg;
+    const int n_rot = t->p->n_rot;
+    /* theta_i = pos * base^(-2i/n_rot), built by repeated multiplication in
+     * float as ggml does, so angles match llama.cpp's bit for bit */
+    const float theta_scale = powf(t->p->base, -2.0f / (float)n_rot);
+    float cs[4096]; /* n_rot <= head dim <= 4096, checked at load */
+    long t0, t1;
+    mf_split(t->n_tok, ith, nth, &t0, &t1);
+    for (long ti = t0; ti < t1; ti++) {
+        float theta = (float)t->pos[ti];
+        for (int i = 0; i < n_rot; i += 2) {
+            const float th = t->p->freq_scale * theta;
+            cs[i] = cosf(th);
+            cs[i + 1] = sinf(th);
+            theta *= theta_scale;
+        }
+        for (int h = 0; h < t->n_head; h++) {
+            float *v = t->x + ((size_t)ti * t->n_head + h) * t->head_dim;
+            if (t->p->type == MF_ROPE_NEOX) {
+                const int half = n_rot / 2;
+                for (int i = 0; i < n_rot; i += 2) {
+                    const float c = cs[i], s = cs[i + 1];
+                    const float x0 = v[i / 2], x1 = v[i / 2 + half];
+                    v[i / 2] = x0 * c - x1 * s;
+                    v[i / 2 + half] = x0 * s + x1 * c;
+                }
+            } else {
+                for (int i = 0; i < n_rot; i += 2) {
+                    const float c = cs[i], s = cs[i + 1];
+                    const float x0 = v[i], x1 = v[i + 1];
+                    v[i] = x0 * c - x1 * s;
+                    v[i + 1] = x0 * s + x1 * c;
+                }
+            }
+        }
+    }
+}
+
+void mf_cpu_rope(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
+                 const mf_rope_params *p) {
+    rope_task t = {x, n_tok, n_head, head_dim, pos, p};
+    mf_pool_run(((mf_cpu *)be)->pool, rope_fn, &t);
+}
+
+/* ---- gated activations ---- */
+
+typedef struct glu_task {
+    mf_ffn_type act;
+    const float *gate, *up;
+    size_t n;
+    float *out;
+} glu_task;
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+static inline float gelu_tanh(float x) {
+    const float c = 0.797884560802865355f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+}
+
+static void glu_fn(void *arg, int ith, int nth) {
+    glu_task *t = arg;
+    long i0, i1;
+    mf_split((long)t->n, ith, nth, &i0, &i1);
+    if (t->act == MF_FFN_GEGLU)
+        for (long i = i0; i < i1; i++) t->out[i] = gelu_tanh(t->gate[i]) * t->up[i];
+    else if (t->act == MF_FFN_GELU)
+        for (long i = i0; i < i1; i++) t->out[i] = gelu_tanh(t->gate[i]);
+    else
+        for (long i = i0; i < i1; i++) t->out[i] = silu(t->gate[i]) * t->up[i];
+}
+
+void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out) {
+    glu_task t = {act, gate, up, n, out};
+    mf_pool_run(((mf_cpu *)be)->pool, glu_fn, &t);
+}

@@ -1,0 +1,75 @@
+/* model.h - a loaded model: hyperparameters, architecture traits and weights
+ * bound by name to tensors of the (validated, mmapped) GGUF file. */
+#ifndef MF_MODEL_H
+#define MF_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "minfer.h"
+#include "gguf/gguf.h"
+#include "model/arch.h"
+#include "token/vocab.h"
+
+#define MF_MAX_LAYERS 512
+
+/* A weight: the GGUF tensor it lives in. Tensors never move (mmap). */
+typedef const gguf_tensor *mf_weight;
+
+typedef struct mf_layer {
+    mf_weight attn_norm, attn_norm_b;
+    mf_weight wq, wk, wv, wo, wqkv;
+    mf_weight bq, bk, bv, bo, bqkv;
+    mf_weight q_norm, k_norm;
+    mf_weight post_attn_norm;
+    mf_weight ffn_norm, ffn_norm_b;
+    mf_weight ffn_gate, ffn_up, ffn_down, ffn_gate_up;
+    mf_weight ffn_up_b, ffn_down_b;
+    mf_weight post_ffn_norm;
+    /* mixture of experts */
+    mf_weight ffn_gate_inp;
+    mf_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    mf_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp, ffn_gate_inp_shexp;
+    /* per-layer attention shape (sliding-window layers may differ) */
+    bool swa;            /* this layer uses the sliding window */
+    float rope_base;     /* RoPE frequency base for this layer */
+    float rope_scale;    /* linear frequency scale (1 = none) */
+} mf_layer;
+
+typedef struct mf_hparams {
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;
+    uint32_t n_embd;
+    uint32_t n_layer;
+    uint32_t n_head;
+    uint32_t n_head_kv;
+    uint32_t head_dim_k;  /* per-head width of q and k */
+    uint32_t head_dim_v;
+    uint32_t n_ff;
+    uint32_t n_rot;       /* rotated dimensions per head */
+    float norm_eps;
+    float rope_base;
+    float rope_scale;     /* linear scaling: positions are multiplied by this */
+    uint32_t n_expert, n_expert_used;
+    uint32_t n_swa;       /* sliding window size, 0 = none */
+    float attn_softcap, final_softcap; /* 0 = none */
+    float embd_scale;     /* multiply token embeddings (1 = none) */
+    float residual_scale, attn_scale, logit_scale; /* granite; 1 / 0 = default */
+} mf_hparams;
+
+struct mf_model {
+    gguf_file *gguf;
+    mf_vocab *vocab;
+    const mf_arch *arch;
+    mf_hparams hp;
+    mf_weight token_embd, pos_embd;
+    mf_weight output_norm, output_norm_b;
+    mf_weight output;     /* == token_embd when tied */
+    mf_layer *layers;
+    mf_type ftype;        /* dominant weight type, for descriptions */
+    uint64_t n_params;
+    bool verbose;
+    char desc[256];
+};
+
+#endif
