@@ -4,7 +4,14 @@
  * version (2 and 3; 1 is refused), every count, string length, array size,
  * value type, tensor dimension, tensor type, alignment and data offset against
  * the file size. Nothing that reads a gguf_file afterwards needs to re-check a
- * size or offset: every pointer handed out lies inside the mapping. */
+ * size or offset: every pointer handed out lies inside the mapping.
+ *
+ * Stricter than the format strictly needs, on purpose: tensors must have 1..4
+ * dimensions, none of them 0; duplicate keys or tensor names, overlapping
+ * tensors, and tensor data not aligned for its element type are refused.
+ * Memory allocated while parsing grows with the bytes actually parsed, never
+ * with a count the file merely declares, so a hostile header cannot make the
+ * reader allocate more than a small multiple of the file size. */
 #ifndef MF_GGUF_H
 #define MF_GGUF_H
 
@@ -18,6 +25,9 @@
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_NAME_LEN 256     /* tensor name bytes (llama.cpp itself allows 63) */
+#define GGUF_MAX_KEY_LEN 65535    /* metadata key bytes */
+#define GGUF_MAX_ARRAY_DEPTH 8    /* arrays of arrays of ... (llama.cpp allows none) */
 
 typedef enum gguf_vtype {
     GGUF_U8 = 0,
@@ -72,6 +82,7 @@ typedef struct gguf_tensor {
     int64_t ne[GGUF_MAX_DIMS]; /* ne[0] is the row length; unused dims are 1 */
     mf_type type;
     uint64_t offset;     /* relative to the data section */
+    int64_t n_elements;  /* ne[0] * ne[1] * ne[2] * ne[3], checked not to overflow */
     size_t nbytes;
     const void *data;    /* inside the mapping */
 } gguf_tensor;
@@ -85,7 +96,7 @@ typedef struct gguf_file {
     uint64_t n_tensors;
     gguf_tensor *tensors;
     uint64_t alignment;
-    uint64_t data_offset;
+    uint64_t data_offset; /* absolute offset of the data section (tensor offsets are relative to it) */
     size_t size;
     const uint8_t *base;
 } gguf_file;
@@ -96,10 +107,14 @@ mf_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_fi
 void gguf_close(gguf_file *f);
 
 const char *gguf_vtype_name(gguf_vtype t);
+/* Bytes of one scalar of type t; 0 for strings, arrays and unknown ids. */
+size_t gguf_vtype_size(gguf_vtype t);
 
 /* Lookup; NULL if absent. */
 const gguf_value *gguf_get(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
+/* Index of a key in f->kv, or -1. */
+int64_t gguf_find_key(const gguf_file *f, const char *key);
 
 /* Typed getters: MF_OK and *out set; or an error naming the key when the value
  * is present with an incompatible type or out of range. Absent keys return
@@ -113,7 +128,8 @@ mf_status gguf_get_bool(const gguf_file *f, const char *key, bool required, bool
 /* Copies into buf (NUL-terminated, truncated to cap-1). */
 mf_status gguf_get_str(const gguf_file *f, const char *key, bool required, char *buf, size_t cap);
 
-/* Integer/float element i of a numeric array (i < n checked by caller). */
+/* Integer/float element i of a numeric array (i < n checked by caller);
+ * 0 when the elements are strings or arrays. */
 int64_t gguf_arr_int(const gguf_value *v, uint64_t i);
 double gguf_arr_float(const gguf_value *v, uint64_t i);
 bool gguf_vtype_is_int(gguf_vtype t);

@@ -3,36 +3,86 @@
  *
  * Layout (all little-endian): "GGUF", u32 version, u64 n_tensors, u64 n_kv,
  * n_kv x (string key, u32 type, value), n_tensors x (string name, u32 n_dims,
- * u64 ne[n_dims], u32 type, u64 offset), padding to `general.alignment`, data. */
+ * u64 ne[n_dims], u32 type, u64 offset), padding to `general.alignment`, data.
+ * A string is a u64 byte count and the bytes; an array value is a u32 element
+ * type, a u64 count and the elements (an element that is itself an array has no
+ * type tag of its own, only its element type and count).
+ *
+ * Every failure is one line: "<file>: <where>: <what was wrong>", where names
+ * the key or tensor. Names taken from the file are printed escaped and cut
+ * short, so a hostile name can neither span lines nor push the reason out of
+ * the message buffer. */
 #include "gguf/gguf.h"
 #include "core/error.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NAME_LEN 256      /* tensor names (llama.cpp allows 63) */
-#define MAX_KEY_LEN 65535
-#define MAX_ARRAY_DEPTH 8
+#define NAME_SHOWN 64 /* bytes of a key or tensor name quoted in a message */
 
 typedef struct cursor {
     const uint8_t *p;
     size_t pos, size;
     const char *path;
+    char where[NAME_SHOWN * 4 + 32]; /* "key 'general.name'", "tensor 'x'", "header" */
 } cursor;
+
+/* ---- messages ---- */
+
+/* Printable rendering of a name from the file: bytes outside printable ASCII
+ * become \xNN, and long names are cut with "...". */
+static void show_name(char *out, size_t cap, const char *s, uint64_t len) {
+    size_t o = 0;
+    uint64_t i = 0;
+    for (; i < len && i < NAME_SHOWN && o + 5 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '\'')
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+    }
+    if (i < len && o + 4 <= cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o < cap ? o : cap - 1] = 0;
+}
+
+static void set_where(cursor *c, const char *kind, const char *s, uint64_t len) {
+    char name[NAME_SHOWN * 4 + 8];
+    show_name(name, sizeof name, s, len);
+    snprintf(c->where, sizeof c->where, "%s '%s'", kind, name);
+}
+
+/* "<file>: <where>: <reason>" */
+static mf_status fail(const cursor *c, mf_status code, const char *fmt, ...) MF_PRINTF(3, 4);
+static mf_status fail(const cursor *c, mf_status code, const char *fmt, ...) {
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    if (c->where[0]) return mf_err(code, "%s: %s: %s", c->path, c->where, reason);
+    return mf_err(code, "%s: %s", c->path, reason);
+}
+
+/* ---- primitive reads ---- */
 
 static size_t remaining(const cursor *c) { return c->size - c->pos; }
 
 static mf_status need(cursor *c, uint64_t n, const char *what) {
     if (n > remaining(c))
-        return mf_err(MF_ERR_FORMAT, "%s: truncated file: %s needs %" PRIu64 " bytes at offset 0x%zx, only %zu left (file size %zu)",
-                      c->path, what, n, c->pos, remaining(c), c->size);
+        return fail(c, MF_ERR_FORMAT, "file truncated: %s needs %" PRIu64 " bytes at offset 0x%zx but only %zu remain (file size %zu)",
+                    what, n, c->pos, remaining(c), c->size);
     return MF_OK;
 }
 
-static uint64_t rd_le(const uint8_t *p, int n) {
+static uint64_t rd_le(const uint8_t *p, size_t n) {
     uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
     return v;
 }
 
@@ -54,18 +104,39 @@ static mf_status rd_u64(cursor *c, uint64_t *v, const char *what) {
 
 static mf_status rd_str(cursor *c, gguf_str *out, const char *what) {
     uint64_t len;
-    mf_status s = rd_u64(c, &len, what);
+    char lenwhat[48];
+    snprintf(lenwhat, sizeof lenwhat, "%s length", what);
+    mf_status s = rd_u64(c, &len, lenwhat);
     if (s) return s;
     if (len > remaining(c))
-        return mf_err(MF_ERR_FORMAT, "%s: %s: string length %" PRIu64 " at offset 0x%zx exceeds the %zu bytes left in the file",
-                      c->path, what, len, c->pos - 8, remaining(c));
+        return fail(c, MF_ERR_FORMAT, "%s length %" PRIu64 " at offset 0x%zx runs past the end of the file (%zu bytes left)",
+                    what, len, c->pos - 8, remaining(c));
     out->ptr = (const char *)c->p + c->pos;
     out->len = len;
-    c->pos += len;
+    c->pos += (size_t)len;
     return MF_OK;
 }
 
-static int vtype_size(gguf_vtype t) {
+/* Makes room for element `i` of an array whose final length is at most `n`.
+ * The capacity doubles as elements are actually parsed instead of trusting a
+ * declared count up front, so memory stays proportional to the bytes read. */
+static bool grow(void **arr, uint64_t *cap, uint64_t i, uint64_t n, size_t elem) {
+    if (i < *cap) return true;
+    uint64_t nc = *cap ? *cap * 2 : 16;
+    if (nc > n) nc = n;
+    if (nc <= i) nc = i + 1;
+    if (nc > SIZE_MAX / elem) return false;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p) return false;
+    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    *arr = p;
+    *cap = nc;
+    return true;
+}
+
+/* ---- values ---- */
+
+size_t gguf_vtype_size(gguf_vtype t) {
     switch (t) {
     case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
     case GGUF_U16: case GGUF_I16: return 2;
@@ -87,7 +158,7 @@ bool gguf_vtype_is_int(gguf_vtype t) {
 
 static void scalar_from_raw(gguf_vtype t, const uint8_t *p, gguf_value *v) {
     v->type = t;
-    uint64_t u = rd_le(p, vtype_size(t));
+    uint64_t u = rd_le(p, gguf_vtype_size(t));
     switch (t) {
     case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: v->u = u; break;
     case GGUF_I8: v->i = (int8_t)u; break;
@@ -110,67 +181,70 @@ static void value_free(gguf_value *v) {
     }
 }
 
-static mf_status rd_value(cursor *c, gguf_vtype t, gguf_value *v, const char *key, int depth) {
-    memset(v, 0, sizeof *v);
-    v->type = t;
-    if (t == GGUF_STR) return rd_str(c, &v->s, key);
-    if (t != GGUF_ARR) {
-        int sz = vtype_size(t);
-        if (!sz) return mf_err(MF_ERR_FORMAT, "%s: key '%s': unknown value type %u", c->path, key, (unsigned)t);
-        mf_status s = need(c, (uint64_t)sz, key);
-        if (s) return s;
-        scalar_from_raw(t, c->p + c->pos, v);
-        c->pos += (size_t)sz;
-        return MF_OK;
-    }
-    if (depth >= MAX_ARRAY_DEPTH)
-        return mf_err(MF_ERR_FORMAT, "%s: key '%s': arrays nested deeper than %d", c->path, key, MAX_ARRAY_DEPTH);
+static mf_status rd_value(cursor *c, gguf_vtype t, gguf_value *v, int depth);
+
+/* The array header (element type, count) and elements, into v. On failure
+ * v->arr.n counts the elements that need freeing. */
+static mf_status rd_array(cursor *c, gguf_value *v, int depth) {
+    if (depth >= GGUF_MAX_ARRAY_DEPTH)
+        return fail(c, MF_ERR_FORMAT, "arrays nested more than %d deep", GGUF_MAX_ARRAY_DEPTH);
     uint32_t et;
     uint64_t n;
-    mf_status s = rd_u32(c, &et, key);
-    if (!s) s = rd_u64(c, &n, key);
+    mf_status s = rd_u32(c, &et, "array element type");
+    if (!s) s = rd_u64(c, &n, "array length");
     if (s) return s;
     if (et >= GGUF_VTYPE_COUNT)
-        return mf_err(MF_ERR_FORMAT, "%s: key '%s': unknown array element type %u", c->path, key, et);
+        return fail(c, MF_ERR_FORMAT, "unknown array element type %" PRIu32 " at offset 0x%zx", et, c->pos - 12);
     v->arr.elem = (gguf_vtype)et;
-    v->arr.n = 0;
-    if (et == GGUF_STR || et == GGUF_ARR) {
-        /* each element takes at least 8 bytes (a length or an array header) */
-        uint64_t min_each = et == GGUF_STR ? 8 : 12;
-        if (n > remaining(c) / min_each)
-            return mf_err(MF_ERR_FORMAT, "%s: key '%s': array of %" PRIu64 " %s elements cannot fit in the %zu bytes left",
-                          c->path, key, n, gguf_vtype_name((gguf_vtype)et), remaining(c));
-        if (et == GGUF_STR) {
-            v->arr.strs = calloc(n ? n : 1, sizeof *v->arr.strs);
-            if (!v->arr.strs) return mf_err(MF_ERR_NOMEM, "%s: key '%s': out of memory", c->path, key);
-            for (uint64_t i = 0; i < n; i++) {
-                s = rd_str(c, &v->arr.strs[i], key);
-                if (s) return s;
-                v->arr.n = i + 1;
-            }
-        } else {
-            v->arr.items = calloc(n ? n : 1, sizeof *v->arr.items);
-            if (!v->arr.items) return mf_err(MF_ERR_NOMEM, "%s: key '%s': out of memory", c->path, key);
-            for (uint64_t i = 0; i < n; i++) {
-                /* an element of an array-of-arrays is an array header (elem type,
-                 * count) and its elements, with no type tag of its own */
-                s = rd_value(c, GGUF_ARR, &v->arr.items[i], key, depth + 1);
-                v->arr.n = i + 1;
-                if (s) return s;
-            }
-        }
+    size_t sz = gguf_vtype_size((gguf_vtype)et);
+    if (sz) {
+        if (n > remaining(c) / sz)
+            return fail(c, MF_ERR_FORMAT, "array of %" PRIu64 " %s elements (%zu bytes each) runs past the end of the file (%zu bytes left)",
+                        n, gguf_vtype_name((gguf_vtype)et), sz, remaining(c));
+        v->arr.raw = c->p + c->pos;
         v->arr.n = n;
+        c->pos += (size_t)n * sz;
         return MF_OK;
     }
-    int sz = vtype_size((gguf_vtype)et);
-    if (n > remaining(c) / (uint64_t)sz)
-        return mf_err(MF_ERR_FORMAT, "%s: key '%s': array of %" PRIu64 " %s elements (%d bytes each) exceeds the %zu bytes left",
-                      c->path, key, n, gguf_vtype_name((gguf_vtype)et), sz, remaining(c));
-    v->arr.raw = c->p + c->pos;
-    v->arr.n = n;
-    c->pos += (size_t)(n * (uint64_t)sz);
+    /* a string element takes at least its 8-byte length, an array element at
+     * least its 12-byte header: a count that cannot fit is refused before any
+     * element is read */
+    size_t min_each = et == GGUF_STR ? 8 : 12;
+    if (n > remaining(c) / min_each)
+        return fail(c, MF_ERR_FORMAT, "array of %" PRIu64 " %s elements cannot fit in the %zu bytes left in the file",
+                    n, et == GGUF_STR ? "string" : "array", remaining(c));
+    uint64_t cap = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (et == GGUF_STR) {
+            if (!grow((void **)&v->arr.strs, &cap, i, n, sizeof *v->arr.strs))
+                return fail(c, MF_ERR_NOMEM, "out of memory for an array of %" PRIu64 " strings", n);
+            if ((s = rd_str(c, &v->arr.strs[i], "string"))) return s;
+            v->arr.n = i + 1;
+        } else {
+            if (!grow((void **)&v->arr.items, &cap, i, n, sizeof *v->arr.items))
+                return fail(c, MF_ERR_NOMEM, "out of memory for an array of %" PRIu64 " arrays", n);
+            v->arr.n = i + 1; /* counted before reading: a half-read element may own memory */
+            if ((s = rd_value(c, GGUF_ARR, &v->arr.items[i], depth + 1))) return s;
+        }
+    }
     return MF_OK;
 }
+
+static mf_status rd_value(cursor *c, gguf_vtype t, gguf_value *v, int depth) {
+    memset(v, 0, sizeof *v);
+    v->type = t;
+    if (t == GGUF_STR) return rd_str(c, &v->s, "string");
+    if (t == GGUF_ARR) return rd_array(c, v, depth);
+    size_t sz = gguf_vtype_size(t);
+    if (!sz) return fail(c, MF_ERR_FORMAT, "unknown value type %u", (unsigned)t);
+    mf_status s = need(c, sz, gguf_vtype_name(t));
+    if (s) return s;
+    scalar_from_raw(t, c->p + c->pos, v);
+    c->pos += sz;
+    return MF_OK;
+}
+
+/* ---- the file ---- */
 
 void gguf_close(gguf_file *f) {
     if (!f) return;
@@ -191,9 +265,9 @@ void gguf_close(gguf_file *f) {
 }
 
 static char *dup_str(gguf_str s) {
-    char *r = malloc(s.len + 1);
+    char *r = malloc((size_t)s.len + 1);
     if (!r) return NULL;
-    memcpy(r, s.ptr, s.len);
+    memcpy(r, s.ptr, (size_t)s.len);
     r[s.len] = 0;
     return r;
 }
@@ -212,173 +286,221 @@ static int cmp_key(const void *a, const void *b) {
 }
 
 static mf_status parse_header(cursor *c, gguf_file *f) {
-    mf_status s = need(c, 4, "magic");
-    if (s) return mf_err(MF_ERR_FORMAT, "%s: not a GGUF file (%zu bytes, too short for the magic)", c->path, c->size);
-    if (memcmp(c->p, "GGUF", 4) != 0) {
-        if (memcmp(c->p, "FUGG", 4) == 0)
-            return mf_err(MF_ERR_UNSUPPORTED, "%s: big-endian GGUF files are not supported", c->path);
+    snprintf(c->where, sizeof c->where, "header");
+    if (c->size < 4)
+        return mf_err(MF_ERR_FORMAT, "%s: not a GGUF file (%zu bytes, too short for the magic)", c->path, c->size);
+    const uint8_t *m = c->p;
+    if (memcmp(m, "GGUF", 4) != 0) {
+        if (!memcmp(m, "FUGG", 4))
+            return mf_err(MF_ERR_UNSUPPORTED, "%s: byte-swapped magic \"FUGG\": big-endian GGUF files are not supported", c->path);
+        if (!memcmp(m, "lmgg", 4) || !memcmp(m, "fmgg", 4) || !memcmp(m, "tjgg", 4))
+            return mf_err(MF_ERR_UNSUPPORTED, "%s: legacy GGML/GGJT file (bad magic for GGUF): convert it to GGUF first", c->path);
         return mf_err(MF_ERR_FORMAT, "%s: not a GGUF file (bad magic %02x %02x %02x %02x, expected \"GGUF\")", c->path,
-                      c->p[0], c->p[1], c->p[2], c->p[3]);
+                      m[0], m[1], m[2], m[3]);
     }
     c->pos = 4;
-    if ((s = rd_u32(c, &f->version, "version"))) return s;
+    mf_status s = rd_u32(c, &f->version, "version");
+    if (s) return s;
     if (f->version == 1)
         return mf_err(MF_ERR_UNSUPPORTED, "%s: GGUF version 1 is not supported (obsolete since 2023); re-convert the model to GGUF v3", c->path);
-    if (f->version == 0 || f->version > 3) {
+    if (f->version != 2 && f->version != 3) {
+        /* gguf-py writes big-endian files with a little-endian magic, so the
+         * version is where byte order shows */
         if ((f->version & 0xffff) == 0 && (f->version >> 16) != 0)
-            return mf_err(MF_ERR_UNSUPPORTED, "%s: GGUF version 0x%08x looks byte-swapped: big-endian GGUF files are not supported", c->path, f->version);
-        return mf_err(MF_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (expected 2 or 3)", c->path, f->version);
+            return mf_err(MF_ERR_UNSUPPORTED, "%s: GGUF version 0x%08" PRIx32 " looks byte-swapped: big-endian GGUF files are not supported",
+                          c->path, f->version);
+        return mf_err(MF_ERR_UNSUPPORTED, "%s: GGUF version %" PRIu32 " is not supported (expected 2 or 3)", c->path, f->version);
     }
     if ((s = rd_u64(c, &f->n_tensors, "tensor count"))) return s;
     if ((s = rd_u64(c, &f->n_kv, "metadata count"))) return s;
-    /* every kv takes >= 8 (key len) + 4 (type) + 1 bytes; every tensor info >= 8+4+8+4+8 */
-    if (f->n_kv > remaining(c) / 13)
+    /* smallest possible entries: a kv is key length + 1 key byte + type + a u8
+     * (14 bytes); a tensor info is name length + 1 byte + n_dims + one dim +
+     * type + offset (33 bytes) */
+    if (f->n_kv > remaining(c) / 14)
         return mf_err(MF_ERR_FORMAT, "%s: metadata count %" PRIu64 " cannot fit in a file of %zu bytes", c->path, f->n_kv, c->size);
-    if (f->n_tensors > remaining(c) / 32)
+    if (f->n_tensors > remaining(c) / 33)
         return mf_err(MF_ERR_FORMAT, "%s: tensor count %" PRIu64 " cannot fit in a file of %zu bytes", c->path, f->n_tensors, c->size);
     return MF_OK;
 }
 
+static mf_status check_duplicate_keys(cursor *c, gguf_file *f) {
+    if (f->n_kv < 2) return MF_OK;
+    const gguf_kv **sorted = malloc((size_t)f->n_kv * sizeof *sorted);
+    if (!sorted) return mf_err(MF_ERR_NOMEM, "%s: out of memory", c->path);
+    for (uint64_t i = 0; i < f->n_kv; i++) sorted[i] = &f->kv[i];
+    qsort(sorted, (size_t)f->n_kv, sizeof *sorted, cmp_key);
+    mf_status s = MF_OK;
+    for (uint64_t i = 1; i < f->n_kv && !s; i++)
+        if (strcmp(sorted[i - 1]->key, sorted[i]->key) == 0) {
+            set_where(c, "key", sorted[i]->key, strlen(sorted[i]->key));
+            s = fail(c, MF_ERR_FORMAT, "duplicate metadata key");
+        }
+    free(sorted);
+    return s;
+}
+
 static mf_status parse_kv(cursor *c, gguf_file *f) {
-    uint64_t n = f->n_kv;
-    f->kv = calloc(n ? n : 1, sizeof *f->kv);
-    if (!f->kv) return mf_err(MF_ERR_NOMEM, "%s: out of memory for %" PRIu64 " metadata entries", c->path, n);
-    f->n_kv = 0; /* counts entries that need freeing */
-    f->alignment = GGUF_DEFAULT_ALIGNMENT;
+    uint64_t n = f->n_kv, cap = 0;
+    f->n_kv = 0; /* counts the entries that need freeing */
     for (uint64_t i = 0; i < n; i++) {
+        snprintf(c->where, sizeof c->where, "metadata entry %" PRIu64, i);
+        if (!grow((void **)&f->kv, &cap, i, n, sizeof *f->kv))
+            return fail(c, MF_ERR_NOMEM, "out of memory for %" PRIu64 " metadata entries", n);
         gguf_kv *kv = &f->kv[i];
         gguf_str key;
         uint32_t t;
-        mf_status s = rd_str(c, &key, "metadata key");
+        mf_status s = rd_str(c, &key, "key");
         if (s) return s;
-        if (key.len == 0 || key.len > MAX_KEY_LEN)
-            return mf_err(MF_ERR_FORMAT, "%s: metadata entry %" PRIu64 ": key length %" PRIu64 " out of range", c->path, i, key.len);
-        if (memchr(key.ptr, 0, key.len))
-            return mf_err(MF_ERR_FORMAT, "%s: metadata entry %" PRIu64 ": key contains a NUL byte", c->path, i);
+        if (key.len == 0) return fail(c, MF_ERR_FORMAT, "empty key");
+        set_where(c, "key", key.ptr, key.len);
+        if (key.len > GGUF_MAX_KEY_LEN)
+            return fail(c, MF_ERR_FORMAT, "key of %" PRIu64 " bytes is longer than %d", key.len, GGUF_MAX_KEY_LEN);
+        if (memchr(key.ptr, 0, (size_t)key.len)) return fail(c, MF_ERR_FORMAT, "key contains a NUL byte");
         kv->key = dup_str(key);
         f->n_kv = i + 1;
-        if (!kv->key) return mf_err(MF_ERR_NOMEM, "%s: out of memory", c->path);
-        if ((s = rd_u32(c, &t, kv->key))) return s;
+        if (!kv->key) return fail(c, MF_ERR_NOMEM, "out of memory");
+        if ((s = rd_u32(c, &t, "value type"))) return s;
         if (t >= GGUF_VTYPE_COUNT)
-            return mf_err(MF_ERR_FORMAT, "%s: key '%s': unknown value type %u", c->path, kv->key, t);
-        if ((s = rd_value(c, (gguf_vtype)t, &kv->v, kv->key, 0))) return s;
+            return fail(c, MF_ERR_FORMAT, "unknown value type %" PRIu32 " at offset 0x%zx", t, c->pos - 4);
+        if ((s = rd_value(c, (gguf_vtype)t, &kv->v, 0))) return s;
     }
-    /* duplicate keys make lookups ambiguous: refuse */
-    if (n > 1) {
-        const gguf_kv **sorted = malloc(n * sizeof *sorted);
-        if (!sorted) return mf_err(MF_ERR_NOMEM, "%s: out of memory", c->path);
-        for (uint64_t i = 0; i < n; i++) sorted[i] = &f->kv[i];
-        qsort(sorted, n, sizeof *sorted, cmp_key);
-        for (uint64_t i = 1; i < n; i++)
-            if (strcmp(sorted[i - 1]->key, sorted[i]->key) == 0) {
-                mf_status s = mf_err(MF_ERR_FORMAT, "%s: duplicate metadata key '%s'", c->path, sorted[i]->key);
-                free(sorted);
-                return s;
-            }
-        free(sorted);
-    }
+    mf_status s = check_duplicate_keys(c, f);
+    if (s) return s;
+    f->alignment = GGUF_DEFAULT_ALIGNMENT;
     const gguf_value *al = gguf_get(f, "general.alignment");
     if (al) {
+        snprintf(c->where, sizeof c->where, "key 'general.alignment'");
         if (al->type != GGUF_U32)
-            return mf_err(MF_ERR_FORMAT, "%s: general.alignment has type %s, expected u32", c->path, gguf_vtype_name(al->type));
+            return fail(c, MF_ERR_FORMAT, "alignment has type %s, expected u32", gguf_vtype_name(al->type));
         if (al->u == 0 || (al->u & (al->u - 1)) != 0)
-            return mf_err(MF_ERR_FORMAT, "%s: general.alignment = %" PRIu64 " is not a power of two", c->path, al->u);
+            return fail(c, MF_ERR_FORMAT, "alignment %" PRIu64 " is not a power of two", al->u);
         f->alignment = al->u;
     }
     return MF_OK;
 }
 
+static mf_status parse_tensor(cursor *c, uint64_t i, gguf_tensor *t) {
+    snprintf(c->where, sizeof c->where, "tensor %" PRIu64, i);
+    gguf_str name;
+    mf_status s = rd_str(c, &name, "name");
+    if (s) return s;
+    if (name.len == 0) return fail(c, MF_ERR_FORMAT, "empty tensor name");
+    set_where(c, "tensor", name.ptr, name.len);
+    if (name.len > GGUF_MAX_NAME_LEN)
+        return fail(c, MF_ERR_FORMAT, "name of %" PRIu64 " bytes is longer than %d", name.len, GGUF_MAX_NAME_LEN);
+    if (memchr(name.ptr, 0, (size_t)name.len)) return fail(c, MF_ERR_FORMAT, "name contains a NUL byte");
+    if (!(t->name = dup_str(name))) return fail(c, MF_ERR_NOMEM, "out of memory");
+
+    if ((s = rd_u32(c, &t->n_dims, "dimension count"))) return s;
+    if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
+        return fail(c, MF_ERR_FORMAT, "%" PRIu32 " dimensions (1 to %d allowed)", t->n_dims, GGUF_MAX_DIMS);
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        uint64_t ne;
+        if ((s = rd_u64(c, &ne, "dimension"))) return s;
+        if (ne == 0) return fail(c, MF_ERR_FORMAT, "dimension %" PRIu32 " is 0 (empty tensors are not allowed)", d);
+        if (ne > (uint64_t)INT64_MAX)
+            return fail(c, MF_ERR_FORMAT, "dimension %" PRIu32 " = %" PRIu64 " is out of range (negative as a signed value)", d, ne);
+        t->ne[d] = (int64_t)ne;
+    }
+    uint32_t type;
+    if ((s = rd_u32(c, &type, "tensor type"))) return s;
+    const mf_type_geom *g = mf_type_geom_get((int)type);
+    if (type >= MF_TYPE_COUNT || !g) return fail(c, MF_ERR_FORMAT, "unknown tensor type id %" PRIu32, type);
+    t->type = (mf_type)type;
+    if ((s = rd_u64(c, &t->offset, "data offset"))) return s;
+
+    int64_t nel = 1;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++)
+        if (__builtin_mul_overflow(nel, t->ne[d], &nel))
+            return fail(c, MF_ERR_FORMAT, "element count overflows (shape %" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64 ")",
+                        t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+    t->n_elements = nel;
+    if (t->ne[0] % g->blck != 0)
+        return fail(c, MF_ERR_FORMAT, "row length %" PRId64 " is not a multiple of the %s block size %d",
+                    t->ne[0], g->name, (int)g->blck);
+    uint64_t nb;
+    if (__builtin_mul_overflow((uint64_t)(nel / g->blck), (uint64_t)g->size, &nb) || nb > SIZE_MAX)
+        return fail(c, MF_ERR_FORMAT, "byte size overflows (%" PRId64 " elements of %s)", nel, g->name);
+    t->nbytes = (size_t)nb;
+    return MF_OK;
+}
+
 static mf_status parse_tensors(cursor *c, gguf_file *f) {
-    uint64_t n = f->n_tensors;
-    f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
-    if (!f->tensors) return mf_err(MF_ERR_NOMEM, "%s: out of memory for %" PRIu64 " tensors", c->path, n);
+    uint64_t n = f->n_tensors, cap = 0;
     f->n_tensors = 0;
     for (uint64_t i = 0; i < n; i++) {
-        gguf_tensor *t = &f->tensors[i];
-        gguf_str name;
-        mf_status s = rd_str(c, &name, "tensor name");
-        if (s) return s;
-        if (name.len == 0 || name.len > MAX_NAME_LEN || memchr(name.ptr, 0, name.len))
-            return mf_err(MF_ERR_FORMAT, "%s: tensor %" PRIu64 ": invalid name (length %" PRIu64 ")", c->path, i, name.len);
-        t->name = dup_str(name);
+        if (!grow((void **)&f->tensors, &cap, i, n, sizeof *f->tensors))
+            return mf_err(MF_ERR_NOMEM, "%s: out of memory for %" PRIu64 " tensors", c->path, n);
         f->n_tensors = i + 1;
-        if (!t->name) return mf_err(MF_ERR_NOMEM, "%s: out of memory", c->path);
-        if ((s = rd_u32(c, &t->n_dims, t->name))) return s;
-        if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
-            return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': %u dimensions (1..%d allowed)", c->path, t->name, t->n_dims, GGUF_MAX_DIMS);
-        for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++) {
-            uint64_t ne;
-            if ((s = rd_u64(c, &ne, t->name))) return s;
-            if (ne > (uint64_t)INT64_MAX)
-                return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': dimension %u = %" PRIu64 " is out of range", c->path, t->name, d, ne);
-            t->ne[d] = (int64_t)ne;
-        }
-        uint32_t type;
-        if ((s = rd_u32(c, &type, t->name))) return s;
-        const mf_type_geom *g = mf_type_geom_get((int)type);
-        if (!g)
-            return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': unknown tensor type %u", c->path, t->name, type);
-        t->type = (mf_type)type;
-        if ((s = rd_u64(c, &t->offset, t->name))) return s;
-
-        /* element count and bytes, overflow-checked */
-        int64_t nel = 1;
-        for (int d = 0; d < GGUF_MAX_DIMS; d++)
-            if (__builtin_mul_overflow(nel, t->ne[d], &nel))
-                return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': element count overflows (%" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64 ")",
-                              c->path, t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
-        if (t->ne[0] % g->blck != 0)
-            return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': row length %" PRId64 " is not a multiple of the %s block size %d",
-                          c->path, t->name, t->ne[0], g->name, g->blck);
-        uint64_t nb;
-        if (__builtin_mul_overflow((uint64_t)(nel / g->blck), (uint64_t)g->size, &nb) || nb > SIZE_MAX)
-            return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': byte size overflows", c->path, t->name);
-        t->nbytes = (size_t)nb;
+        mf_status s = parse_tensor(c, i, &f->tensors[i]);
+        if (s) return s;
     }
     return MF_OK;
+}
+
+/* Alignment the element type needs in memory so that kernels can read it
+ * through typed pointers: the largest power of two dividing the block size,
+ * at most 8 (f32 -> 4, f16 -> 2, q8_0's 34-byte blocks -> 2, q4_K -> 8). */
+static uint64_t type_align(mf_type type) {
+    uint64_t sz = (uint64_t)mf_type_geom_get((int)type)->size;
+    uint64_t a = sz & (~sz + 1);
+    return a > 8 ? 8 : a;
 }
 
 static mf_status place_tensors(cursor *c, gguf_file *f) {
     /* data starts at the next multiple of the alignment after the tensor infos */
     uint64_t a = f->alignment;
     uint64_t off = ((uint64_t)c->pos + a - 1) / a * a;
-    if (f->n_tensors > 0 && off > c->size)
-        return mf_err(MF_ERR_FORMAT, "%s: truncated file: tensor data would start at 0x%" PRIx64 " past the end (size 0x%zx)",
-                      c->path, off, c->size);
+    if (f->n_tensors > 0 && off > c->size) {
+        c->where[0] = 0;
+        return fail(c, MF_ERR_FORMAT, "file truncated: tensor data would start at offset 0x%" PRIx64 ", past the end of the file (size 0x%zx)",
+                    off, c->size);
+    }
     f->data_offset = off;
     uint64_t avail = off <= c->size ? c->size - off : 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor *t = &f->tensors[i];
+        set_where(c, "tensor", t->name, strlen(t->name));
         if (t->offset % a != 0)
-            return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': data offset 0x%" PRIx64 " is not aligned to %" PRIu64 " bytes",
-                          c->path, t->name, t->offset, a);
+            return fail(c, MF_ERR_FORMAT, "data offset 0x%" PRIx64 " is misaligned: not a multiple of the file's alignment %" PRIu64,
+                        t->offset, a);
+        uint64_t ta = type_align(t->type);
+        if ((off + t->offset) % ta != 0) /* wraps only for offsets refused just below; the remainder is still right */
+            return fail(c, MF_ERR_FORMAT, "data at file offset 0x%" PRIx64 " is misaligned for %s (needs a multiple of %" PRIu64 ")",
+                        off + t->offset, mf_type_name(t->type), ta);
         if (t->offset > avail || t->nbytes > avail - t->offset)
-            return mf_err(MF_ERR_FORMAT, "%s: tensor '%s': offset 0x%" PRIx64 " + %zu bytes runs past the end of file (data section 0x%" PRIx64 ", file size 0x%zx)",
-                          c->path, t->name, f->data_offset + t->offset, t->nbytes, f->data_offset, c->size);
+            return fail(c, MF_ERR_FORMAT, "data offset 0x%" PRIx64 " + %zu bytes runs past the end of the file (data section: 0x%" PRIx64 " bytes at 0x%" PRIx64 ", file size 0x%zx)",
+                        t->offset, t->nbytes, avail, off, c->size);
         t->data = c->p + off + t->offset;
     }
-    if (f->n_tensors > 1) {
-        gguf_tensor **v = malloc(f->n_tensors * sizeof *v);
-        if (!v) return mf_err(MF_ERR_NOMEM, "%s: out of memory", c->path);
-        for (uint64_t i = 0; i < f->n_tensors; i++) v[i] = &f->tensors[i];
-        mf_status s = MF_OK;
-        qsort(v, f->n_tensors, sizeof *v, cmp_name);
-        for (uint64_t i = 1; i < f->n_tensors && !s; i++)
-            if (strcmp(v[i - 1]->name, v[i]->name) == 0)
-                s = mf_err(MF_ERR_FORMAT, "%s: duplicate tensor name '%s'", c->path, v[i]->name);
-        qsort(v, f->n_tensors, sizeof *v, cmp_offset);
-        for (uint64_t i = 1; i < f->n_tensors && !s; i++)
-            if (v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset)
-                s = mf_err(MF_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap in the data section", c->path, v[i - 1]->name, v[i]->name);
-        free(v);
-        if (s) return s;
-    }
-    return MF_OK;
+    if (f->n_tensors < 2) return MF_OK;
+    gguf_tensor **v = malloc((size_t)f->n_tensors * sizeof *v);
+    if (!v) return mf_err(MF_ERR_NOMEM, "%s: out of memory", c->path);
+    for (uint64_t i = 0; i < f->n_tensors; i++) v[i] = &f->tensors[i];
+    mf_status s = MF_OK;
+    qsort(v, (size_t)f->n_tensors, sizeof *v, cmp_name);
+    for (uint64_t i = 1; i < f->n_tensors && !s; i++)
+        if (strcmp(v[i - 1]->name, v[i]->name) == 0) {
+            set_where(c, "tensor", v[i]->name, strlen(v[i]->name));
+            s = fail(c, MF_ERR_FORMAT, "duplicate tensor name");
+        }
+    qsort(v, (size_t)f->n_tensors, sizeof *v, cmp_offset);
+    for (uint64_t i = 1; i < f->n_tensors && !s; i++)
+        if (v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset) {
+            char other[NAME_SHOWN * 4 + 8];
+            show_name(other, sizeof other, v[i - 1]->name, strlen(v[i - 1]->name));
+            set_where(c, "tensor", v[i]->name, strlen(v[i]->name));
+            s = fail(c, MF_ERR_FORMAT, "data at offset 0x%" PRIx64 " overlaps tensor '%s' (0x%" PRIx64 " + %zu bytes)",
+                     off + v[i]->offset, other, off + v[i - 1]->offset, v[i - 1]->nbytes);
+        }
+    free(v);
+    return s;
 }
 
 mf_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_file **out) {
     *out = NULL;
+    if (!data && size) return mf_err(MF_ERR_INVALID_ARG, "gguf_parse: NULL buffer");
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) return mf_err(MF_ERR_NOMEM, "out of memory");
     f->path = strdup(name ? name : "<buffer>");
@@ -386,9 +508,11 @@ mf_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_fi
         free(f);
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
-    f->base = data;
+    static const uint8_t empty[8];
+    f->base = data ? data : empty;
     f->size = size;
-    cursor c = {data, 0, size, f->path};
+    f->alignment = GGUF_DEFAULT_ALIGNMENT;
+    cursor c = {f->base, 0, size, f->path, ""};
     mf_status s = parse_header(&c, f);
     if (!s) s = parse_kv(&c, f);
     if (!s) s = parse_tensors(&c, f);
@@ -417,10 +541,15 @@ mf_status gguf_open(const char *path, gguf_file **out) {
     return MF_OK;
 }
 
-const gguf_value *gguf_get(const gguf_file *f, const char *key) {
+int64_t gguf_find_key(const gguf_file *f, const char *key) {
     for (uint64_t i = 0; i < f->n_kv; i++)
-        if (strcmp(f->kv[i].key, key) == 0) return &f->kv[i].v;
-    return NULL;
+        if (strcmp(f->kv[i].key, key) == 0) return (int64_t)i;
+    return -1;
+}
+
+const gguf_value *gguf_get(const gguf_file *f, const char *key) {
+    int64_t i = gguf_find_key(f, key);
+    return i < 0 ? NULL : &f->kv[i].v;
 }
 
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
@@ -438,19 +567,19 @@ static mf_status get_int(const gguf_file *f, const char *key, bool required, int
     int64_t x;
     switch (v->type) {
     case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64:
-        if (v->u > (uint64_t)INT64_MAX) goto range;
+        if (v->u > (uint64_t)INT64_MAX)
+            return mf_err(MF_ERR_FORMAT, "%s: key '%s': value %" PRIu64 " is out of range", f->path, key, v->u);
         x = (int64_t)v->u;
         break;
     case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64: x = v->i; break;
     default:
         return mf_err(MF_ERR_FORMAT, "%s: key '%s' has type %s, expected an integer", f->path, key, gguf_vtype_name(v->type));
     }
-    if (x < lo || x > hi) goto range;
+    if (x < lo || x > hi)
+        return mf_err(MF_ERR_FORMAT, "%s: key '%s': value %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", f->path, key, x, lo, hi);
     *out = x;
     *found = true;
     return MF_OK;
-range:
-    return mf_err(MF_ERR_FORMAT, "%s: key '%s' value is out of range", f->path, key);
 }
 
 mf_status gguf_get_u32(const gguf_file *f, const char *key, bool required, uint32_t *out) {
@@ -500,9 +629,16 @@ mf_status gguf_get_str(const gguf_file *f, const char *key, bool required, char 
     return MF_OK;
 }
 
+static bool arr_elem(const gguf_value *v, uint64_t i, gguf_value *e) {
+    size_t sz = gguf_vtype_size(v->arr.elem);
+    if (v->type != GGUF_ARR || !sz || i >= v->arr.n) return false;
+    scalar_from_raw(v->arr.elem, v->arr.raw + i * sz, e);
+    return true;
+}
+
 int64_t gguf_arr_int(const gguf_value *v, uint64_t i) {
     gguf_value e;
-    scalar_from_raw(v->arr.elem, v->arr.raw + i * (uint64_t)vtype_size(v->arr.elem), &e);
+    if (!arr_elem(v, i, &e)) return 0;
     switch (e.type) {
     case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: return (int64_t)e.u;
     case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64: return e.i;
@@ -514,7 +650,7 @@ int64_t gguf_arr_int(const gguf_value *v, uint64_t i) {
 
 double gguf_arr_float(const gguf_value *v, uint64_t i) {
     gguf_value e;
-    scalar_from_raw(v->arr.elem, v->arr.raw + i * (uint64_t)vtype_size(v->arr.elem), &e);
+    if (!arr_elem(v, i, &e)) return 0;
     switch (e.type) {
     case GGUF_F32: case GGUF_F64: return e.f;
     case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: return (double)e.u;
