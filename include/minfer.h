@@ -83,6 +83,11 @@ mf_token mf_token_eos(const mf_model *model);     /* -1 if none */
 bool     mf_token_is_eog(const mf_model *model, mf_token tok); /* ends generation */
 bool     mf_model_add_bos(const mf_model *model); /* prepend BOS when tokenizing with add_special */
 
+/* Streaming output: how many leading bytes of s[0..n) form complete UTF-8
+ * sequences. Print that many and keep the rest until the next piece arrives,
+ * so a multi-byte character split across tokens is never emitted in halves. */
+size_t   mf_utf8_complete(const char *s, size_t n);
+
 /* ---- context: KV cache + scratch + thread pool ------------------------ */
 
 typedef struct mf_context mf_context;

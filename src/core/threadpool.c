@@ -5,6 +5,7 @@
 #include "core/timer.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ static void *worker_main(void *p) {
                 break;
             }
             CPU_RELAX();
+            if ((i & 1023) == 1023) sched_yield(); /* oversubscribed CPUs: let the producer run */
         }
         if (atomic_load(&pool->stop)) return NULL;
         seen = g;
@@ -125,5 +127,10 @@ void mf_pool_run(mf_pool *pool, mf_task_fn fn, void *arg) {
         pthread_mutex_unlock(&pool->mu);
     }
     fn(arg, 0, pool->n);
-    while (atomic_load_explicit(&pool->done, memory_order_acquire) != pool->n - 1) CPU_RELAX();
+    /* wait for the workers; yield now and then in case one of them was
+     * preempted on an oversubscribed machine (spinning would only delay it) */
+    for (unsigned i = 1; atomic_load_explicit(&pool->done, memory_order_acquire) != pool->n - 1; i++) {
+        CPU_RELAX();
+        if ((i & 1023) == 0) sched_yield();
+    }
 }

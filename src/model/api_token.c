@@ -16,3 +16,5 @@ mf_token mf_token_bos(const mf_model *m) { return mf_vocab_bos(m->vocab); }
 mf_token mf_token_eos(const mf_model *m) { return mf_vocab_eos(m->vocab); }
 bool mf_token_is_eog(const mf_model *m, mf_token tok) { return mf_vocab_is_eog(m->vocab, tok); }
 bool mf_model_add_bos(const mf_model *m) { return mf_vocab_add_bos(m->vocab); }
+
+size_t mf_utf8_complete(const char *s, size_t n) { return mf_utf8_complete_prefix(s, n); }

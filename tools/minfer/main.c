@@ -29,7 +29,6 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
         if (!strcmp(argv[1], g_cmds[i].name)) return g_cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "minfer: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "minfer: unknown command '%s' (see minfer --help)\n", argv[1]);
     return 2;
 }

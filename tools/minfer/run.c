@@ -1,10 +1,192 @@
-/* run.c - placeholder until the subcommand lands. */
+/* run.c - `minfer run`: one-shot generation streamed to stdout. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "core/timer.h"
+#include "minfer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: minfer run -m MODEL.gguf [-p PROMPT] [options]\n"
+            "  -m, --model FILE       GGUF model to run\n"
+            "  -p, --prompt TEXT      prompt (read from stdin when absent)\n"
+            "  -n, --n-predict N      tokens to generate (default 128, -1 = until EOS or context full)\n"
+            "  -t, --threads N        worker threads (default: all CPUs)\n"
+            "  -c, --n-ctx N          context size (default 4096, clamped to the model's)\n"
+            "  -b, --batch-size N     max tokens per forward pass (default 512)\n"
+            "  --cache-type T         KV cache type: f32 (default)\n"
+            "  -s, --seed N           sampling seed (default 0xdeadbeef)\n"
+            "  --temp T               temperature (default 0.8; 0 = greedy)\n"
+            "  --top-k N              top-k (default 40; 0 = off)\n"
+            "  --top-p P              top-p (default 0.95; 1 = off)\n"
+            "  --min-p P              min-p (default 0.05; 0 = off)\n"
+            "  --repeat-penalty R     repetition penalty (default 1.0 = off)\n"
+            "  --repeat-last-n N      tokens the penalties look back over (default 64)\n"
+            "  --frequency-penalty F  (default 0)\n"
+            "  --presence-penalty F   (default 0)\n"
+            "  --ignore-eos           keep generating past end-of-generation tokens\n"
+            "  --no-bos               do not prepend BOS even if the model asks for it\n"
+            "  --verbose              explain backend and kernel choices\n"
+            "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n");
+}
+
+/* Writes the complete UTF-8 prefix of the pending bytes, keeps the rest. */
+static void flush_utf8(char *pend, size_t *np, bool all) {
+    size_t ok = all ? *np : mf_utf8_complete(pend, *np);
+    if (ok) {
+        fwrite(pend, 1, ok, stdout);
+        fflush(stdout);
+        memmove(pend, pend + ok, *np - ok);
+        *np -= ok;
+    }
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "minfer run: not implemented yet\n");
-    return 1;
+    const char *model_path = NULL, *prompt = NULL;
+    long n_predict = 128, n_threads = 0, n_ctx = 0, n_batch = 0;
+    bool ignore_eos = false, no_bos = false, verbose = false;
+    mf_sampler_params sp = mf_sampler_default_params();
+    mf_kv_type kv = MF_KV_F32;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long iv;
+        double dv;
+#define INT_OPT(lo, hi, dst) do { if (!cli_int("run", a, v, lo, hi, &iv)) return 2; dst = iv; i++; } while (0)
+#define FLT_OPT(dst) do { if (!cli_float("run", a, v, &dv)) return 2; dst = (float)dv; i++; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!v) goto missing; model_path = v; i++; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!v) goto missing; prompt = v; i++; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) INT_OPT(-1, 1L << 30, n_predict);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 512, n_threads);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--n-ctx")) INT_OPT(0, 1L << 24, n_ctx);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1L << 16, n_batch);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) { if (!cli_int("run", a, v, 0, 0x7fffffffffffffffL, &iv)) return 2; sp.seed = (uint64_t)iv; i++; }
+        else if (!strcmp(a, "--temp")) FLT_OPT(sp.temp);
+        else if (!strcmp(a, "--top-k")) INT_OPT(0, 1L << 30, sp.top_k);
+        else if (!strcmp(a, "--top-p")) FLT_OPT(sp.top_p);
+        else if (!strcmp(a, "--min-p")) FLT_OPT(sp.min_p);
+        else if (!strcmp(a, "--repeat-penalty")) FLT_OPT(sp.repeat_penalty);
+        else if (!strcmp(a, "--repeat-last-n")) INT_OPT(0, 1L << 20, sp.penalty_last_n);
+        else if (!strcmp(a, "--frequency-penalty")) FLT_OPT(sp.freq_penalty);
+        else if (!strcmp(a, "--presence-penalty")) FLT_OPT(sp.presence_penalty);
+        else if (!strcmp(a, "--cache-type")) {
+            if (!v) goto missing;
+            if (!strcmp(v, "f32")) kv = MF_KV_F32;
+            else if (!strcmp(v, "f16")) kv = MF_KV_F16;
+            else if (!strcmp(v, "q8_0")) kv = MF_KV_Q8_0;
+            else { fprintf(stderr, "minfer run: unknown --cache-type '%s' (f32, f16, q8_0)\n", v); return 2; }
+            i++;
+        }
+        else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--no-bos")) no_bos = true;
+        else if (!strcmp(a, "--verbose")) verbose = true;
+        else { fprintf(stderr, "minfer run: unknown option '%s' (see --help)\n", a); return 2; }
+        continue;
+    missing:
+        fprintf(stderr, "minfer run: option %s needs a value\n", a);
+        return 2;
+#undef INT_OPT
+#undef FLT_OPT
+    }
+    if (!model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
+    if (sp.repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
+
+    char *stdin_text = NULL;
+    size_t prompt_len;
+    if (!prompt) {
+        stdin_text = cli_read_stdin(&prompt_len);
+        if (!stdin_text) { fprintf(stderr, "minfer run: cannot read the prompt from stdin\n"); return 1; }
+        prompt = stdin_text;
+    } else {
+        prompt_len = strlen(prompt);
+    }
+
+    int rc = 1;
+    mf_model *model = NULL;
+    mf_context *ctx = NULL;
+    mf_sampler *smp = NULL;
+    mf_token *toks = NULL;
+    const bool timing = getenv("MINFER_TIMING") && strcmp(getenv("MINFER_TIMING"), "0");
+    mf_model_params mp = mf_model_default_params();
+    mp.verbose = verbose;
+    double t_load = mf_now();
+    if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    if (verbose) fprintf(stderr, "minfer: %s (loaded in %.1f ms)\n", mf_model_desc(model), (mf_now() - t_load) * 1e3);
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_threads = (int32_t)n_threads;
+    cp.kv_type = kv;
+    cp.verbose = verbose;
+    if (mf_context_new(model, &cp, &ctx)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    const uint32_t nctx = mf_context_n_ctx(ctx);
+    const int32_t n_vocab = mf_model_n_vocab(model);
+    if (mf_sampler_new(&sp, n_vocab, &smp)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+
+    bool add_bos = mf_model_add_bos(model) && !no_bos;
+    int32_t n = mf_tokenize(model, prompt, prompt_len, NULL, 0, add_bos, true);
+    if (n == INT32_MIN) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    int32_t need = n < 0 ? -n : n;
+    toks = malloc(sizeof *toks * (size_t)(need ? need : 1));
+    if (!toks) { fprintf(stderr, "minfer run: out of memory\n"); goto done; }
+    n = mf_tokenize(model, prompt, prompt_len, toks, need, add_bos, true);
+    if (n <= 0) { fprintf(stderr, "minfer run: the prompt is empty (no tokens)\n"); goto done; }
+    if ((uint32_t)n >= nctx) {
+        fprintf(stderr, "minfer run: the prompt has %d tokens; the context holds %u (raise --n-ctx)\n", n, nctx);
+        goto done;
+    }
+    for (int32_t i = 0; i < n; i++) mf_sampler_accept(smp, toks[i]);
+
+    double t0 = mf_now();
+    if (mf_decode(ctx, toks, n, false)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    double t_prefill = mf_now() - t0;
+    if (timing) fprintf(stderr, "[timing] prefill %d tokens: %.3f ms\n", n, t_prefill * 1e3);
+
+    char pend[256];
+    size_t np = 0;
+    int32_t n_gen = 0, n_fwd = 0;
+    double t_decode = 0;
+    const char *stop = NULL;
+    for (;;) {
+        if (n_predict >= 0 && n_gen >= n_predict) break;
+        if (mf_context_n_past(ctx) >= nctx) { stop = "context full"; break; }
+        double ts = mf_now();
+        mf_token t = mf_sampler_sample(smp, mf_get_logits(ctx, -1));
+        double t_sample = mf_now() - ts;
+        if (!ignore_eos && mf_token_is_eog(model, t)) { stop = "end of generation"; break; }
+        mf_sampler_accept(smp, t);
+        char piece[256];
+        int32_t len = mf_token_to_piece(model, t, piece, sizeof piece, false);
+        if (len > 0) {
+            if (np + (size_t)len > sizeof pend) flush_utf8(pend, &np, true);
+            memcpy(pend + np, piece, (size_t)len);
+            np += (size_t)len;
+            flush_utf8(pend, &np, false);
+        }
+        n_gen++;
+        if (n_predict >= 0 && n_gen >= n_predict) break; /* its logits would go unused */
+        double tf = mf_now();
+        if (mf_decode(ctx, &t, 1, false)) { fprintf(stderr, "\nminfer run: %s\n", mf_last_error()); goto done; }
+        double t_fwd = mf_now() - tf;
+        t_decode += t_fwd;
+        n_fwd++;
+        if (timing) fprintf(stderr, "[timing] token %d: sample %.3f ms, forward %.3f ms\n", n_gen, t_sample * 1e3, t_fwd * 1e3);
+    }
+    flush_utf8(pend, &np, true);
+    printf("\n");
+    fflush(stdout);
+    if (stop && verbose) fprintf(stderr, "minfer: stopped: %s\n", stop);
+    fprintf(stderr, "prefill: %d tokens in %.2f ms (%.1f tok/s)\n", n, t_prefill * 1e3, n / (t_prefill > 0 ? t_prefill : 1e-9));
+    fprintf(stderr, "decode:  %d tokens in %.2f ms (%.1f tok/s)\n", n_fwd, t_decode * 1e3,
+            n_fwd ? n_fwd / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+    rc = 0;
+done:
+    free(toks);
+    mf_sampler_free(smp);
+    mf_context_free(ctx);
+    mf_model_free(model);
+    free(stdin_text);
+    return rc;
 }

@@ -1,0 +1,42 @@
+/* test_cli_run.c - `minfer run` end to end on stories260K: greedy output is the
+ * golden continuation's text (only the continuation, not the prompt), the
+ * speed lines go to stderr, and a prompt from stdin gives the same text. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(void) {
+    /* golden once.json: the greedy continuation of "Once upon a time" begins so */
+    const char *want = ", there was a little girl named Lily. She loved to play outside in the park.";
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s run -m ../shared/models/stories260K.gguf -p 'Once upon a time' -n 30 --temp 0 -t 2 2>/dev/null",
+             test_minfer_bin());
+    int rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 0, "run exited %d", rc);
+    CHECK(!strncmp(out, want, strlen(want)), "greedy output differs: '%s'", out);
+
+    snprintf(cmd, sizeof cmd, "echo -n 'Once upon a time' | %s run -m ../shared/models/stories260K.gguf -n 30 --temp 0 2>/dev/null",
+             test_minfer_bin());
+    char out2[8192];
+    rc = test_run(cmd, out2, sizeof out2);
+    CHECK(rc == 0 && !strcmp(out, out2), "prompt from stdin gives different output: '%s'", out2);
+
+    snprintf(cmd, sizeof cmd, "%s run -m ../shared/models/stories260K.gguf -p 'Once upon a time' -n 8 --seed 7 2>&1 >/dev/null",
+             test_minfer_bin());
+    rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "prefill:") && strstr(out, "decode:") && strstr(out, "tok/s"),
+          "speed report missing on stderr: '%s'", out);
+
+    /* sampling is deterministic for a seed and differs across seeds */
+    char a[4096], b[4096], c[4096];
+    snprintf(cmd, sizeof cmd, "%s run -m ../shared/models/stories260K.gguf -p 'Once upon a time' -n 40 --seed 1 2>/dev/null", test_minfer_bin());
+    test_run(cmd, a, sizeof a);
+    test_run(cmd, b, sizeof b);
+    snprintf(cmd, sizeof cmd, "%s run -m ../shared/models/stories260K.gguf -p 'Once upon a time' -n 40 --seed 2 2>/dev/null", test_minfer_bin());
+    test_run(cmd, c, sizeof c);
+    CHECK(!strcmp(a, b), "same seed, different text:\n%s\n%s", a, b);
+    CHECK(strcmp(a, c) != 0, "seeds 1 and 2 gave the same 40 tokens: %s", a);
+    return test_summary("test_cli_run");
+}
