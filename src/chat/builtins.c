@@ -218,7 +218,12 @@ static jval f_items(jctx *c, jval v, jargs *a) {
     no_args(c, "items", a);
     jlist *out = jv_list(c->a, 0).l;
     if (v.t == JV_UNDEF) return mkgen(c, out, "do_items");
-    if (v.t != JV_DICT) jerr(c, "TypeError", "Can only get item pairs from a mapping.");
+    if (v.t != JV_DICT) {
+        /* a generator: the error surfaces only when it is iterated */
+        jval g = mkgen(c, out, "do_items");
+        g.g->err = "Can only get item pairs from a mapping.";
+        return g;
+    }
     for (size_t i = 0; i < v.m->n; i++) jl_push(c->a, out, tuple2(c, v.m->k[i], v.m->v[i]));
     return mkgen(c, out, "do_items");
 }
@@ -231,6 +236,7 @@ static jval f_list(jctx *c, jval v, jargs *a) {
 static jval f_first(jctx *c, jval v, jargs *a) {
     no_args(c, "first", a);
     if (v.t == JV_GEN) {
+        if (v.g->err) jerr(c, "TypeError", "%s", v.g->err);
         if (v.g->pos >= v.g->items->n) return jv_undef("No first item, sequence was empty.");
         return v.g->items->v[v.g->pos++];
     }
@@ -352,6 +358,20 @@ static jval f_round(jctx *c, jval v, jargs *a) {
     if (prec > 300 || prec < -300) prec = prec > 0 ? 300 : -300;
     const char *method = GIVEN(1) ? ja_strndup(c->a, want_str(c, arg[1], "method").s.p, arg[1].s.n) : "common";
     if (!jv_is_num(v)) jerr(c, "TypeError", "type %s doesn't define __round__ method", jv_type_name(v));
+    if (v.t != JV_FLOAT && !strcmp(method, "common")) {
+        /* round(int, n) stays an int in Python (half to even below the units) */
+        int64_t x = v.t == JV_INT ? v.i : v.b;
+        if (prec >= 0) return jv_int(x);
+        int64_t p = 1;
+        for (int64_t k = 0; k < -prec && p <= INT64_MAX / 10; k++) p *= 10;
+        int64_t q = x / p, r = x % p;
+        if (r < 0) {
+            r += p;
+            q--;
+        }
+        if (2 * r > p || (2 * r == p && (q & 1))) q++;
+        return jv_int(q * p);
+    }
     double x = jv_num(v);
     if (!strcmp(method, "common")) {
         if (prec >= 0) {
@@ -717,7 +737,7 @@ static jval t_sameas(jctx *c, jval v, jargs *a) {
     case JV_NONE: case JV_UNDEF: return jv_bool(true);
     case JV_BOOL: return jv_bool(v.b == o.b);
     case JV_INT: return jv_bool(v.i == o.i && v.i >= -5 && v.i <= 256); /* CPython small-int cache */
-    case JV_STR: return jv_bool(v.s.p == o.s.p && v.s.n == o.s.n);
+    case JV_STR: return jv_bool(jv_eq(v, o)); /* equal literals are one interned object in CPython */
     default: return jv_bool(jv_eq(v, o) && memcmp(&v, &o, sizeof v) == 0);
     }
 }

@@ -38,6 +38,11 @@ static jscope *new_scope(jctx *c, jscope *parent) {
     return s;
 }
 
+static void reset_scope(jscope *s) {
+    s->vars.n = 0;
+    if (s->vars.idx) memset(s->vars.idx, 0, s->vars.idx_cap * sizeof *s->vars.idx);
+}
+
 static jval *lookup(jscope *s, const char *name) {
     jval key = jv_str(name);
     for (; s; s = s->parent) {
@@ -77,6 +82,7 @@ jlist *jiter(jctx *c, jval v) {
     }
     case JV_GEN: {
         /* a generator yields its items once */
+        if (v.g->err) jerr(c, "TypeError", "%s", v.g->err);
         jlist *l = jv_list(c->a, 0).l;
         l->v = v.g->items->v + v.g->pos;
         l->n = l->cap = v.g->items->n - v.g->pos;
@@ -398,8 +404,8 @@ static jval binop(jctx *c, int op, jval a, jval b) {
                 jerr(c, "TypeError", "can only concatenate %s (not \"%s\") to %s", jv_type_name(a), jv_type_name(b), jv_type_name(a));
             jval r = jv_list(c->a, a.l->n + b.l->n);
             r.f = a.f;
-            memcpy(r.l->v, a.l->v, a.l->n * sizeof(jval));
-            memcpy(r.l->v + a.l->n, b.l->v, b.l->n * sizeof(jval));
+            if (a.l->n) memcpy(r.l->v, a.l->v, a.l->n * sizeof(jval));
+            if (b.l->n) memcpy(r.l->v + a.l->n, b.l->v, b.l->n * sizeof(jval));
             r.l->n = a.l->n + b.l->n;
             return r;
         }
@@ -717,7 +723,7 @@ jval jcall(jctx *c, jval fn, jargs *args) {
     case F_LOOP_CHANGED: {
         jloop *L = f->self.lp;
         jval cur = jv_list(c->a, args->npos);
-        memcpy(cur.l->v, args->pos, args->npos * sizeof(jval));
+        if (args->npos) memcpy(cur.l->v, args->pos, args->npos * sizeof(jval));
         cur.l->n = args->npos;
         bool changed = !L->has_changed || !jv_eq(L->last_changed, cur);
         L->last_changed = cur;
@@ -736,9 +742,10 @@ static void exec_for(jctx *c, jscope *s, jnode *n) {
         /* `for x in xs if cond`: filter first, so loop.index/length count
          * only the kept items */
         jlist *kept = jv_list(c->a, 0).l;
+        jscope *fs = new_scope(c, s);
         for (size_t i = 0; i < items->n; i++) {
             jstep(c);
-            jscope *fs = new_scope(c, s);
+            reset_scope(fs);
             assign(c, fs, n->target, items->v[i]);
             if (jv_truthy(eval(c, fs, n->b))) jl_push(c->a, kept, items->v[i]);
         }
@@ -748,17 +755,18 @@ static void exec_for(jctx *c, jscope *s, jnode *n) {
         exec_body(c, new_scope(c, s), &n->list2);
         return;
     }
-    jval *outer = lookup(s, "loop");
     jloop *L = ja_alloc(c->a, sizeof *L);
     L->items = items;
-    L->depth = outer && outer->t == JV_LOOP ? outer->lp->depth + 1 : 1;
+    L->depth = 1; /* only recursive loops (unsupported) go deeper */
     jval lv = {.t = JV_LOOP};
     lv.lp = L;
+    jscope *it = new_scope(c, s);
     for (size_t i = 0; i < items->n; i++) {
         jstep(c);
         /* each iteration starts from the enclosing scope's values: a
-         * {% set %} inside the body does not survive to the next iteration */
-        jscope *it = new_scope(c, s);
+         * {% set %} inside the body does not survive to the next iteration.
+         * The scope's storage is reused so long loops allocate nothing. */
+        reset_scope(it);
         L->index0 = i;
         set_var(c, it, "loop", lv);
         c->line = n->line;

@@ -50,7 +50,7 @@ typedef struct jloop {
 } jloop;
 
 #define JCTX_MAX_CALL_DEPTH 64
-#define JCTX_MAX_STEPS 20000000ull
+#define JCTX_MAX_STEPS 10000000ull
 
 struct jctx {
     jarena *a;

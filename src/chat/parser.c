@@ -685,7 +685,7 @@ static jnodes parse_body(parser *P, const char *const *ends, const char *opener,
         jtok *t = cur(P);
         if (t->type == T_EOF) {
             if (ends)
-                pfail(P, open_line, "unexpected end of template: the '%s' block opened here needs '{%% %s %%}'", opener, ends[0]);
+                pfail(P, open_line, "unexpected end of template: the '%s' block opened here needs '{%% end%s %%}'", opener, opener);
             return body;
         }
         if (t->type == T_TEXT) {
@@ -707,7 +707,7 @@ static jnodes parse_body(parser *P, const char *const *ends, const char *opener,
                     if (is_name(P, *e)) return body;
             if (cur(P)->type == T_NAME && cur(P)->n > 3 && !memcmp(cur(P)->p, "end", 3)) {
                 const char *nm = tag_name(P);
-                if (ends) pfail(P, cur(P)->line, "unexpected '{%% %s %%}': the innermost open block is '%s' (line %d), which needs '{%% %s %%}'", nm, opener, open_line, ends[0]);
+                if (ends) pfail(P, cur(P)->line, "unexpected '{%% %s %%}': the innermost open block is '%s' (line %d), which needs '{%% end%s %%}'", nm, opener, open_line, opener);
                 pfail(P, cur(P)->line, "unexpected '{%% %s %%}' with no open block", nm);
             }
             if (ends && (is_name(P, "else") || is_name(P, "elif")))

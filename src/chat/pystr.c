@@ -44,7 +44,9 @@ jval py_case(jctx *c, jval s, char mode) {
             break;
         }
         }
-        if (out == cp) sb_put(&b, s.s.p + i, k);
+        if (cp == 0xDF && (mode == 'u' || ((mode == 'c' || mode == 't') && out != 0xDF)))
+            sb_puts(&b, mode == 'u' ? "SS" : "Ss"); /* the one special casing seen in practice */
+        else if (out == cp) sb_put(&b, s.s.p + i, k);
         else sb_utf8(&b, out);
         first = false;
         i += k;

@@ -75,6 +75,7 @@ typedef struct jgen {
     jlist *items;
     size_t pos;      /* items already consumed */
     const char *origin;
+    const char *err;  /* raised as a TypeError when first iterated (lazy failure) */
 } jgen;
 
 /* constructors */
