@@ -55,7 +55,9 @@ mf_status gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *c
 /* Any value, as the reader represents it: this is how nested arrays are
  * written. For a hand-built value: an array of arrays has arr.elem = GGUF_ARR
  * and arr.items[n], each item itself of type GGUF_ARR; numeric elements are in
- * arr.raw, little-endian, packed; strings in arr.strs. */
+ * arr.raw, little-endian, packed; strings in arr.strs. Note that llama.cpp's
+ * reader refuses arrays of arrays (minfer's reads them), so files meant for
+ * llama.cpp should not contain them. */
 mf_status gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v);
 /* Removes a key; returns false when it was not there. */
 bool gguf_writer_remove(gguf_writer *w, const char *key);

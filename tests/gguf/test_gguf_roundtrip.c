@@ -185,6 +185,66 @@ static mf_status stream_rows(void *ud, const gguf_wtensor *t, gguf_sink *out) {
     return MF_OK;
 }
 
+/* The public inspection API's rendering of the values features() wrote. */
+static void api_text(const char *path) {
+    mf_gguf *g = NULL;
+    mf_status s = mf_gguf_open(path, &g);
+    CHECK(!s, "mf_gguf_open: %s", mf_last_error());
+    if (s) return;
+    static const struct { const char *key, *type, *text; int items, bytes; } c[] = {
+        {"v.u8", "string", "\"now a string\"", 3, -1},
+        {"v.u8", "string", "\"now \"... (12 bytes)", 3, 4},
+        {"v.i8", "i8", "-5", 3, -1},
+        {"v.u64", "u64", "18446744073709551615", 3, -1},
+        {"v.i64", "i64", "-9223372036854775807", 3, -1},
+        {"v.f32", "f32", "0.1", 3, -1},
+        {"v.f64", "f64", "0.1", 3, -1},
+        {"v.bool", "bool", "true", 3, -1},
+        {"v.nul", "string", "\"a\\x00b\"", 3, -1},
+        {"a.str", "array[string]", "[3 strings: \"a\", \"\", \"h\xc3\xa9llo\\n\"]", 3, -1},
+        {"a.str", "array[string]", "[3 strings: \"a\", ...]", 1, -1},
+        {"a.str", "array[string]", "[3 strings: ...]", 0, -1},
+        {"a.i32", "array[i32]", "[4 i32: -2147483648, -1, 0, 2147483647]", -1, -1},
+        {"a.u64", "array[u64]", "[2 u64: 18446744073709551615, 1]", 3, -1},
+        {"a.f32", "array[f32]", "[3 f32: 1.5, -0, 1e-30]", 3, -1},
+        {"a.bool", "array[bool]", "[3 bool: true, false, true]", 3, -1},
+        {"a.empty", "array[f32]", "[0 f32]", 3, -1},
+        {"a.nested", "array[array]", "[3 arrays: [2 i32: 1, 2], [0 u8], [1 arrays: [2 strings: \"x\", \"yz\"]]]", 3, -1},
+        {"a.nested", "array[array]", "[3 arrays: [2 i32: 1, ...], ...]", 1, -1},
+    };
+    char buf[256];
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int64_t k = mf_gguf_find_key(g, c[i].key);
+        CHECK(k >= 0 && !strcmp(mf_gguf_key(g, k), c[i].key), "find %s", c[i].key);
+        if (k < 0) continue;
+        int64_t n = mf_gguf_value_text(g, k, c[i].items, c[i].bytes, buf, sizeof buf);
+        CHECK(!strcmp(buf, c[i].text) && n == (int64_t)strlen(c[i].text), "%s: rendered %s, expected %s", c[i].key, buf, c[i].text);
+        CHECK(!strcmp(mf_gguf_value_type(g, k), c[i].type), "%s: type %s, expected %s", c[i].key, mf_gguf_value_type(g, k), c[i].type);
+    }
+    /* snprintf semantics: cut to the buffer, full length returned */
+    int64_t k = mf_gguf_find_key(g, "a.i32");
+    char small[8];
+    int64_t n = mf_gguf_value_text(g, k, -1, -1, small, sizeof small);
+    CHECK(n == 39 && !strcmp(small, "[4 i32:"), "cut rendering: %" PRId64 " '%s'", n, small);
+    CHECK(mf_gguf_value_text(g, k, -1, -1, NULL, 0) == 39, "length query");
+    CHECK(mf_gguf_value_text(g, 999, -1, -1, buf, sizeof buf) == -1 && !mf_gguf_key(g, -1) && !mf_gguf_value_type(g, 999),
+          "bad indices");
+    CHECK(mf_gguf_find_key(g, "absent") == -1, "absent key");
+    /* tensors, version, sizes */
+    mf_gguf_tensor_info t;
+    CHECK(mf_gguf_n_tensors(g) == 3 && mf_gguf_n_kv(g) == 28 && mf_gguf_version(g) == 3 && mf_gguf_alignment(g) == 64, "counts");
+    CHECK(!mf_gguf_tensor(g, 1, &t) && !strcmp(t.name, "streamed") && !strcmp(t.type, "f32") && t.n_dims == 2 && t.ne[0] == 16 &&
+              t.ne[1] == 8 && t.ne[2] == 1 && t.n_elements == 128 && t.nbytes == 512 && t.offset % 64 == 0 &&
+              t.offset >= mf_gguf_data_offset(g) && t.offset + t.nbytes <= mf_gguf_file_size(g),
+          "tensor info");
+    CHECK(!mf_gguf_tensor(g, 2, &t) && !strcmp(t.type, "q8_0") && t.type_id == 8 && t.nbytes == 68, "q8 tensor info");
+    CHECK(mf_gguf_tensor(g, 3, &t) == MF_ERR_INVALID_ARG && mf_gguf_tensor(g, -1, &t) == MF_ERR_INVALID_ARG, "tensor index");
+    mf_gguf_close(g);
+    CHECK(mf_gguf_open("../shared/models/tinyllamas-stories-260k-f32-header.gguf", &g) == MF_ERR_UNSUPPORTED && !g &&
+              strstr(mf_last_error(), "version 1"),
+          "mf_gguf_open on v1: %s", mf_last_error());
+}
+
 static void features(void) {
     gguf_writer *w;
     CHECK(!gguf_writer_new(&w), "new");
@@ -312,6 +372,7 @@ static void features(void) {
         CHECK(t && t->offset == 0 && !memcmp(t->data, small, 12), "small tensor");
         gguf_close(f);
     }
+    api_text(tmp);
     unlink(tmp);
 
     /* callbacks that write the wrong amount, or fail: no file is left behind */
