@@ -358,8 +358,19 @@ void jlex(jarena *a, const char *src, size_t n, jtok **out, size_t *ntok) {
                 if ((end = match_simple_tag(&L, j, "endraw", &om, &cm))) break;
             if (!end) lex_fail(&L, tag_line, "%s", "missing {% endraw %} for {% raw %}");
             size_t bn = j - raw_end;
-            if (om == '-')
+            if (om == '-') {
                 while (bn && is_ws(L.s[raw_end + bn - 1])) bn--;
+            } else if (om != '+') {
+                /* lstrip_blocks applies to {% endraw %} like any block tag */
+                size_t l_pos = bn;
+                while (l_pos && L.s[raw_end + l_pos - 1] != '\n') l_pos--;
+                bool raw_line_start = raw_end > 0 && L.s[raw_end - 1] == '\n';
+                if (l_pos > 0 || raw_line_start) {
+                    size_t q = l_pos;
+                    while (q < bn && (L.s[raw_end + q] == ' ' || L.s[raw_end + q] == '\t')) q++;
+                    if (q == bn) bn = l_pos;
+                }
+            }
             emit_text(&L, L.s + raw_end, bn, L.line);
             if (cm == '-') end = skip_ws(&L, end);
             else if (cm != '+' && end < L.n && L.s[end] == '\n') end++;
