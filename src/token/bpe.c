@@ -105,7 +105,29 @@ typedef struct bpe_pair {
     uint32_t size;
 } bpe_pair;
 
+/* Per-call memo of word -> tokens: running text repeats its words, and a
+ * repeated word costs one hash lookup instead of a merge loop. */
+typedef struct word_memo {
+    uint32_t *slot;    /* index + 1 into ent, 0 = empty */
+    uint32_t mask;
+    struct memo_ent {
+        uint64_t hash;
+        uint32_t word_off, word_len; /* in bytes */
+        uint32_t tok_off, tok_n;     /* in toks */
+    } *ent;
+    uint32_t n_ent;
+    size_t cap_ent_sz;
+    char *bytes;
+    size_t n_bytes, cap_bytes;
+    mf_token *toks;
+    size_t n_toks, cap_toks;
+} word_memo;
+
+#define MEMO_MAX_WORD 48       /* longer words are rare and not worth keeping */
+#define MEMO_MAX_ENTRIES 65536 /* bounds the memo's memory on huge inputs */
+
 typedef struct bpe_scratch {
+    word_memo memo;
     bpe_sym *sym;
     size_t sym_cap;
     bpe_pair *heap;
@@ -192,8 +214,54 @@ static const char *spelled(const mf_vocab *v, bpe_scratch *s, const char *w, siz
     return s->buf;
 }
 
+static struct memo_ent *memo_find(word_memo *m, const char *w, size_t n, uint64_t h, uint32_t **slot_out) {
+    if (!m->slot) return NULL;
+    for (uint32_t i = (uint32_t)h & m->mask;; i = (i + 1) & m->mask) {
+        uint32_t e = m->slot[i];
+        if (!e) {
+            *slot_out = &m->slot[i];
+            return NULL;
+        }
+        struct memo_ent *x = &m->ent[e - 1];
+        if (x->hash == h && x->word_len == n && memcmp(m->bytes + x->word_off, w, n) == 0) return x;
+    }
+}
+
+static void memo_put(word_memo *m, uint32_t *slot, const char *w, size_t n, uint64_t h, const mf_token *t, size_t nt) {
+    if (!slot || m->n_ent >= MEMO_MAX_ENTRIES) return;
+    if (!reserve((void **)&m->ent, &m->cap_ent_sz, m->n_ent + 1, sizeof *m->ent) ||
+        !reserve((void **)&m->bytes, &m->cap_bytes, m->n_bytes + n, 1) ||
+        !reserve((void **)&m->toks, &m->cap_toks, m->n_toks + nt, sizeof *m->toks))
+        return; /* the memo is only an optimisation */
+    m->ent[m->n_ent] = (struct memo_ent){h, (uint32_t)m->n_bytes, (uint32_t)n, (uint32_t)m->n_toks, (uint32_t)nt};
+    memcpy(m->bytes + m->n_bytes, w, n);
+    m->n_bytes += n;
+    memcpy(m->toks + m->n_toks, t, nt * sizeof *t);
+    m->n_toks += nt;
+    *slot = ++m->n_ent;
+}
+
+static void bpe_word_uncached(const mf_vocab *v, bpe_scratch *s, const char *w, size_t n, mf_tokvec *out);
+
 static void bpe_word(const mf_vocab *v, bpe_scratch *s, const char *w, size_t n, mf_tokvec *out) {
     if (n == 0) return;
+    if (n > MEMO_MAX_WORD || !s->memo.slot) {
+        bpe_word_uncached(v, s, w, n, out);
+        return;
+    }
+    uint64_t h = mf_hash_bytes(w, n);
+    uint32_t *slot = NULL;
+    struct memo_ent *e = memo_find(&s->memo, w, n, h, &slot);
+    if (e) {
+        for (uint32_t i = 0; i < e->tok_n; i++) mf_tokvec_push(out, s->memo.toks[e->tok_off + i]);
+        return;
+    }
+    size_t before = out->n;
+    bpe_word_uncached(v, s, w, n, out);
+    if (!out->oom) memo_put(&s->memo, slot, w, n, h, out->v + before, out->n - before);
+}
+
+static void bpe_word_uncached(const mf_vocab *v, bpe_scratch *s, const char *w, size_t n, mf_tokvec *out) {
     if (v->ignore_merges || (v->pre_flags & MF_PT_NEWLINE_WORD)) {
         bool whole = v->ignore_merges;
         if (!whole) {
@@ -310,6 +378,11 @@ mf_status mf_bpe_tokenize(const mf_vocab *v, const char *text, size_t len, mf_to
     if (!re || !scat || !sws) goto oom;
     size_t n = 0;
     for (size_t i = 0; i < len;) {
+        if ((uint8_t)text[i] < 0x80) { /* ASCII is the same in all three */
+            re[n] = scat[n] = sws[n] = text[i++];
+            n++;
+            continue;
+        }
         uint32_t c = mf_utf8_decode((const uint8_t *)text, len, &i);
         size_t k = mf_utf8_encode(c, re + n);
         mf_utf8_encode(mf_cpt_for_regex(c, 1), scat + n);
@@ -317,6 +390,12 @@ mf_status mf_bpe_tokenize(const mf_vocab *v, const char *text, size_t len, mf_to
         n += k;
     }
     if ((st = mf_pretok_split(&v->pre, scat, sws, n, &ends, &n_ends, &cap_ends))) goto done;
+    if (n_ends > 64) { /* worth a memo */
+        uint32_t cap = 1024;
+        while (cap < 2 * n_ends && cap < 2 * MEMO_MAX_ENTRIES) cap <<= 1;
+        s.memo.slot = calloc(cap, sizeof *s.memo.slot);
+        s.memo.mask = cap - 1;
+    }
     size_t a = 0;
     for (size_t k = 0; k < n_ends && !s.oom && !out->oom; k++) {
         bpe_word(v, &s, re + a, ends[k] - a, out);
@@ -335,5 +414,9 @@ done:
     free(s.sym);
     free(s.heap);
     free(s.buf);
+    free(s.memo.slot);
+    free(s.memo.ent);
+    free(s.memo.bytes);
+    free(s.memo.toks);
     return st;
 }

@@ -225,26 +225,50 @@ bool mf_pretok_lookup(const char *name, const char **canonical, unsigned *flags,
     return false;
 }
 
-/* llama.cpp matches these patterns on text where every letter collapsed to
- * one class, so its \p{Lu}/\p{Ll}/... all mean \p{L}; say so to PCRE2. */
-static char *rewrite_pattern(const char *rx) {
+/* Adapts a pattern to the text PCRE2 sees (see mf_cpt_for_regex):
+ *  - llama.cpp matches patterns with categories on text where every letter
+ *    collapsed to one class, so its \p{Lu}/\p{Ll}/... all mean \p{L};
+ *  - patterns without categories see 3-byte spaces as MF_CPT_SPACE_STANDIN,
+ *    so their \s and \S must count it as space. */
+static char *rewrite_pattern(const char *rx, bool categories) {
     size_t n = strlen(rx);
-    char *out = malloc(n + 1);
+    char *out = malloc(6 * n + 1); /* "\\s" (2 bytes) grows to 12 */
     if (!out) return NULL;
     size_t o = 0;
+    bool in_class = false;
     for (size_t i = 0; i < n;) {
-        if (rx[i] == '\\' && i + 1 < n && rx[i + 1] == '\\') { /* escaped backslash */
-            out[o++] = rx[i++];
+        if (rx[i] == '\\' && i + 1 < n) {
+            char e = rx[i + 1];
+            if (categories && strncmp(rx + i, "\\p{L", 4) == 0 && i + 6 <= n && rx[i + 5] == '}' &&
+                strchr("ultmo", rx[i + 4])) {
+                memcpy(out + o, "\\p{L}", 5);
+                o += 5;
+                i += 6;
+                continue;
+            }
+            if (!categories && (e == 's' || e == 'S')) {
+                const char *r = in_class ? (e == 's' ? "\\s\\x{E001}" : NULL)
+                                         : (e == 's' ? "[\\s\\x{E001}]" : "[^\\s\\x{E001}]");
+                if (r) {
+                    size_t k = strlen(r);
+                    memcpy(out + o, r, k);
+                    o += k;
+                    i += 2;
+                    continue;
+                }
+            }
+            out[o++] = rx[i++]; /* any other escape, copied whole */
             out[o++] = rx[i++];
             continue;
         }
-        if (strncmp(rx + i, "\\p{L", 4) == 0 && i + 6 <= n && rx[i + 5] == '}' &&
-            strchr("ultmo", rx[i + 4])) {
-            memcpy(out + o, "\\p{L}", 5);
-            o += 5;
-            i += 6;
+        if (!in_class && rx[i] == '[') {
+            in_class = true;
+            out[o++] = rx[i++];
+            if (i < n && rx[i] == '^') out[o++] = rx[i++];
+            if (i < n && rx[i] == ']') out[o++] = rx[i++]; /* a leading ']' is a literal */
             continue;
         }
+        if (in_class && rx[i] == ']') in_class = false;
         out[o++] = rx[i++];
     }
     out[o] = 0;
@@ -260,7 +284,8 @@ mf_status mf_pretok_init(mf_pretok *p, const char *set_id, const char *path) {
     p->name = set->id;
     p->byte_encode = true;
     for (int r = 0; r < MF_PRETOK_MAX_REGEX && set->rx[r]; r++) {
-        char *pat = rewrite_pattern(set->rx[r]);
+        bool categories = strstr(set->rx[r], "\\p{") != NULL;
+        char *pat = rewrite_pattern(set->rx[r], categories);
         if (!pat) {
             mf_pretok_free(p);
             return mf_err(MF_ERR_NOMEM, "%s: out of memory compiling pre-tokenizer regexes", path);
@@ -269,7 +294,7 @@ mf_status mf_pretok_init(mf_pretok *p, const char *set_id, const char *path) {
         PCRE2_SIZE eoff;
         pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
                                          PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &eoff, NULL);
-        p->uses_cat[r] = strstr(pat, "\\p{") != NULL;
+        p->uses_cat[r] = categories;
         free(pat);
         if (!code) {
             PCRE2_UCHAR msg[256];

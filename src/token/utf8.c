@@ -134,7 +134,15 @@ static uint32_t stand_in(char cat, int four_bytes) {
 
 uint32_t mf_cpt_for_regex(uint32_t c, int with_categories) {
     if (c < 0x80) return c;
-    if (mf_cpt_is_space(c)) return c < 0x800 ? 0x85 : 0x2000;
+    if (mf_cpt_is_space(c)) {
+        if (c < 0x800) return 0x85; /* no explicit class in any pattern holds U+0085 */
+        /* every 3-byte space lies inside some pattern's explicit range (deepseek's
+         * U+0800-U+4E00), where llama.cpp's stand-in 0x0B never does: patterns
+         * with categories have no such ranges, the others see a private-use
+         * stand-in that their \s is rewritten to include */
+        return with_categories ? 0x2000 : MF_CPT_SPACE_STANDIN;
+    }
+    if (c == MF_CPT_SPACE_STANDIN) return 0xE000;
     if (c >= 0xD800 && c <= 0xDFFF) return 0xE000;
     if (c == 0x180E) return 0xE000; /* PCRE2 counts it as space, llama.cpp as a format character */
     if (with_categories && c >= 0xCF3) {

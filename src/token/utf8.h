@@ -7,6 +7,9 @@
 #include <stdint.h>
 
 #define MF_CPT_REPLACEMENT 0xFFFDu
+/* What a 3-byte space becomes for patterns without \p{..} (their \s and \S
+ * are rewritten to treat it as space); see mf_cpt_for_regex. */
+#define MF_CPT_SPACE_STANDIN 0xE001u
 
 /* Sequence length announced by a lead byte, from its top 4 bits (a stray
  * continuation byte counts as 1), as SentencePiece symbol splitting uses. */
@@ -37,9 +40,10 @@ int mf_cpt_is_space(uint32_t cpt);
  *  - with_categories (patterns using \p{..}): a stand-in with llama.cpp's
  *    general category where PCRE2's Unicode tables disagree (code points new
  *    in Unicode 15; U+180E, which PCRE2 counts as space);
- *  - always: one canonical whitespace for all non-ASCII whitespace (llama.cpp
- *    matches them as plain whitespace, never as literals in a class), and a
- *    private-use stand-in for surrogates, which PCRE2 cannot take. */
+ *  - always: one canonical space per UTF-8 length for all non-ASCII spaces
+ *    (llama.cpp replaces them by 0x0B, so they match \s but never a literal
+ *    or range in a class), and a private-use stand-in for surrogates, which
+ *    PCRE2 cannot take. */
 uint32_t mf_cpt_for_regex(uint32_t cpt, int with_categories);
 
 #endif
