@@ -40,6 +40,8 @@ typedef enum jnode_kind {
 } jnode_kind;
 
 enum { CMP_IN = 100, CMP_NOTIN = 101 };
+/* S_MACRO / S_CALLBLOCK op bits */
+enum { MACRO_VARARGS = 1, MACRO_KWARGS = 2 };
 
 typedef struct jnode jnode;
 typedef struct jnodes {

@@ -673,8 +673,10 @@ static jval call_macro(jctx *c, jfunc *f, jargs *args) {
         if (i < params->n) {
             set_var(c, s, params->v[i]->str, args->pos[i]);
             given[i] = true;
-        } else {
+        } else if (m->op & MACRO_VARARGS) {
             jl_push(c->a, varargs.l, args->pos[i]);
+        } else {
+            jerr(c, "TypeError", "macro '%s' takes not more than %zu argument(s)", m->str ? m->str : "caller", params->n);
         }
     }
     jval caller = f->caller;
@@ -687,8 +689,10 @@ static jval call_macro(jctx *c, jfunc *f, jargs *args) {
             given[i] = true;
         } else if (!strcmp(args->kwn[k], "caller")) {
             caller = args->kwv[k];
-        } else {
+        } else if (m->op & MACRO_KWARGS) {
             jd_set(c->a, kwargs.m, jv_str(args->kwn[k]), args->kwv[k]);
+        } else {
+            jerr(c, "TypeError", "macro '%s' takes no keyword argument '%s'", m->str ? m->str : "caller", args->kwn[k]);
         }
     }
     for (size_t i = 0; i < params->n; i++) {

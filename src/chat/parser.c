@@ -725,6 +725,17 @@ static jnodes parse_body(parser *P, const char *const *ends, const char *opener,
  * except inside {% if %} bodies/tests and inline `x if c else y` (its "soft"
  * frames), where a missing one only fails if that code runs. Loop, macro and
  * block bodies start a fresh, non-soft frame. */
+static bool reads_name(const jnode *n, const char *name) {
+    if (!n) return false;
+    if (n->kind == N_NAME && !strcmp(n->str, name)) return true;
+    if (reads_name(n->a, name) || reads_name(n->b, name) || reads_name(n->c, name)) return true;
+    for (size_t i = 0; i < n->list.n; i++)
+        if (reads_name(n->list.v[i], name)) return true;
+    for (size_t i = 0; i < n->list2.n; i++)
+        if (reads_name(n->list2.v[i], name)) return true;
+    return false; /* n->target is a store, not a read */
+}
+
 static void resolve(parser *P, jnode *n, bool soft);
 static void resolve_node(parser *P, jnode *n, bool soft);
 
@@ -778,6 +789,13 @@ static void resolve_node(parser *P, jnode *n, bool soft) {
         for (size_t i = 0; i < n->list2.n; i++) resolve(P, n->list2.v[i]->a, false);
         resolve(P, n->a, soft);
         resolve_list(P, &n->list, false);
+        /* like Jinja, a macro accepts extra positional / keyword arguments
+         * only when its body reads `varargs` / `kwargs` (checked after
+         * resolve() has bounded the tree's height) */
+        for (size_t i = 0; i < n->list.n; i++) {
+            if (reads_name(n->list.v[i], "varargs")) n->op |= MACRO_VARARGS;
+            if (reads_name(n->list.v[i], "kwargs")) n->op |= MACRO_KWARGS;
+        }
         return;
     case S_SETBLOCK:
     case S_FILTERBLOCK:
