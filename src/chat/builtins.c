@@ -589,7 +589,10 @@ static jval f_indent(jctx *c, jval v, jargs *a) {
         ind = jv_strn(sp, (size_t)w);
     }
     bool first = GIVEN(1) && jv_truthy(arg[1]), blank = GIVEN(2) && jv_truthy(arg[2]);
-    jval s = jstr_val(c, v);
+    /* Jinja appends "\n" with +=, which only strings survive */
+    if (v.t == JV_UNDEF) jerr_undef(c, v);
+    if (v.t != JV_STR) jerr(c, "TypeError", "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+    jval s = v;
     /* Jinja appends a newline before splitting so a trailing one survives */
     jsb t;
     sb_init(&t, c->a);

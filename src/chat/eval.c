@@ -252,6 +252,7 @@ static jval do_slice(jctx *c, jval obj, jval lo, jval hi, jval st) {
         r.f = obj.f;
         return r;
     }
+    /* slices bypass Jinja's forgiving getitem: Python's TypeError stands */
     jerr(c, "TypeError", "'%s' object is not subscriptable", jv_type_name(obj));
 }
 
