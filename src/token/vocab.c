@@ -282,8 +282,11 @@ static void build_eog(mf_vocab *v) {
     } detect[] = {{k_eot_texts, &v->eot},         {k_eom_texts, &v->eom},         {k_fim_pre_texts, &v->fim_pre},
                   {k_fim_suf_texts, &v->fim_suf}, {k_fim_mid_texts, &v->fim_mid}, {k_fim_pad_texts, &v->fim_pad},
                   {k_fim_rep_texts, &v->fim_rep}, {k_fim_sep_texts, &v->fim_sep}};
-    /* ids the metadata did not give, found by text (in id order) */
-    for (int32_t i = 0; i < v->n_tokens; i++) {
+    /* ids the metadata did not give, found by text. llama.cpp takes the first
+     * match in its hash map's order, which for libstdc++ runs roughly from the
+     * last token inserted to the first; scanning ids downwards gives the same
+     * choice on the vocabularies we test (e.g. <|eot_id|> over <|end_of_text|>) */
+    for (int32_t i = v->n_tokens - 1; i >= 0; i--) {
         for (size_t d = 0; d < sizeof detect / sizeof detect[0]; d++) {
             if (*detect[d].id >= 0 || !text_in(&v->text[i], detect[d].texts)) continue;
             *detect[d].id = i;
