@@ -59,6 +59,9 @@ int32_t     mf_model_n_embd(const mf_model *model);
 int32_t     mf_model_n_layer(const mf_model *model);
 /* One-line description ("llama 5 layers, 64 embd, F32, 0.29M params"). */
 const char *mf_model_desc(const mf_model *model);
+/* The architecture traits the forward pass honours for this file
+ * ("qwen3: RMSNorm, RoPE NeoX, QK-norm, ...; decoupled head dim 32 (...)"). */
+const char *mf_model_traits(const mf_model *model);
 
 /* ---- tokenizer ---------------------------------------------------------- */
 
@@ -201,6 +204,80 @@ int64_t     mf_gguf_n_tensors(const mf_gguf *g);
 mf_status   mf_gguf_tensor(const mf_gguf *g, int64_t i, mf_gguf_tensor_info *out);
 
 /* ---- end of GGUF inspection --------------------------------------------- */
+
+/* ==== quantize ==========================================================
+ * Converts a GGUF model to another weight type the way llama-quantize does:
+ * the same per-tensor type choices (mixtures such as Q4_K_M promote attn_v,
+ * ffn_down and output to more bits by layer), the same fallbacks when a row
+ * length does not fit a type's block, and the same bytes. Metadata is copied
+ * with general.file_type set to llama.cpp's number for the type and
+ * general.quantization_version = 2; tensors keep the input's order. The
+ * output is written to a temporary file and renamed into place, so a failure
+ * never leaves a partial file. */
+
+typedef enum mf_quantize_event {
+    MF_QUANTIZE_NOTE,   /* before writing: a remark on one tensor (a fallback type) in `message` */
+    MF_QUANTIZE_CHUNK,  /* while writing: rows of tensor `index` were written; tensor_done on its last chunk */
+} mf_quantize_event;
+
+typedef struct mf_quantize_progress {
+    mf_quantize_event event;
+    int64_t     index;      /* tensor position in the file */
+    int64_t     n_tensors;
+    const char *name;
+    const char *type_in;    /* "f32" */
+    const char *type_out;   /* "q4_K" */
+    bool        tensor_done;
+    uint64_t    done_in;    /* bytes of input tensor data handled so far, all tensors */
+    uint64_t    total_in;   /* bytes of input tensor data in all */
+    const char *message;    /* MF_QUANTIZE_NOTE: one line, no newline; else NULL */
+} mf_quantize_progress;
+
+/* Return false to cancel: mf_quantize then fails (MF_ERR_INVALID_ARG,
+ * "cancelled") and writes nothing. Called on the thread of mf_quantize. */
+typedef bool (*mf_quantize_progress_fn)(const mf_quantize_progress *p, void *ud);
+
+typedef struct mf_quantize_params {
+    const char *type;               /* "Q4_K_M", "q8_0", "F16", ... (case-insensitive,
+                                       llama-quantize's names; aliases Q3_K/Q4_K/Q5_K
+                                       and llama.cpp's file-type numbers too) */
+    int32_t     n_threads;          /* 0 = number of online CPUs */
+    bool        pure;               /* no mixture: every quantized tensor gets the
+                                       type's base (fallbacks still apply) */
+    const char *output_tensor_type; /* tensor type for output.weight ("q8_0"); NULL = rules */
+    const char *token_embedding_type; /* tensor type for token_embd.weight; NULL = rules */
+    bool        allow_requantize;   /* convert tensors that are already quantized
+                                       (dequantize, then quantize again) */
+    mf_quantize_progress_fn progress; /* NULL: notes go to stderr */
+    void       *progress_ud;
+} mf_quantize_params;
+
+typedef struct mf_quantize_result {
+    int64_t  n_tensors;
+    int64_t  n_converted;   /* tensors whose type changed */
+    int64_t  n_fallback;    /* tensors that got a fallback type for their row length */
+    uint64_t n_elements;    /* weights in all tensors */
+    uint64_t bytes_in;      /* tensor data before and after (what llama-quantize */
+    uint64_t bytes_out;     /*   calls model size and quant size) */
+    uint64_t file_size_in;
+    uint64_t file_size_out;
+    int32_t  file_type;     /* general.file_type written */
+    double   seconds;
+} mf_quantize_result;
+
+mf_quantize_params mf_quantize_default_params(void);
+
+/* Quantizes `in` into `out` (which must not be the same file). Errors name
+ * the file and tensor: unknown type (the message lists the valid ones), an
+ * already-quantized input without allow_requantize, a row length no type in
+ * the fallback chain can hold. `result` may be NULL. */
+mf_status mf_quantize(const char *in, const char *out, const mf_quantize_params *params,
+                      mf_quantize_result *result);
+
+/* The type names mf_quantize accepts, ", "-separated ("Q4_0, Q4_1, ..."). */
+const char *mf_quantize_type_names(void);
+
+/* ==== end of quantize =================================================== */
 
 /* ==== chat templates ====================================================
  * Renders a model's Jinja chat template (tokenizer.chat_template) exactly as

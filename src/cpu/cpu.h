@@ -42,6 +42,13 @@ void mf_cpu_add(mf_backend *be, float *a, const float *b, size_t n);
 void mf_cpu_scale(mf_backend *be, float *x, float s, size_t n);
 void mf_cpu_rope(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
                  const mf_rope_params *p);
+void mf_cpu_add_bias(mf_backend *be, float *x, mf_weight b, int rows, int n);
+void mf_cpu_copy_cols(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
+void mf_cpu_gather_rows(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst);
+void mf_cpu_scatter_rows(mf_backend *be, const float *src, const int32_t *idx, const float *scale, int count, int n,
+                         float *dst);
+void mf_cpu_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out);
+void mf_cpu_softcap(mf_backend *be, float *x, float cap, size_t n);
 void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
 
 #endif

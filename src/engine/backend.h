@@ -20,6 +20,7 @@ typedef struct mf_rope_params {
     int n_rot;        /* rotated dims per head (the rest pass through) */
     float base;
     float freq_scale; /* linear position scaling */
+    const float *freq_factors; /* n_rot/2 divisors of the frequencies (Llama 3.1 rope_freqs), or NULL */
 } mf_rope_params;
 
 typedef struct mf_attn_params {
@@ -57,12 +58,25 @@ typedef struct mf_backend_ops {
     void (*matmul)(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
     /* a[i] += b[i] */
     void (*add)(mf_backend *be, float *a, const float *b, size_t n);
+    /* x[r][i] += b[i] for rows of width n (b is an f32 vector weight) */
+    void (*add_bias)(mf_backend *be, float *x, mf_weight b, int rows, int n);
+    /* dst[r][0..n) = src[r][col0..col0+n) for rows of src_width */
+    void (*copy_cols)(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
+    /* dst[i] = src[idx[i]], rows of width n (idx in host memory) */
+    void (*gather_rows)(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst);
+    /* dst[idx[i]] = src[i] * scale[i], rows of width n (idx/scale in host memory; dst may be src) */
+    void (*scatter_rows)(mf_backend *be, const float *src, const int32_t *idx, const float *scale, int count, int n,
+                         float *dst);
+    /* out[t] = sum over k of src[t][k] (k in order), rows of width n */
+    void (*sum_slots)(mf_backend *be, const float *src, int rows, int k, int n, float *out);
+    /* x = cap * tanh(x / cap) */
+    void (*softcap)(mf_backend *be, float *x, float cap, size_t n);
     /* x[i] *= s */
     void (*scale)(mf_backend *be, float *x, float s, size_t n);
     /* rotate n_head heads of width head_dim in each of n_tok rows; pos[t] is row t's position */
     void (*rope)(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
                  const mf_rope_params *p);
-    /* out = act(gate) * up, elementwise over n (act = SiLU or GELU-tanh) */
+    /* out = act(gate) * up, elementwise over n (SiLU or GELU-tanh); MF_FFN_GELU: out = gelu(gate), up unused */
     void (*glu)(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
     /* write k/v rows of n_tok tokens at positions pos0.. into layer's cache */
     void (*kv_store)(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);

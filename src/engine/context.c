@@ -24,6 +24,11 @@ static mf_status alloc_scratch(mf_context *ctx) {
     mf_backend *be = ctx->be;
     const size_t B = ctx->n_batch;
     mf_scratch *s = &ctx->s;
+    const size_t qkv = (size_t)hp->n_head * hp->head_dim_k + (size_t)hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v);
+    size_t ff = hp->n_ff;
+    if (hp->n_ff_exp > ff) ff = hp->n_ff_exp;
+    if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
+    const size_t wide = ff > qkv ? ff : qkv;
     s->x = be->ops->alloc(be, B * hp->n_embd);
     s->xn = be->ops->alloc(be, B * hp->n_embd);
     s->q = be->ops->alloc(be, B * hp->n_head * hp->head_dim_k);
@@ -31,12 +36,29 @@ static mf_status alloc_scratch(mf_context *ctx) {
     s->v = be->ops->alloc(be, B * hp->n_head_kv * hp->head_dim_v);
     s->att = be->ops->alloc(be, B * hp->n_head * hp->head_dim_v);
     s->o = be->ops->alloc(be, B * hp->n_embd);
-    s->gate = be->ops->alloc(be, B * hp->n_ff);
-    s->up = be->ops->alloc(be, B * hp->n_ff);
-    s->act = be->ops->alloc(be, B * hp->n_ff);
+    s->gate = be->ops->alloc(be, B * wide);
+    s->up = be->ops->alloc(be, B * wide);
+    s->act = be->ops->alloc(be, B * 2 * ff);
     s->logits = be->ops->alloc(be, (size_t)MF_LOGIT_ROWS * hp->n_vocab);
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->act || !s->logits)
         return mf_err(MF_ERR_NOMEM, "out of memory for activation buffers (n_batch %u)", ctx->n_batch);
+    if (hp->n_expert) {
+        const size_t X = hp->n_expert, K = hp->n_expert_used;
+        s->router = be->ops->alloc(be, B * X);
+        s->moe_in = be->ops->alloc(be, B * hp->n_embd);
+        s->moe_out = be->ops->alloc(be, B * hp->n_embd);
+        s->moe_slots = be->ops->alloc(be, B * K * hp->n_embd);
+        mf_moe_plan *p = &ctx->moe;
+        p->probs = malloc(sizeof(float) * B * X);
+        p->sel = malloc(sizeof(int32_t) * B * K);
+        p->w = malloc(sizeof(float) * B * K);
+        p->rows = malloc(sizeof(int32_t) * B);
+        p->slots = malloc(sizeof(int32_t) * B);
+        p->scales = malloc(sizeof(float) * B);
+        if (!s->router || !s->moe_in || !s->moe_out || !s->moe_slots || !p->probs || !p->sel || !p->w || !p->rows ||
+            !p->slots || !p->scales)
+            return mf_err(MF_ERR_NOMEM, "out of memory for expert routing buffers");
+    }
     ctx->pos = calloc(B, sizeof *ctx->pos);
     ctx->logits_cap = 1;
     ctx->logits = malloc(sizeof(float) * hp->n_vocab);
@@ -60,6 +82,7 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     ctx->verbose = p.verbose;
 
     uint32_t widest = max_u32(max_u32(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim_v);
+    widest = max_u32(widest, max_u32(hp->n_ff_exp, hp->n_ff_shexp));
     ctx->be = mf_cpu_backend_new(p.n_threads, (int)ctx->n_batch, (int)widest, ctx->n_ctx, p.verbose);
     if (!ctx->be) {
         free(ctx);
@@ -84,6 +107,12 @@ void mf_context_free(mf_context *ctx) {
     if (ctx->be) ctx->be->ops->destroy(ctx->be);
     free(ctx->pos);
     free(ctx->logits);
+    free(ctx->moe.probs);
+    free(ctx->moe.sel);
+    free(ctx->moe.w);
+    free(ctx->moe.rows);
+    free(ctx->moe.slots);
+    free(ctx->moe.scales);
     free(ctx);
 }
 

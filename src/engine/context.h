@@ -14,9 +14,23 @@ typedef struct mf_scratch {
     float *q, *k, *v;
     float *att;    /* attention output     [n_batch][n_head * head_dim_v] */
     float *o;      /* projection output    [n_batch][n_embd] */
-    float *gate, *up, *act; /* FFN         [n_batch][n_ff] */
+    float *gate, *up;      /* FFN          [n_batch][max(n_ff, fused qkv width)] */
+    float *act;            /* FFN          [n_batch][2 * n_ff] (fused gate-up output) */
     float *logits; /* device logits        [MF_LOGIT_ROWS][n_vocab] */
+    /* mixture of experts */
+    float *router;         /* [n_batch][n_expert] */
+    float *moe_in, *moe_out; /* rows routed to one expert [n_batch][n_embd] */
+    float *moe_slots;      /* [n_batch][n_expert_used][n_embd] */
 } mf_scratch;
+
+/* Host-side routing of one MoE layer, planned per batch (allocated once). */
+typedef struct mf_moe_plan {
+    float *probs;          /* [n_batch][n_expert] */
+    int32_t *sel;          /* [n_batch][k] selected experts */
+    float *w;              /* [n_batch][k] their weights */
+    int32_t *rows, *slots; /* rows routed to the current expert and their (t, k) slot */
+    float *scales;
+} mf_moe_plan;
 
 /* Output-head rows computed per call when every position's logits are wanted:
  * bounds the scratch for large vocabularies. */
@@ -31,6 +45,7 @@ struct mf_context {
     bool verbose;
     uint32_t n_past;
     mf_scratch s;
+    mf_moe_plan moe;
     int32_t *pos;        /* host positions of the current batch */
     float *logits;       /* host logits of the last decode */
     size_t logits_cap;   /* in rows */

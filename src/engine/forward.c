@@ -1,6 +1,9 @@
 /* forward.c - the transformer forward pass, written once for every family:
  * it reads the model's architecture traits and calls backend ops. Prefill (many
- * tokens) and decode (one token) are the same code path. */
+ * tokens) and decode (one token) are the same code path.
+ *
+ * Per layer:  x += [post_norm](attn(norm(x)))  ;  x += [post_norm](ffn(norm(x)))
+ * with the residual scale (granite) applied to each branch before the add. */
 #include "engine/context.h"
 #include "core/error.h"
 
@@ -9,6 +12,12 @@
 
 #define OP(ctx) ((ctx)->be->ops)
 
+/* y = x W^T (+ b) */
+static void linear(mf_context *ctx, mf_weight w, mf_weight b, const float *x, int n, float *y) {
+    OP(ctx)->matmul(ctx->be, w, x, n, y);
+    if (b) OP(ctx)->add_bias(ctx->be, y, b, n, (int)w->ne[1]);
+}
+
 static void attention_block(mf_context *ctx, int il, int n) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
@@ -16,14 +25,28 @@ static void attention_block(mf_context *ctx, int il, int n) {
     const mf_backend_ops *op = OP(ctx);
     mf_backend *be = ctx->be;
     mf_scratch *s = &ctx->s;
+    const int QD = (int)(hp->n_head * hp->head_dim_k), KD = (int)(hp->n_head_kv * hp->head_dim_k);
+    const int VD = (int)(hp->n_head_kv * hp->head_dim_v);
 
     op->norm(be, m->arch->norm, s->x, L->attn_norm, L->attn_norm_b, n, (int)hp->n_embd, hp->norm_eps, s->xn);
-    op->matmul(be, L->wq, s->xn, n, s->q);
-    op->matmul(be, L->wk, s->xn, n, s->k);
-    op->matmul(be, L->wv, s->xn, n, s->v);
-
+    if (L->wqkv) {
+        /* fused projection: rows are [Q ; K ; V] */
+        linear(ctx, L->wqkv, L->bqkv, s->xn, n, s->gate);
+        op->copy_cols(be, s->gate, QD + KD + VD, 0, QD, n, s->q);
+        op->copy_cols(be, s->gate, QD + KD + VD, QD, KD, n, s->k);
+        op->copy_cols(be, s->gate, QD + KD + VD, QD + KD, VD, n, s->v);
+    } else {
+        linear(ctx, L->wq, L->bq, s->xn, n, s->q);
+        linear(ctx, L->wk, L->bk, s->xn, n, s->k);
+        linear(ctx, L->wv, L->bv, s->xn, n, s->v);
+    }
+    if (L->q_norm) {
+        op->norm(be, MF_NORM_RMS, s->q, L->q_norm, NULL, n * (int)hp->n_head, (int)hp->head_dim_k, hp->norm_eps, s->q);
+        op->norm(be, MF_NORM_RMS, s->k, L->k_norm, NULL, n * (int)hp->n_head_kv, (int)hp->head_dim_k, hp->norm_eps, s->k);
+    }
     if (m->arch->rope != MF_ROPE_NONE) {
-        mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale};
+        mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
+                             m->rope_freqs ? (const float *)m->rope_freqs->data : NULL};
         op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, ctx->pos, &rp);
         op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, ctx->pos, &rp);
     }
@@ -34,13 +57,128 @@ static void attention_block(mf_context *ctx, int il, int n) {
         .n_head_kv = (int)hp->n_head_kv,
         .head_dim_k = (int)hp->head_dim_k,
         .head_dim_v = (int)hp->head_dim_v,
-        .scale = 1.0f / sqrtf((float)hp->head_dim_k),
+        .scale = hp->attn_scale,
         .softcap = hp->attn_softcap,
         .window = L->swa ? (int)hp->n_swa : 0,
     };
     op->attention(be, il, s->q, n, ctx->n_past, &ap, s->att);
-    op->matmul(be, L->wo, s->att, n, s->o);
+    linear(ctx, L->wo, L->bo, s->att, n, s->o);
+    if (L->post_attn_norm)
+        op->norm(be, MF_NORM_RMS, s->o, L->post_attn_norm, NULL, n, (int)hp->n_embd, hp->norm_eps, s->o);
+    if (hp->residual_scale != 1.0f) op->scale(be, s->o, hp->residual_scale, (size_t)n * hp->n_embd);
     op->add(be, s->x, s->o, (size_t)n * hp->n_embd);
+}
+
+/* A dense FFN over `n` rows of `in` into `out`. `gate` NULL with `fused` set:
+ * `up` holds [gate ; up] (phi3). Non-gated GELU families have no gate. */
+typedef struct ffn_w {
+    mf_weight gate, up, down, up_b, down_b;
+    bool fused;
+    int n_ff;
+} ffn_w;
+
+static void dense_ffn(mf_context *ctx, const ffn_w *f, const float *in, int n, float *out) {
+    const mf_backend_ops *op = OP(ctx);
+    mf_backend *be = ctx->be;
+    mf_scratch *s = &ctx->s;
+    const mf_ffn_type act = ctx->model->arch->ffn;
+    if (act == MF_FFN_GELU) {
+        linear(ctx, f->up, f->up_b, in, n, s->up);
+        op->glu(be, MF_FFN_GELU, s->up, NULL, (size_t)n * f->n_ff, s->act);
+    } else {
+        if (f->fused) {
+            op->matmul(be, f->up, in, n, s->act);
+            op->copy_cols(be, s->act, 2 * f->n_ff, 0, f->n_ff, n, s->gate);
+            op->copy_cols(be, s->act, 2 * f->n_ff, f->n_ff, f->n_ff, n, s->up);
+        } else {
+            op->matmul(be, f->gate, in, n, s->gate);
+            linear(ctx, f->up, f->up_b, in, n, s->up);
+        }
+        op->glu(be, act, s->gate, s->up, (size_t)n * f->n_ff, s->act);
+    }
+    linear(ctx, f->down, f->down_b, s->act, n, out);
+}
+
+/* Mixture of experts: router softmax (or sigmoid) over all experts, the top k
+ * per token (weights optionally renormalised and scaled), each expert run only
+ * on the tokens routed to it, outputs summed per token in rank order. */
+static void moe_ffn(mf_context *ctx, const mf_layer *L, int n) {
+    const mf_model *m = ctx->model;
+    const mf_hparams *hp = &m->hp;
+    const mf_backend_ops *op = OP(ctx);
+    mf_backend *be = ctx->be;
+    mf_scratch *s = &ctx->s;
+    const int X = (int)hp->n_expert, K = (int)hp->n_expert_used, E = (int)hp->n_embd;
+    mf_moe_plan *p = &ctx->moe;
+
+    op->matmul(be, L->ffn_gate_inp, s->xn, n, s->router);
+    op->download(be, s->router, (size_t)n * X, p->probs);
+    for (int t = 0; t < n; t++) {
+        float *pr = p->probs + (size_t)t * X;
+        if (hp->moe_sigmoid) {
+            for (int e = 0; e < X; e++) pr[e] = 1.0f / (1.0f + expf(-pr[e]));
+        } else {
+            float mx = pr[0];
+            for (int e = 1; e < X; e++) mx = pr[e] > mx ? pr[e] : mx;
+            double sum = 0;
+            for (int e = 0; e < X; e++) sum += pr[e] = expf(pr[e] - mx);
+            for (int e = 0; e < X; e++) pr[e] = (float)(pr[e] / sum);
+        }
+        /* top k by probability, ties to the lower expert id */
+        int32_t *sel = p->sel + (size_t)t * K;
+        float *w = p->w + (size_t)t * K;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < X; e++) {
+                bool taken = false;
+                for (int j = 0; j < k; j++) taken |= sel[j] == e;
+                if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
+            }
+            sel[k] = best;
+            w[k] = pr[best];
+        }
+        if (hp->moe_norm_topk) {
+            float sum = 0;
+            for (int k = 0; k < K; k++) sum += w[k];
+            for (int k = 0; k < K; k++) w[k] /= sum;
+        }
+        if (hp->moe_scale != 1.0f)
+            for (int k = 0; k < K; k++) w[k] *= hp->moe_scale;
+    }
+    /* each expert on the rows routed to it; results land in slot (t, k) */
+    for (int e = 0; e < X; e++) {
+        int cnt = 0;
+        for (int t = 0; t < n; t++)
+            for (int k = 0; k < K; k++)
+                if (p->sel[(size_t)t * K + k] == e) {
+                    p->rows[cnt] = t;
+                    p->slots[cnt] = t * K + k;
+                    p->scales[cnt] = p->w[(size_t)t * K + k];
+                    cnt++;
+                }
+        if (!cnt) continue;
+        op->gather_rows(be, s->xn, p->rows, cnt, E, s->moe_in);
+        ffn_w f = {.gate = &L->gate_exp[e], .up = &L->up_exp[e], .down = &L->down_exp[e], .n_ff = (int)hp->n_ff_exp};
+        dense_ffn(ctx, &f, s->moe_in, cnt, s->moe_out);
+        op->scatter_rows(be, s->moe_out, p->slots, p->scales, cnt, E, s->moe_slots);
+    }
+    op->sum_slots(be, s->moe_slots, n, K, E, s->o);
+
+    if (L->ffn_up_shexp) {
+        /* shared expert, gated per token by sigmoid(w . x) when a gate exists */
+        ffn_w f = {.gate = L->ffn_gate_shexp, .up = L->ffn_up_shexp, .down = L->ffn_down_shexp, .n_ff = (int)hp->n_ff_shexp};
+        dense_ffn(ctx, &f, s->xn, n, s->moe_out);
+        if (L->ffn_gate_inp_shexp) {
+            op->matmul(be, L->ffn_gate_inp_shexp, s->xn, n, s->router);
+            op->download(be, s->router, (size_t)n, p->probs);
+            for (int t = 0; t < n; t++) {
+                p->rows[t] = t;
+                p->scales[t] = 1.0f / (1.0f + expf(-p->probs[t]));
+            }
+            op->scatter_rows(be, s->moe_out, p->rows, p->scales, n, E, s->moe_out);
+        }
+        op->add(be, s->o, s->moe_out, (size_t)n * E);
+    }
 }
 
 static void ffn_block(mf_context *ctx, int il, int n) {
@@ -52,10 +190,16 @@ static void ffn_block(mf_context *ctx, int il, int n) {
     mf_scratch *s = &ctx->s;
 
     op->norm(be, m->arch->norm, s->x, L->ffn_norm, L->ffn_norm_b, n, (int)hp->n_embd, hp->norm_eps, s->xn);
-    op->matmul(be, L->ffn_gate, s->xn, n, s->gate);
-    op->matmul(be, L->ffn_up, s->xn, n, s->up);
-    op->glu(be, m->arch->ffn, s->gate, s->up, (size_t)n * hp->n_ff, s->act);
-    op->matmul(be, L->ffn_down, s->act, n, s->o);
+    if (hp->n_expert) {
+        moe_ffn(ctx, L, n);
+    } else {
+        ffn_w f = {.gate = L->ffn_gate, .up = L->ffn_gate_up ? L->ffn_gate_up : L->ffn_up, .down = L->ffn_down,
+                   .up_b = L->ffn_up_b, .down_b = L->ffn_down_b, .fused = L->ffn_gate_up != NULL, .n_ff = (int)hp->n_ff};
+        dense_ffn(ctx, &f, s->xn, n, s->o);
+    }
+    if (L->post_ffn_norm)
+        op->norm(be, MF_NORM_RMS, s->o, L->post_ffn_norm, NULL, n, (int)hp->n_embd, hp->norm_eps, s->o);
+    if (hp->residual_scale != 1.0f) op->scale(be, s->o, hp->residual_scale, (size_t)n * hp->n_embd);
     op->add(be, s->x, s->o, (size_t)n * hp->n_embd);
 }
 
@@ -67,9 +211,12 @@ static void output_rows(mf_context *ctx, int r0, int nr, int dst_row) {
     mf_backend *be = ctx->be;
     mf_scratch *s = &ctx->s;
     const float *xr = s->x + (size_t)r0 * hp->n_embd;
+    const size_t nl = (size_t)nr * hp->n_vocab;
     op->norm(be, m->arch->norm, xr, m->output_norm, m->output_norm_b, nr, (int)hp->n_embd, hp->norm_eps, s->xn);
     op->matmul(be, m->output, s->xn, nr, s->logits);
-    op->download(be, s->logits, (size_t)nr * hp->n_vocab, ctx->logits + (size_t)dst_row * hp->n_vocab);
+    if (hp->logit_scale != 1.0f) op->scale(be, s->logits, 1.0f / hp->logit_scale, nl);
+    if (hp->final_softcap > 0) op->softcap(be, s->logits, hp->final_softcap, nl);
+    op->download(be, s->logits, nl, ctx->logits + (size_t)dst_row * hp->n_vocab);
 }
 
 mf_status mf_forward(mf_context *ctx, const mf_token *tokens, int n, bool all, int row0) {
@@ -81,6 +228,10 @@ mf_status mf_forward(mf_context *ctx, const mf_token *tokens, int n, bool all, i
     for (int i = 0; i < n; i++) ctx->pos[i] = (int32_t)(ctx->n_past + (uint32_t)i);
     op->get_rows(be, m->token_embd, tokens, n, ctx->s.x);
     if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, (size_t)n * hp->n_embd);
+    if (m->pos_embd) {
+        op->get_rows(be, m->pos_embd, ctx->pos, n, ctx->s.o);
+        op->add(be, ctx->s.x, ctx->s.o, (size_t)n * hp->n_embd);
+    }
 
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         attention_block(ctx, (int)il, n);

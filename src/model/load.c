@@ -23,6 +23,91 @@ static const char *akey(const mf_model *m, const char *suffix) {
     return buf;
 }
 
+/* Reads the sliding-window layout: `attention.sliding_window` (+ family
+ * default), and `attention.sliding_window_pattern` as a period N (layer il
+ * slides iff il % N < N-1) or as one bool per layer. */
+static mf_status load_swa(mf_model *m) {
+    const gguf_file *f = m->gguf;
+    mf_hparams *hp = &m->hp;
+    mf_status s;
+    hp->n_swa = m->arch->swa_default ? 4096 : 0;
+    if ((s = gguf_get_u32(f, akey(m, "attention.sliding_window"), false, &hp->n_swa))) return s;
+    if (!m->arch->swa_period || hp->n_swa == 0) {
+        hp->n_swa = 0; /* families without SWA support here ignore the key, as llama.cpp does (phi3) */
+        return MF_OK;
+    }
+    uint32_t period = m->arch->swa_period;
+    const gguf_value *pv = gguf_get(f, akey(m, "attention.sliding_window_pattern"));
+    if (pv && pv->type == GGUF_ARR) {
+        if (pv->arr.elem != GGUF_BOOL || pv->arr.n != hp->n_layer)
+            return mf_err(MF_ERR_FORMAT, "%s: %s must be %u bools", f->path, akey(m, "attention.sliding_window_pattern"),
+                          hp->n_layer);
+        for (uint32_t il = 0; il < hp->n_layer; il++) m->layers[il].swa = gguf_arr_int(pv, il) != 0;
+        return MF_OK;
+    }
+    if ((s = gguf_get_u32(f, akey(m, "attention.sliding_window_pattern"), false, &period))) return s;
+    for (uint32_t il = 0; il < hp->n_layer; il++) m->layers[il].swa = period == 0 || il % period < period - 1;
+    return MF_OK;
+}
+
+static mf_status load_rope(mf_model *m) {
+    const gguf_file *f = m->gguf;
+    mf_hparams *hp = &m->hp;
+    mf_status s;
+    hp->rope_base = 10000.0f;
+    if ((s = gguf_get_f32(f, akey(m, "rope.freq_base"), false, &hp->rope_base))) return s;
+    hp->rope_base_swa = hp->rope_base;
+    if ((s = gguf_get_f32(f, akey(m, "rope.freq_base_swa"), false, &hp->rope_base_swa))) return s;
+    hp->rope_scale = 1.0f;
+    float lin = 0;
+    if ((s = gguf_get_f32(f, akey(m, "rope.scale_linear"), false, &lin))) return s;
+    if (lin > 0) hp->rope_scale = 1.0f / lin;
+    char stype[64] = "";
+    if ((s = gguf_get_str(f, akey(m, "rope.scaling.type"), false, stype, sizeof stype))) return s;
+    if (stype[0] && strcmp(stype, "none") != 0) {
+        if (strcmp(stype, "linear") != 0)
+            return mf_err(MF_ERR_UNSUPPORTED, "%s: RoPE scaling type '%s' is not supported yet (linear is)", f->path, stype);
+        float factor = 0;
+        if ((s = gguf_get_f32(f, akey(m, "rope.scaling.factor"), false, &factor))) return s;
+        if (factor > 0) hp->rope_scale = 1.0f / factor;
+    }
+    if (!(hp->rope_base > 0) || !(hp->rope_base_swa > 0) || !(hp->rope_scale > 0) || !isfinite(hp->rope_base))
+        return mf_err(MF_ERR_FORMAT, "%s: invalid RoPE parameters (base %g, scale %g)", f->path, hp->rope_base, hp->rope_scale);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        mf_layer *L = &m->layers[il];
+        bool own = m->arch->swa_own_rope && L->swa;
+        L->rope_base = own ? hp->rope_base_swa : hp->rope_base;
+        L->rope_scale = own ? 1.0f : hp->rope_scale;
+    }
+    return MF_OK;
+}
+
+static mf_status load_moe(mf_model *m) {
+    const gguf_file *f = m->gguf;
+    mf_hparams *hp = &m->hp;
+    mf_status s;
+    if ((s = gguf_get_u32(f, akey(m, "expert_count"), false, &hp->n_expert))) return s;
+    if ((s = gguf_get_u32(f, akey(m, "expert_used_count"), false, &hp->n_expert_used))) return s;
+    if (hp->n_expert == 0) return MF_OK;
+    if (hp->n_expert > 1024 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+        return mf_err(MF_ERR_FORMAT, "%s: %u experts with %u used per token is out of range", f->path, hp->n_expert,
+                      hp->n_expert_used);
+    hp->n_ff_exp = hp->n_ff;
+    if ((s = gguf_get_u32(f, akey(m, "expert_feed_forward_length"), false, &hp->n_ff_exp))) return s;
+    hp->n_ff_shexp = hp->n_ff_exp;
+    if ((s = gguf_get_u32(f, akey(m, "expert_shared_feed_forward_length"), false, &hp->n_ff_shexp))) return s;
+    hp->moe_norm_topk = m->arch->moe_norm_topk;
+    if ((s = gguf_get_bool(f, akey(m, "expert_weights_norm"), false, &hp->moe_norm_topk))) return s;
+    hp->moe_scale = 1.0f;
+    if ((s = gguf_get_f32(f, akey(m, "expert_weights_scale"), false, &hp->moe_scale))) return s;
+    uint32_t gating = 1; /* 1 = softmax, 2 = sigmoid (llama.cpp's numbering) */
+    if ((s = gguf_get_u32(f, akey(m, "expert_gating_func"), false, &gating))) return s;
+    if (gating != 1 && gating != 2)
+        return mf_err(MF_ERR_UNSUPPORTED, "%s: expert gating function %u is not supported", f->path, gating);
+    hp->moe_sigmoid = gating == 2;
+    return MF_OK;
+}
+
 static mf_status load_hparams(mf_model *m) {
     const gguf_file *f = m->gguf;
     mf_hparams *hp = &m->hp;
@@ -43,9 +128,10 @@ static mf_status load_hparams(mf_model *m) {
 
     if (hp->n_layer == 0 || hp->n_layer > MF_MAX_LAYERS)
         return mf_err(MF_ERR_FORMAT, "%s: block_count %u out of range (1..%d)", f->path, hp->n_layer, MF_MAX_LAYERS);
-    if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
-        return mf_err(MF_ERR_FORMAT, "%s: inconsistent attention shape: n_embd %u, %u heads, %u kv heads", f->path,
-                      hp->n_embd, hp->n_head, hp->n_head_kv);
+    if (hp->n_embd == 0 || hp->n_embd > (1u << 20) || hp->n_ff > (1u << 24) || hp->n_head == 0 || hp->n_head_kv == 0 ||
+        hp->n_head > 4096 || hp->n_head % hp->n_head_kv != 0)
+        return mf_err(MF_ERR_FORMAT, "%s: inconsistent shape: n_embd %u, n_ff %u, %u heads, %u kv heads", f->path,
+                      hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv);
     hp->head_dim_k = hp->n_embd / hp->n_head;
     if ((s = gguf_get_u32(f, akey(m, "attention.key_length"), false, &hp->head_dim_k))) return s;
     hp->head_dim_v = hp->head_dim_k;
@@ -58,33 +144,34 @@ static mf_status load_hparams(mf_model *m) {
         return mf_err(MF_ERR_FORMAT, "%s: rope.dimension_count %u must be even and <= head dim %u", f->path, hp->n_rot, hp->head_dim_k);
 
     hp->norm_eps = 1e-5f;
-    if (m->arch->norm == MF_NORM_RMS) {
-        if ((s = gguf_get_f32(f, akey(m, "attention.layer_norm_rms_epsilon"), false, &hp->norm_eps))) return s;
-    } else {
-        if ((s = gguf_get_f32(f, akey(m, "attention.layer_norm_epsilon"), false, &hp->norm_eps))) return s;
-    }
-    hp->rope_base = 10000.0f;
-    if ((s = gguf_get_f32(f, akey(m, "rope.freq_base"), false, &hp->rope_base))) return s;
-    hp->rope_scale = 1.0f;
-    float lin = 0;
-    if ((s = gguf_get_f32(f, akey(m, "rope.scale_linear"), false, &lin))) return s;
-    if (lin > 0) hp->rope_scale = 1.0f / lin;
-    char stype[64] = "";
-    if ((s = gguf_get_str(f, akey(m, "rope.scaling.type"), false, stype, sizeof stype))) return s;
-    if (stype[0] && strcmp(stype, "none") != 0) {
-        if (strcmp(stype, "linear") != 0)
-            return mf_err(MF_ERR_UNSUPPORTED, "%s: RoPE scaling type '%s' is not supported yet", f->path, stype);
-        float factor = 0;
-        if ((s = gguf_get_f32(f, akey(m, "rope.scaling.factor"), false, &factor))) return s;
-        if (factor > 0) hp->rope_scale = 1.0f / factor;
-    }
-    if (!(hp->norm_eps > 0) || !(hp->rope_base > 0) || !(hp->rope_scale > 0) || !isfinite(hp->rope_base))
-        return mf_err(MF_ERR_FORMAT, "%s: invalid norm epsilon / RoPE parameters", f->path);
-    if ((s = gguf_get_u32(f, akey(m, "expert_count"), false, &hp->n_expert))) return s;
-    if ((s = gguf_get_u32(f, akey(m, "expert_used_count"), false, &hp->n_expert_used))) return s;
-    if (hp->n_expert)
-        return mf_err(MF_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet", f->path);
-    hp->embd_scale = 1.0f;
+    const char *eps_key = m->arch->norm == MF_NORM_RMS ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon";
+    if ((s = gguf_get_f32(f, akey(m, eps_key), false, &hp->norm_eps))) return s;
+    if (!(hp->norm_eps > 0) || !(hp->norm_eps < 1))
+        return mf_err(MF_ERR_FORMAT, "%s: norm epsilon %g out of range", f->path, hp->norm_eps);
+
+    m->layers = calloc(hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return mf_err(MF_ERR_NOMEM, "out of memory");
+    if ((s = load_swa(m))) return s;
+    if ((s = load_rope(m))) return s;
+    if ((s = load_moe(m))) return s;
+
+    /* scales: family defaults, then metadata (granite carries all four) */
+    hp->embd_scale = m->arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    if ((s = gguf_get_f32(f, akey(m, "embedding_scale"), false, &hp->embd_scale))) return s;
+    hp->residual_scale = 1.0f;
+    if ((s = gguf_get_f32(f, akey(m, "residual_scale"), false, &hp->residual_scale))) return s;
+    hp->logit_scale = 1.0f;
+    if ((s = gguf_get_f32(f, akey(m, "logit_scale"), false, &hp->logit_scale))) return s;
+    if (m->arch->big_layers && hp->n_layer == m->arch->big_layers)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    else
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    if ((s = gguf_get_f32(f, akey(m, "attention.scale"), false, &hp->attn_scale))) return s;
+    if ((s = gguf_get_f32(f, akey(m, "attn_logit_softcapping"), false, &hp->attn_softcap))) return s;
+    if ((s = gguf_get_f32(f, akey(m, "final_logit_softcapping"), false, &hp->final_softcap))) return s;
+    if (!isfinite(hp->embd_scale) || !isfinite(hp->residual_scale) || !(hp->logit_scale != 0) ||
+        !isfinite(hp->attn_scale) || hp->attn_softcap < 0 || hp->final_softcap < 0)
+        return mf_err(MF_ERR_FORMAT, "%s: invalid scale or soft-capping value", f->path);
     return MF_OK;
 }
 
@@ -114,7 +201,7 @@ static mf_status bind(mf_model *m, mf_weight *out, bool required, int64_t ne0, i
         return mf_err(MF_ERR_FORMAT, "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
                       "], expected [%" PRId64 ", %" PRId64 ", %" PRId64 "] (-1 = any)",
                       m->gguf->path, name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], ne0, ne1, ne2);
-    /* 1-D tensors (norms, biases) are read as f32; matrices go through the type traits */
+    /* vectors (norms, biases, factors) are read as f32; matrices go through the type traits */
     if (t->ne[1] == 1 && t->ne[2] == 1) {
         if (t->type != MF_TYPE_F32)
             return mf_err(MF_ERR_UNSUPPORTED, "%s: tensor '%s' is a vector of type %s; only f32 vectors are supported",
@@ -126,36 +213,168 @@ static mf_status bind(mf_model *m, mf_weight *out, bool required, int64_t ne0, i
     return MF_OK;
 }
 
-static mf_status bind_weights(mf_model *m) {
-    const mf_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
-    const int64_t QD = (int64_t)hp->n_head * hp->head_dim_k;
-    const int64_t KD = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    const int64_t VD = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    const int64_t OD = (int64_t)hp->n_head * hp->head_dim_v;
-    mf_status s;
-    if ((s = bind(m, &m->token_embd, true, E, V, 1, "token_embd.weight"))) return s;
-    if ((s = bind(m, &m->output_norm, true, E, 1, 1, "output_norm.weight"))) return s;
-    if ((s = bind(m, &m->output, false, E, V, 1, "output.weight"))) return s;
-    if (!m->output) m->output = m->token_embd; /* tied embeddings */
+/* 2-D views of each expert's slice of a stacked [ne0, ne1, n_expert] tensor. */
+static void make_expert_views(mf_weight stack, gguf_tensor *views, uint32_t n_expert) {
+    const size_t slice = mf_row_size(stack->type, stack->ne[0]) * (size_t)stack->ne[1];
+    for (uint32_t e = 0; e < n_expert; e++) {
+        gguf_tensor *v = &views[e];
+        *v = *stack;
+        v->ne[2] = 1;
+        v->n_dims = 2;
+        v->nbytes = slice;
+        v->offset = stack->offset + e * slice;
+        v->data = (const uint8_t *)stack->data + e * slice;
+    }
+}
 
-    m->layers = calloc(hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return mf_err(MF_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; i < hp->n_layer; i++) {
-        mf_layer *L = &m->layers[i];
-        L->rope_base = hp->rope_base;
-        L->rope_scale = hp->rope_scale;
-        if ((s = bind(m, &L->attn_norm, true, E, 1, 1, "blk.%u.attn_norm.weight", i))) return s;
+static mf_status bind_attention(mf_model *m, uint32_t i, mf_layer *L) {
+    const mf_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    const int64_t QD = (int64_t)hp->n_head * hp->head_dim_k, KD = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    const int64_t VD = (int64_t)hp->n_head_kv * hp->head_dim_v, OD = (int64_t)hp->n_head * hp->head_dim_v;
+    const bool layer_norm = m->arch->norm == MF_NORM_LAYER;
+    mf_status s;
+    if ((s = bind(m, &L->attn_norm, true, E, 1, 1, "blk.%u.attn_norm.weight", i))) return s;
+    if ((s = bind(m, &L->attn_norm_b, layer_norm, E, 1, 1, "blk.%u.attn_norm.bias", i))) return s;
+    if ((s = bind(m, &L->wqkv, false, E, QD + KD + VD, 1, "blk.%u.attn_qkv.weight", i))) return s;
+    if (L->wqkv) {
+        if ((s = bind(m, &L->bqkv, false, QD + KD + VD, 1, 1, "blk.%u.attn_qkv.bias", i))) return s;
+    } else {
         if ((s = bind(m, &L->wq, true, E, QD, 1, "blk.%u.attn_q.weight", i))) return s;
         if ((s = bind(m, &L->wk, true, E, KD, 1, "blk.%u.attn_k.weight", i))) return s;
         if ((s = bind(m, &L->wv, true, E, VD, 1, "blk.%u.attn_v.weight", i))) return s;
-        if ((s = bind(m, &L->wo, true, OD, E, 1, "blk.%u.attn_output.weight", i))) return s;
-        if ((s = bind(m, &L->ffn_norm, true, E, 1, 1, "blk.%u.ffn_norm.weight", i))) return s;
-        if ((s = bind(m, &L->ffn_gate, true, E, F, 1, "blk.%u.ffn_gate.weight", i))) return s;
+        if ((s = bind(m, &L->bq, false, QD, 1, 1, "blk.%u.attn_q.bias", i))) return s;
+        if ((s = bind(m, &L->bk, false, KD, 1, 1, "blk.%u.attn_k.bias", i))) return s;
+        if ((s = bind(m, &L->bv, false, VD, 1, 1, "blk.%u.attn_v.bias", i))) return s;
+    }
+    if ((s = bind(m, &L->wo, true, OD, E, 1, "blk.%u.attn_output.weight", i))) return s;
+    if ((s = bind(m, &L->bo, false, E, 1, 1, "blk.%u.attn_output.bias", i))) return s;
+    if (m->arch->qk_norm) {
+        if ((s = bind(m, &L->q_norm, true, hp->head_dim_k, 1, 1, "blk.%u.attn_q_norm.weight", i))) return s;
+        if ((s = bind(m, &L->k_norm, true, hp->head_dim_k, 1, 1, "blk.%u.attn_k_norm.weight", i))) return s;
+    }
+    if (m->arch->post_norms)
+        if ((s = bind(m, &L->post_attn_norm, true, E, 1, 1, "blk.%u.post_attention_norm.weight", i))) return s;
+    return MF_OK;
+}
+
+static mf_status bind_ffn(mf_model *m, uint32_t i, mf_layer *L, gguf_tensor *views) {
+    const mf_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+    mf_status s;
+    if ((s = bind(m, &L->ffn_norm, true, E, 1, 1, "blk.%u.ffn_norm.weight", i))) return s;
+    if ((s = bind(m, &L->ffn_norm_b, m->arch->norm == MF_NORM_LAYER, E, 1, 1, "blk.%u.ffn_norm.bias", i))) return s;
+    if (m->arch->post_norms)
+        if ((s = bind(m, &L->post_ffn_norm, true, E, 1, 1, "blk.%u.post_ffw_norm.weight", i))) return s;
+
+    if (hp->n_expert) {
+        const int64_t X = hp->n_expert, FE = hp->n_ff_exp;
+        if ((s = bind(m, &L->ffn_gate_inp, true, E, X, 1, "blk.%u.ffn_gate_inp.weight", i))) return s;
+        if ((s = bind(m, &L->ffn_gate_exps, true, E, FE, X, "blk.%u.ffn_gate_exps.weight", i))) return s;
+        if ((s = bind(m, &L->ffn_up_exps, true, E, FE, X, "blk.%u.ffn_up_exps.weight", i))) return s;
+        if ((s = bind(m, &L->ffn_down_exps, true, FE, E, X, "blk.%u.ffn_down_exps.weight", i))) return s;
+        make_expert_views(L->ffn_gate_exps, views, hp->n_expert);
+        make_expert_views(L->ffn_up_exps, views + X, hp->n_expert);
+        make_expert_views(L->ffn_down_exps, views + 2 * X, hp->n_expert);
+        L->gate_exp = views;
+        L->up_exp = views + X;
+        L->down_exp = views + 2 * X;
+        const int64_t FS = hp->n_ff_shexp;
+        if ((s = bind(m, &L->ffn_up_shexp, false, E, FS, 1, "blk.%u.ffn_up_shexp.weight", i))) return s;
+        if (L->ffn_up_shexp) {
+            if ((s = bind(m, &L->ffn_gate_shexp, true, E, FS, 1, "blk.%u.ffn_gate_shexp.weight", i))) return s;
+            if ((s = bind(m, &L->ffn_down_shexp, true, FS, E, 1, "blk.%u.ffn_down_shexp.weight", i))) return s;
+            if ((s = bind(m, &L->ffn_gate_inp_shexp, false, E, 1, 1, "blk.%u.ffn_gate_inp_shexp.weight", i))) return s;
+        }
+        return MF_OK;
+    }
+    if (m->arch->ffn == MF_FFN_GELU) {
         if ((s = bind(m, &L->ffn_up, true, E, F, 1, "blk.%u.ffn_up.weight", i))) return s;
-        if ((s = bind(m, &L->ffn_down, true, F, E, 1, "blk.%u.ffn_down.weight", i))) return s;
+        if ((s = bind(m, &L->ffn_up_b, false, F, 1, 1, "blk.%u.ffn_up.bias", i))) return s;
+    } else {
+        if ((s = bind(m, &L->ffn_gate, false, E, F, 1, "blk.%u.ffn_gate.weight", i))) return s;
+        if (L->ffn_gate) {
+            if ((s = bind(m, &L->ffn_up, true, E, F, 1, "blk.%u.ffn_up.weight", i))) return s;
+        } else {
+            /* fused gate-up (phi3): 2F rows, the first F are the gate */
+            if ((s = bind(m, &L->ffn_gate_up, true, E, 2 * F, 1, "blk.%u.ffn_up.weight", i))) return s;
+        }
+    }
+    if ((s = bind(m, &L->ffn_down, true, F, E, 1, "blk.%u.ffn_down.weight", i))) return s;
+    if ((s = bind(m, &L->ffn_down_b, false, E, 1, 1, "blk.%u.ffn_down.bias", i))) return s;
+    return MF_OK;
+}
+
+static mf_status bind_weights(mf_model *m) {
+    const mf_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    mf_status s;
+    if ((s = bind(m, &m->token_embd, true, E, V, 1, "token_embd.weight"))) return s;
+    if (m->arch->rope == MF_ROPE_NONE) {
+        if ((s = bind(m, &m->pos_embd, true, E, -1, 1, "position_embd.weight"))) return s;
+        if (m->pos_embd->ne[1] < (int64_t)hp->n_ctx_train)
+            return mf_err(MF_ERR_FORMAT, "%s: position_embd.weight has %" PRId64 " rows, context length is %u",
+                          m->gguf->path, m->pos_embd->ne[1], hp->n_ctx_train);
+    }
+    if ((s = bind(m, &m->output_norm, true, E, 1, 1, "output_norm.weight"))) return s;
+    if ((s = bind(m, &m->output_norm_b, m->arch->norm == MF_NORM_LAYER, E, 1, 1, "output_norm.bias"))) return s;
+    if ((s = bind(m, &m->output, false, E, V, 1, "output.weight"))) return s;
+    if (!m->output) m->output = m->token_embd; /* tied embeddings */
+    if ((s = bind(m, &m->rope_freqs, false, hp->n_rot / 2, 1, 1, "rope_freqs.weight"))) return s;
+
+    if (hp->n_expert) {
+        m->expert_views = calloc((size_t)hp->n_layer * 3 * hp->n_expert, sizeof *m->expert_views);
+        if (!m->expert_views) return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < hp->n_layer; i++) {
+        mf_layer *L = &m->layers[i];
+        if ((s = bind_attention(m, i, L))) return s;
+        if ((s = bind_ffn(m, i, L, m->expert_views ? m->expert_views + (size_t)i * 3 * hp->n_expert : NULL))) return s;
     }
     return MF_OK;
+}
+
+/* Appends ", <text>" to the traits line. */
+static void trait(mf_model *m, const char *fmt, ...) MF_PRINTF(2, 3);
+static void trait(mf_model *m, const char *fmt, ...) {
+    size_t n = strlen(m->traits);
+    if (n + 3 >= sizeof m->traits) return;
+    n += (size_t)snprintf(m->traits + n, sizeof m->traits - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->traits + n, sizeof m->traits - n, fmt, ap);
+    va_end(ap);
+}
+
+/* The family's fixed traits plus what this file turned on. */
+static void describe_traits(mf_model *m) {
+    const mf_hparams *hp = &m->hp;
+    const mf_layer *L0 = &m->layers[0];
+    snprintf(m->traits, sizeof m->traits, "%s: %s", m->arch->name, m->arch->traits);
+    if (hp->n_head != hp->n_head_kv) trait(m, "GQA %u query / %u kv heads", hp->n_head, hp->n_head_kv);
+    if (hp->n_head * hp->head_dim_k != hp->n_embd)
+        trait(m, "decoupled head dim %u (q width %u != n_embd %u)", hp->head_dim_k, hp->n_head * hp->head_dim_k, hp->n_embd);
+    if (L0->bq || L0->bqkv) trait(m, "QKV bias");
+    if (L0->bo || L0->ffn_down_b) trait(m, "output and FFN biases");
+    if (L0->wqkv) trait(m, "fused QKV");
+    if (L0->ffn_gate_up) trait(m, "fused gate-up");
+    trait(m, m->output == m->token_embd ? "tied embeddings" : "separate output head");
+    if (hp->n_expert)
+        trait(m, "MoE %u experts, top %u, %s router%s%s", hp->n_expert, hp->n_expert_used, hp->moe_sigmoid ? "sigmoid" : "softmax",
+              hp->moe_norm_topk ? ", weights renormalised" : "", L0->ffn_up_shexp ? ", shared expert" : "");
+    if (hp->n_swa) {
+        uint32_t n_swa_layers = 0;
+        for (uint32_t i = 0; i < hp->n_layer; i++) n_swa_layers += m->layers[i].swa;
+        trait(m, "sliding window %u on %u of %u layers", hp->n_swa, n_swa_layers, hp->n_layer);
+    }
+    if (m->arch->rope != MF_ROPE_NONE) trait(m, "RoPE base %g%s", hp->rope_base, m->rope_freqs ? " with rope_freqs factors" : "");
+    if (hp->rope_scale != 1.0f) trait(m, "linear RoPE scaling x%g", 1.0f / hp->rope_scale);
+    if (hp->attn_softcap > 0) trait(m, "attention soft-cap %g", hp->attn_softcap);
+    if (hp->final_softcap > 0) trait(m, "final logit soft-cap %g", hp->final_softcap);
+    if (hp->embd_scale != 1.0f && !m->arch->embd_scale) trait(m, "embedding scale %g", hp->embd_scale);
+    if (hp->residual_scale != 1.0f) trait(m, "residual scale %g", hp->residual_scale);
+    if (hp->logit_scale != 1.0f) trait(m, "logit scale 1/%g", hp->logit_scale);
+    if (fabsf(hp->attn_scale - 1.0f / sqrtf((float)hp->head_dim_k)) > 1e-7f) trait(m, "attention scale %g", hp->attn_scale);
 }
 
 static void describe(mf_model *m) {
@@ -211,6 +430,7 @@ mf_status mf_model_load(const char *path, const mf_model_params *params, mf_mode
     m->hp.n_vocab = (uint32_t)mf_vocab_n_tokens(m->vocab);
     if ((s = bind_weights(m))) goto fail;
     describe(m);
+    describe_traits(m);
     *out = m;
     return MF_OK;
 fail:
@@ -222,6 +442,7 @@ void mf_model_free(mf_model *m) {
     if (!m) return;
     mf_vocab_free(m->vocab);
     free(m->layers);
+    free(m->expert_views);
     gguf_close(m->gguf);
     free(m);
 }
@@ -232,3 +453,4 @@ int32_t mf_model_n_ctx_train(const mf_model *m) { return (int32_t)m->hp.n_ctx_tr
 int32_t mf_model_n_embd(const mf_model *m) { return (int32_t)m->hp.n_embd; }
 int32_t mf_model_n_layer(const mf_model *m) { return (int32_t)m->hp.n_layer; }
 const char *mf_model_desc(const mf_model *m) { return m->desc; }
+const char *mf_model_traits(const mf_model *m) { return m->traits[0] ? m->traits : m->desc; }

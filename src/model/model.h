@@ -28,7 +28,8 @@ typedef struct mf_layer {
     mf_weight post_ffn_norm;
     /* mixture of experts */
     mf_weight ffn_gate_inp;
-    mf_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    mf_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;  /* stacked [.., .., n_expert] */
+    const gguf_tensor *gate_exp, *up_exp, *down_exp;       /* per-expert 2-D views of the stacks */
     mf_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp, ffn_gate_inp_shexp;
     /* per-layer attention shape (sliding-window layers may differ) */
     bool swa;            /* this layer uses the sliding window */
@@ -51,10 +52,17 @@ typedef struct mf_hparams {
     float rope_base;
     float rope_scale;     /* linear scaling: positions are multiplied by this */
     uint32_t n_expert, n_expert_used;
+    uint32_t n_ff_exp, n_ff_shexp; /* expert / shared-expert FFN widths */
+    bool moe_norm_topk;   /* renormalise the k selected weights to sum 1 */
+    bool moe_sigmoid;     /* router uses sigmoid instead of softmax */
+    float moe_scale;      /* multiply expert weights (1 = none) */
     uint32_t n_swa;       /* sliding window size, 0 = none */
+    float rope_base_swa;  /* RoPE base of sliding layers (swa_own_rope families) */
+    float attn_scale;     /* q.k scale, default 1/sqrt(head_dim_k) */
     float attn_softcap, final_softcap; /* 0 = none */
     float embd_scale;     /* multiply token embeddings (1 = none) */
-    float residual_scale, attn_scale, logit_scale; /* granite; 1 / 0 = default */
+    float residual_scale; /* multiply attention / FFN outputs before the residual add (1 = none) */
+    float logit_scale;    /* divide logits (1 = none) */
 } mf_hparams;
 
 struct mf_model {
@@ -65,11 +73,14 @@ struct mf_model {
     mf_weight token_embd, pos_embd;
     mf_weight output_norm, output_norm_b;
     mf_weight output;     /* == token_embd when tied */
+    mf_weight rope_freqs; /* per-dimension RoPE frequency factors (Llama 3.1 style), or NULL */
     mf_layer *layers;
+    gguf_tensor *expert_views; /* storage behind the layers' per-expert views */
     mf_type ftype;        /* dominant weight type, for descriptions */
     uint64_t n_params;
     bool verbose;
     char desc[256];
+    char traits[768];    /* "qwen3: RMSNorm, ...; decoupled head dim 32 (...)" for `minfer info` */
 };
 
 #endif

@@ -136,10 +136,18 @@ int cmd_info(int argc, char **argv) {
     uint64_t params = print_tensors(g);
     human_count(params, hp, sizeof hp);
 
-    /* ---- architecture traits ----
-     * Reserved: a later change prints here what the model layer derives from
-     * the metadata (norm placement, RoPE style, attention layout, activation,
-     * ...) through the public model API, once that API exposes the traits. */
+    /* architecture traits: what the forward pass will do with this file. A file
+     * the model loader refuses (vocabulary only, unknown architecture) still
+     * gets its container printed above; the reason is shown instead. */
+    if (mf_gguf_find_key(g, "general.architecture") >= 0) {
+        mf_model *model;
+        if (mf_model_load(path, NULL, &model) == MF_OK) {
+            printf("traits: %s\n", mf_model_traits(model));
+            mf_model_free(model);
+        } else {
+            printf("traits: not runnable by minfer: %s\n", mf_last_error());
+        }
+    }
 
     printf("parameters: %" PRIu64 " (%s)\n", params, hp);
     printf("file size: %" PRIu64 " bytes (%s)\n", size, hb);
