@@ -1,9 +1,13 @@
 /* ref_float.c - reference kernels for F32, F16 and BF16 rows.
- * Dots accumulate in double, as ggml's scalar path does, so the reference is
- * the most accurate of the implementations it is compared with. */
+ * Dots use the lane orders of lanes.h (F32/F16: 64 float lanes, lane i % 64
+ * gets fma(x_i, y_i, lane); BF16: 32 double lanes; then a pairwise fold), the
+ * orders the AVX2/AVX-512 kernels keep, so they equal this code bit for bit.
+ * Float lanes with FMA are also what llama.cpp's SIMD float dots do. */
 #include "quant/ref.h"
 #include "quant/fp16.h"
+#include "quant/lanes.h"
 
+#include <math.h>
 #include <string.h>
 
 void mf_ref_to_float_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
@@ -11,9 +15,9 @@ void mf_ref_from_float_f32(const float *src, void *dst, int64_t n) { memcpy(dst,
 
 void mf_ref_vec_dot_f32(int n, float *s, const void *x, const void *y) {
     const float *a = x, *b = y;
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)a[i] * (double)b[i];
-    *s = (float)sum;
+    float l[MF_FDOT_LANES] = {0};
+    for (int i = 0; i < n; i++) l[i % MF_FDOT_LANES] = fmaf(a[i], b[i], l[i % MF_FDOT_LANES]);
+    *s = mf_lanes_fold(l, MF_FDOT_LANES);
 }
 
 void mf_ref_to_float_f16(const void *src, float *dst, int64_t n) {
@@ -28,9 +32,11 @@ void mf_ref_from_float_f16(const float *src, void *dst, int64_t n) {
 
 void mf_ref_vec_dot_f16(int n, float *s, const void *x, const void *y) {
     const mf_fp16 *a = x, *b = y;
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)(mf_fp16_to_fp32(a[i]) * mf_fp16_to_fp32(b[i]));
-    *s = (float)sum;
+    float l[MF_FDOT_LANES] = {0};
+    /* a product of two halves (11-bit significands, exponents within float's
+     * range) is exact in float, so this add is the same value an fma gives */
+    for (int i = 0; i < n; i++) l[i % MF_FDOT_LANES] += mf_fp16_to_fp32(a[i]) * mf_fp16_to_fp32(b[i]);
+    *s = mf_lanes_fold(l, MF_FDOT_LANES);
 }
 
 void mf_ref_to_float_bf16(const void *src, float *dst, int64_t n) {
@@ -43,9 +49,17 @@ void mf_ref_from_float_bf16(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = mf_fp32_to_bf16(src[i]);
 }
 
+/* BF16 accumulates in double: a bf16 x bf16 product is exact in double, so the
+ * only rounding before the final one is in the (nearly exact) double adds.
+ * Float lanes are not enough here: the engine rounds every matmul input to
+ * bf16 (8-bit significand), which turns a 1-ulp difference in a float sum
+ * into a 2^-9 step of the next layer's input, and the stories260K BF16 golden
+ * drifts past its 0.01 tolerance with float lanes (it stays at ~2e-6 with
+ * these). */
 void mf_ref_vec_dot_bf16(int n, float *s, const void *x, const void *y) {
     const mf_bf16 *a = x, *b = y;
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)(mf_bf16_to_fp32(a[i]) * mf_bf16_to_fp32(b[i]));
-    *s = (float)sum;
+    double l[MF_DDOT_LANES] = {0};
+    for (int i = 0; i < n; i++)
+        l[i % MF_DDOT_LANES] += (double)mf_bf16_to_fp32(a[i]) * (double)mf_bf16_to_fp32(b[i]);
+    *s = (float)mf_lanes_fold_d(l, MF_DDOT_LANES);
 }

@@ -3,7 +3,6 @@
  * Quantize (llama-quantize's no-imatrix path), dequantize, dot with Q8_K. */
 #include "quant/ref.h"
 #include "quant/blocks.h"
-#include "quant/kdot.h"
 #include "quant/qsearch.h"
 
 #include <math.h>
@@ -83,7 +82,8 @@ void mf_ref_to_float_q2_k(const void *vx, float *y, int64_t n) {
 
 /* Per super-block: one exact integer sum for the scaled quants (isum) and one
  * for the mins (through the activation's 16-element sums), then
- * sum += dall*isum - dmin*summs with dall = dy*dx, dmin = dy*dminx. */
+ * sum += dall*isum - dmin*summs with dall = dy*dx, dmin = dy*dminx: one float
+ * per super-block in super-block order (lanes.h), as ggml's scalar kernel. */
 void mf_ref_vec_dot_q2_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q2_K *x = vx;
     const block_q8_K *y = vy;
@@ -177,22 +177,25 @@ void mf_ref_to_float_q3_k(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* 8-lane shape of ggml's scalar kernel (see kdot.h), d = dx * dy. */
+/* Per super-block: isum = sum of (sc - 32) * q * a over the 256 elements,
+ * exact in int32, then sum += (dx * dy) * isum: one float per super-block in
+ * super-block order (lanes.h). ggml's scalar kernel spreads this over 8 float
+ * lanes by element index mod 8, a shape no int8 SIMD dot can keep. */
 void mf_ref_vec_dot_q3_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q3_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = {0};
+    float sum = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
-        int8_t w[QK_K];
-        for (int e = 0; e < QK_K; e++) w[e] = (int8_t)q3k_value(&x[b], e);
         int sc[QK_K / 16];
         mf_q3k_scales(x[b].scales, sc);
-        for (int j = 0; j < QK_K / 16; j++) sc[j] -= 32;
-        int32_t lane[8];
-        mf_kdot_lanes(w, y[b].qs, sc, lane);
-        mf_kdot_accumulate(sums, mf_fp16_to_fp32(x[b].d) * y[b].d, lane);
+        int isum = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sub = 0;
+            for (int i = 0; i < 16; i++) sub += q3k_value(&x[b], 16 * j + i) * y[b].qs[16 * j + i];
+            isum += (sc[j] - 32) * sub;
+        }
+        const float d = mf_fp16_to_fp32(x[b].d) * y[b].d;
+        sum += d * (float)isum;
     }
-    float sum = 0.0f;
-    for (int l = 0; l < 8; l++) sum += sums[l];
     *s = sum;
 }

@@ -3,7 +3,6 @@
  * scales). Quantize (llama-quantize's no-imatrix path), dequantize, dot with Q8_K. */
 #include "quant/ref.h"
 #include "quant/blocks.h"
-#include "quant/kdot.h"
 #include "quant/qsearch.h"
 
 #include <math.h>
@@ -76,8 +75,20 @@ static int k4_dot_scales(const uint8_t packed[K_SCALE_SIZE], const int16_t bsums
     return summ;
 }
 
-/* Q4_K/Q5_K dot per super-block, in ggml's order: lanes as in kdot.h with
- * d = dx*dy, and sum -= (dminx*dy) * summ; the lanes join sum at the very end. */
+/* Q4_K/Q5_K dot per super-block: isum = sum of sc * q * a (exact int32),
+ * summ = sum of min * bsum, then sum += (dx*dy) * isum - (dminx*dy) * summ,
+ * one float per super-block in super-block order (lanes.h). ggml's scalar
+ * kernel spreads isum over 8 float lanes by element index mod 8, a shape no
+ * int8 SIMD dot can keep. */
+static int k4_isum(const int8_t w[QK_K], const int8_t a[QK_K], const int sc16[QK_K / 16]) {
+    int isum = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int sub = 0;
+        for (int i = 0; i < 16; i++) sub += w[16 * g + i] * a[16 * g + i];
+        isum += sc16[g] * sub;
+    }
+    return isum;
+}
 
 /* ---------------- Q4_K ---------------- */
 
@@ -111,20 +122,17 @@ void mf_ref_to_float_q4_k(const void *vx, float *y, int64_t n) {
 void mf_ref_vec_dot_q4_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = {0};
     float sum = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         int8_t w[QK_K];
         for (int e = 0; e < QK_K; e++) w[e] = (int8_t)q4k_level(x[b].qs, e);
         int sc16[QK_K / 16];
         const int summ = k4_dot_scales(x[b].scales, y[b].bsums, sc16);
-        int32_t lane[8];
-        mf_kdot_lanes(w, y[b].qs, sc16, lane);
-        mf_kdot_accumulate(sums, mf_fp16_to_fp32(x[b].d) * y[b].d, lane);
+        const int isum = k4_isum(w, y[b].qs, sc16);
+        const float d = mf_fp16_to_fp32(x[b].d) * y[b].d;
         const float dmin = mf_fp16_to_fp32(x[b].dmin) * y[b].d;
-        sum -= dmin * (float)summ;
+        sum += d * (float)isum - dmin * (float)summ;
     }
-    for (int l = 0; l < 8; l++) sum += sums[l];
     *s = sum;
 }
 
@@ -177,20 +185,17 @@ void mf_ref_to_float_q5_k(const void *vx, float *y, int64_t n) {
 void mf_ref_vec_dot_q5_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q5_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = {0};
     float sum = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         int8_t w[QK_K];
         for (int e = 0; e < QK_K; e++) w[e] = (int8_t)q5k_level(&x[b], e);
         int sc16[QK_K / 16];
         const int summ = k4_dot_scales(x[b].scales, y[b].bsums, sc16);
-        int32_t lane[8];
-        mf_kdot_lanes(w, y[b].qs, sc16, lane);
-        mf_kdot_accumulate(sums, mf_fp16_to_fp32(x[b].d) * y[b].d, lane);
+        const int isum = k4_isum(w, y[b].qs, sc16);
+        const float d = mf_fp16_to_fp32(x[b].d) * y[b].d;
         const float dmin = mf_fp16_to_fp32(x[b].dmin) * y[b].d;
-        sum -= dmin * (float)summ;
+        sum += d * (float)isum - dmin * (float)summ;
     }
-    for (int l = 0; l < 8; l++) sum += sums[l];
     *s = sum;
 }
 
@@ -258,21 +263,21 @@ void mf_ref_to_float_q6_k(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* 8-lane shape of ggml's scalar kernel (see kdot.h), d = dx * dy. */
+/* Per super-block: isum = sum of sc * (q - 32) * a (exact int32), then
+ * sum += (dx * dy) * isum, one float per super-block (lanes.h). */
 void mf_ref_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = {0};
-    for (int b = 0; b < n / QK_K; b++) {
-        int8_t w[QK_K];
-        for (int e = 0; e < QK_K; e++) w[e] = (int8_t)q6k_value(&x[b], e);
-        int sc[QK_K / 16];
-        for (int j = 0; j < QK_K / 16; j++) sc[j] = x[b].scales[j];
-        int32_t lane[8];
-        mf_kdot_lanes(w, y[b].qs, sc, lane);
-        mf_kdot_accumulate(sums, mf_fp16_to_fp32(x[b].d) * y[b].d, lane);
-    }
     float sum = 0.0f;
-    for (int l = 0; l < 8; l++) sum += sums[l];
+    for (int b = 0; b < n / QK_K; b++) {
+        int isum = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sub = 0;
+            for (int i = 0; i < 16; i++) sub += q6k_value(&x[b], 16 * j + i) * y[b].qs[16 * j + i];
+            isum += x[b].scales[j] * sub;
+        }
+        const float d = mf_fp16_to_fp32(x[b].d) * y[b].d;
+        sum += d * (float)isum;
+    }
     *s = sum;
 }

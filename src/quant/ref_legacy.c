@@ -7,6 +7,7 @@
  * half and truncating, exactly as llama-quantize does without an imatrix. */
 #include "quant/ref.h"
 #include "quant/blocks.h"
+#include "quant/lanes.h"
 #include "quant/qsearch.h"
 
 #include <float.h>
@@ -88,20 +89,20 @@ void mf_ref_to_float_q4_0(const void *vx, float *y, int64_t n) {
 }
 
 /* Per block: exact integer dot, then sumi * dx * dy (left to right), as ggml's
- * scalar kernel does; the accumulation over blocks is one float in block order. */
+ * scalar kernel does; blocks are summed in the 8-lane order of lanes.h. */
 void mf_ref_vec_dot_q4_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float lanes[MF_BLOCK_LANES] = {0};
     for (int b = 0; b < n / QK4_0; b++) {
         int sumi = 0;
         for (int j = 0; j < QK4_0 / 2; j++) {
             sumi += ((x[b].qs[j] & 0x0f) - 8) * y[b].qs[j];
             sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK4_0 / 2];
         }
-        sum += (float)sumi * mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d);
+        lanes[b % MF_BLOCK_LANES] += (float)sumi * mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d);
     }
-    *s = sum;
+    *s = mf_lanes_fold(lanes, MF_BLOCK_LANES);
 }
 
 /* ---------------- Q4_1 ---------------- */
@@ -139,17 +140,17 @@ void mf_ref_to_float_q4_1(const void *vx, float *y, int64_t n) {
 void mf_ref_vec_dot_q4_1_q8_1(int n, float *s, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
-    float sum = 0.0f;
+    float lanes[MF_BLOCK_LANES] = {0};
     for (int b = 0; b < n / QK4_1; b++) {
         int sumi = 0;
         for (int j = 0; j < QK4_1 / 2; j++) {
             sumi += (x[b].qs[j] & 0x0f) * y[b].qs[j];
             sumi += (x[b].qs[j] >> 4) * y[b].qs[j + QK4_1 / 2];
         }
-        sum += (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d)) * (float)sumi +
+        lanes[b % MF_BLOCK_LANES] += (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d)) * (float)sumi +
                mf_fp16_to_fp32(x[b].m) * mf_fp16_to_fp32(y[b].s);
     }
-    *s = sum;
+    *s = mf_lanes_fold(lanes, MF_BLOCK_LANES);
 }
 
 /* ---------------- Q5_0 ---------------- */
@@ -189,7 +190,7 @@ void mf_ref_to_float_q5_0(const void *vx, float *y, int64_t n) {
 void mf_ref_vec_dot_q5_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float lanes[MF_BLOCK_LANES] = {0};
     for (int b = 0; b < n / QK5_0; b++) {
         const uint32_t qh = load_qh(x[b].qh);
         int sumi = 0;
@@ -198,9 +199,9 @@ void mf_ref_vec_dot_q5_0_q8_0(int n, float *s, const void *vx, const void *vy) {
             int q1 = ((x[b].qs[j] >> 4) | (int)((qh >> (j + QK5_0 / 2)) & 1) << 4) - 16;
             sumi += q0 * y[b].qs[j] + q1 * y[b].qs[j + QK5_0 / 2];
         }
-        sum += (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d)) * (float)sumi;
+        lanes[b % MF_BLOCK_LANES] += (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d)) * (float)sumi;
     }
-    *s = sum;
+    *s = mf_lanes_fold(lanes, MF_BLOCK_LANES);
 }
 
 /* ---------------- Q5_1 ---------------- */
@@ -242,7 +243,7 @@ void mf_ref_to_float_q5_1(const void *vx, float *y, int64_t n) {
 void mf_ref_vec_dot_q5_1_q8_1(int n, float *s, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
-    float sum = 0.0f;
+    float lanes[MF_BLOCK_LANES] = {0};
     for (int b = 0; b < n / QK5_1; b++) {
         const uint32_t qh = load_qh(x[b].qh);
         int sumi = 0;
@@ -251,8 +252,8 @@ void mf_ref_vec_dot_q5_1_q8_1(int n, float *s, const void *vx, const void *vy) {
             int q1 = (x[b].qs[j] >> 4) | (int)((qh >> (j + QK5_1 / 2)) & 1) << 4;
             sumi += q0 * y[b].qs[j] + q1 * y[b].qs[j + QK5_1 / 2];
         }
-        sum += (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d)) * (float)sumi +
+        lanes[b % MF_BLOCK_LANES] += (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d)) * (float)sumi +
                mf_fp16_to_fp32(x[b].m) * mf_fp16_to_fp32(y[b].s);
     }
-    *s = sum;
+    *s = mf_lanes_fold(lanes, MF_BLOCK_LANES);
 }

@@ -7,6 +7,7 @@
  * tests. */
 #include "quant/ref.h"
 #include "quant/blocks.h"
+#include "quant/lanes.h"
 #include "quant/qsearch.h"
 
 #include <math.h>
@@ -39,17 +40,18 @@ void mf_ref_to_float_q8_0(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* Per block: exact int32 sum of products, then one float multiply-add in the
- * order ggml uses (sumi * (dx * dy)), so SIMD versions can match bitwise. */
+/* Per block: exact int32 sum of products, then sumi * (dx * dy) as ggml
+ * computes it; blocks are summed in the 8-lane order of lanes.h, so SIMD
+ * versions match bitwise. */
 void mf_ref_vec_dot_q8_0_q8_0(int n, float *s, const void *vx, const void *vy) {
     const block_q8_0 *x = vx, *y = vy;
-    float sum = 0.0f;
+    float lanes[MF_BLOCK_LANES] = {0};
     for (int b = 0; b < n / QK8_0; b++) {
         int sumi = 0;
         for (int j = 0; j < QK8_0; j++) sumi += x[b].qs[j] * y[b].qs[j];
-        sum += (float)sumi * (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d));
+        lanes[b % MF_BLOCK_LANES] += (float)sumi * (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d));
     }
-    *s = sum;
+    *s = mf_lanes_fold(lanes, MF_BLOCK_LANES);
 }
 
 /* ---------------- Q8_1 ---------------- */
@@ -86,13 +88,13 @@ void mf_ref_to_float_q8_1(const void *vx, float *y, int64_t n) {
 
 void mf_ref_vec_dot_q8_1_q8_1(int n, float *s, const void *vx, const void *vy) {
     const block_q8_1 *x = vx, *y = vy;
-    float sum = 0.0f;
+    float lanes[MF_BLOCK_LANES] = {0};
     for (int b = 0; b < n / QK8_1; b++) {
         int sumi = 0;
         for (int j = 0; j < QK8_1; j++) sumi += x[b].qs[j] * y[b].qs[j];
-        sum += (float)sumi * (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d));
+        lanes[b % MF_BLOCK_LANES] += (float)sumi * (mf_fp16_to_fp32(x[b].d) * mf_fp16_to_fp32(y[b].d));
     }
-    *s = sum;
+    *s = mf_lanes_fold(lanes, MF_BLOCK_LANES);
 }
 
 /* ---------------- Q8_K ---------------- */
@@ -133,6 +135,7 @@ void mf_ref_to_float_q8_k(const void *vx, float *y, int64_t n) {
         for (int j = 0; j < QK_K; j++) *y++ = x[b].d * x[b].qs[j];
 }
 
+/* One float per super-block, in super-block order (lanes.h). */
 void mf_ref_vec_dot_q8_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q8_K *x = vx, *y = vy;
     float sum = 0.0f;
