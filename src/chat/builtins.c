@@ -455,6 +455,8 @@ static jval f_unique(jctx *c, jval v, jargs *a) {
     for (size_t i = 0; i < l->n; i++) {
         jval k = GIVEN(1) && arg[1].t != JV_NONE ? get_path(c, l->v[i], arg[1]) : l->v[i];
         k = sort_key(c, k, cs);
+        if (k.t == JV_DICT || (k.t == JV_LIST && k.f != JL_TUPLE) || k.t == JV_NS)
+            jerr(c, "TypeError", "unhashable type: '%s'", jv_type_name(k));
         bool dup = false;
         for (size_t j = 0; j < seen->n && !dup; j++) dup = jv_eq(seen->v[j], k);
         if (dup) continue;

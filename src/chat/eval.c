@@ -319,6 +319,7 @@ static jval binop(jctx *c, int op, jval a, jval b) {
         jv_str_append(&s, b);
         return jv_strn(s.p ? s.p : "", s.n);
     }
+    if (op == OP_MOD && a.t == JV_STR) return jpercent_format(c, a, b); /* str.__mod__ takes anything */
     if (a.t == JV_UNDEF) jerr_undef(c, a);
     if (b.t == JV_UNDEF) jerr_undef(c, b);
     const char *opname = jop_text(op);
@@ -415,7 +416,6 @@ static jval binop(jctx *c, int op, jval a, jval b) {
         if ((a.t == JV_STR || (a.t == JV_LIST && a.f <= JL_TUPLE)) && intlike(b)) return repeat(c, a, as_int(b));
         if ((b.t == JV_STR || (b.t == JV_LIST && b.f <= JL_TUPLE)) && intlike(a)) return repeat(c, b, as_int(a));
     }
-    if (op == OP_MOD && a.t == JV_STR) return jpercent_format(c, a, b);
     bad_operands(c, opname, a, b);
 overflow:
     jerr(c, "OverflowError", "integer result of '%s' does not fit in 64 bits", opname);

@@ -359,7 +359,10 @@ jval jpercent_format(jctx *c, jval fmt, jval args) {
         default: jerr(c, "ValueError", "unsupported format character '%c'", conv);
         }
     }
-    if ((seq && next < seq->n) || (!seq && args.t != JV_DICT && !used_single && args.t != JV_UNDEF))
+    /* Python only complains about unused arguments that are not subscriptable
+     * (lists, dicts and Jinja's Undefined count as mappings here) */
+    bool mapping_like = args.t == JV_DICT || args.t == JV_UNDEF || (args.t == JV_LIST && args.f == JL_LIST);
+    if ((seq && next < seq->n) || (!seq && !mapping_like && !used_single))
         jerr(c, "TypeError", "not all arguments converted during string formatting");
     return mkstr(&b, 0);
 }
