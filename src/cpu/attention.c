@@ -1,23 +1,42 @@
 /* attention.c - KV cache storage and causal multi-head attention on the CPU.
  *
  * Cache layout: per layer, one row per position holding all kv heads
- * (n_head_kv * head_dim elements) in the cache type. Attention is split
- * across threads by (token, head) pairs; each pair is computed by one thread
- * with a fixed order, so results do not depend on the thread count. */
+ * (n_head_kv * head_dim elements) in the cache type: f32, f16, or q8_0 (blocks
+ * of 32 along the row, so any head size works as long as the row is a whole
+ * number of blocks).
+ *
+ * Attention is flash-style: one pass over the keys with an online softmax
+ * (running max and sum, rescaling the accumulator when the max grows), so K
+ * and V are each read once and no score buffer scales with the context. A task
+ * is one kv head and a block of query tokens, covering every query head of the
+ * GQA group: each K/V row loaded serves group x block queries. Tasks are fixed
+ * by shape, not by thread count, so results are identical for any -t. */
 #include "cpu/cpu.h"
+#include "cpu/attn_kernels.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "quant/blocks.h"
 #include "quant/fp16.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* query tokens per task: K/V reuse across the block vs parallelism */
+#define Q_BLOCK 8
+/* most queries a task holds: Q_BLOCK tokens x the largest GQA group handled in one go */
+#define MAX_Q 256
+
+static mf_type kv_mf_type(mf_kv_type t) {
+    return t == MF_KV_F16 ? MF_TYPE_F16 : t == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
+}
+
 mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *d) {
     mf_cpu *cpu = (mf_cpu *)be;
-    mf_type t = d->type == MF_KV_F16 ? MF_TYPE_F16 : d->type == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
-    if (d->type != MF_KV_F32)
-        return mf_err(MF_ERR_UNSUPPORTED, "KV cache type %s is not supported yet (use f32)", mf_type_name(t));
+    mf_type t = kv_mf_type(d->type);
+    if (d->type == MF_KV_Q8_0 && (d->k_width % QK8_0 || d->v_width % QK8_0))
+        return mf_err(MF_ERR_UNSUPPORTED, "q8_0 KV cache needs kv rows that are multiples of 32 (this model's are %u and %u); use f16",
+                      d->k_width, d->v_width);
     cpu->kv = *d;
     cpu->k_row_bytes = mf_row_size(t, d->k_width);
     cpu->v_row_bytes = mf_row_size(t, d->v_width);
@@ -30,13 +49,21 @@ mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         if (!cpu->k[l] || !cpu->v[l])
             return mf_err(MF_ERR_NOMEM, "out of memory for the KV cache (%u positions x %u layers)", d->n_ctx, d->n_layer);
     }
+    cpu->attn = mf_attn_kernels_get(d->type);
+    cpu->att_scratch_per_thread = mf_cpu_attn_scratch_floats((int)d->head_dim_k, (int)d->head_dim_v);
+    cpu->att_scratch = mf_alloc_aligned(mf_mul_size(mf_mul_size(cpu->att_scratch_per_thread, (size_t)cpu->n_threads), sizeof(float)));
+    if (!cpu->att_scratch) return mf_err(MF_ERR_NOMEM, "out of memory for attention scratch");
     return MF_OK;
 }
 
 void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0) {
     mf_cpu *cpu = (mf_cpu *)be;
-    memcpy(cpu->k[layer] + (size_t)pos0 * cpu->k_row_bytes, k, (size_t)n_tok * cpu->k_row_bytes);
-    memcpy(cpu->v[layer] + (size_t)pos0 * cpu->v_row_bytes, v, (size_t)n_tok * cpu->v_row_bytes);
+    const mf_type t = kv_mf_type(cpu->kv.type);
+    const mf_type_traits *tr = mf_type_traits_get(t);
+    for (int i = 0; i < n_tok; i++) {
+        tr->from_float(k + (size_t)i * cpu->kv.k_width, cpu->k[layer] + (size_t)(pos0 + i) * cpu->k_row_bytes, cpu->kv.k_width);
+        tr->from_float(v + (size_t)i * cpu->kv.v_width, cpu->v[layer] + (size_t)(pos0 + i) * cpu->v_row_bytes, cpu->kv.v_width);
+    }
 }
 
 typedef struct attn_task {
@@ -47,53 +74,102 @@ typedef struct attn_task {
     uint32_t pos0;
     const mf_attn_params *p;
     float *out;
+    int n_tblk;      /* query token blocks */
+    int n_gchunk;    /* chunks a GQA group is split into (when group x Q_BLOCK > MAX_Q) */
+    int gchunk;      /* query heads per chunk */
 } attn_task;
+
+/* One task: kv head hk, query heads [h0, h0+nh) of its group, tokens [t0, t1). */
+static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, float *scratch) {
+    const mf_attn_params *p = t->p;
+    const mf_attn_kernels *kk = t->cpu->attn;
+    const int dk = p->head_dim_k, dv = p->head_dim_v;
+    const size_t krow = t->cpu->k_row_bytes, vrow = t->cpu->v_row_bytes;
+    const uint8_t *K = t->cpu->k[t->layer], *V = t->cpu->v[t->layer];
+    /* where head hk starts inside a cache row, in elements */
+    const size_t koff = (size_t)hk * dk, voff = (size_t)hk * dv;
+    const int nq = nh * (t1 - t0);
+
+    float m[MAX_Q], l[MAX_Q];
+    uint32_t qpos[MAX_Q], first[MAX_Q];
+    const float *qv[MAX_Q];
+    float *acc = scratch;                     /* [nq][dv] */
+    float *kbuf = scratch + (size_t)nq * dv;  /* one dequantized K row slice */
+    float *vbuf = kbuf + dk;                  /* one dequantized V row slice */
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (int ti = t0, j = 0; ti < t1; ti++)
+        for (int h = h0; h < h0 + nh; h++, j++) {
+            qpos[j] = t->pos0 + (uint32_t)ti;
+            first[j] = p->window > 0 && qpos[j] >= (uint32_t)p->window ? qpos[j] - (uint32_t)p->window + 1 : 0;
+            qv[j] = t->q + ((size_t)ti * p->n_head + h) * dk;
+            m[j] = -INFINITY;
+            l[j] = 0;
+            memset(acc + (size_t)j * dv, 0, sizeof(float) * (size_t)dv);
+            if (first[j] < lo) lo = first[j];
+            if (qpos[j] > hi) hi = qpos[j];
+        }
+    for (uint32_t s = lo; s <= hi; s++) {
+        const float *kr = kk->load_k(K + s * krow, koff, dk, kbuf);
+        const float *vr = NULL;
+        for (int j = 0; j < nq; j++) {
+            if (s < first[j] || s > qpos[j]) continue;
+            float d = kk->dot(qv[j], kr, dk) * p->scale;
+            if (p->softcap > 0) d = p->softcap * tanhf(d / p->softcap);
+            if (!vr) vr = kk->load_v(V + s * vrow, voff, dv, vbuf);
+            float *a = acc + (size_t)j * dv;
+            if (d > m[j]) {
+                /* new running max: rescale what was accumulated so far */
+                const float c = expf(m[j] - d);
+                m[j] = d;
+                l[j] = l[j] * c + 1.0f;
+                kk->scale_add(a, c, vr, dv); /* a = a*c + v */
+            } else {
+                const float e = expf(d - m[j]);
+                l[j] += e;
+                kk->axpy(a, e, vr, dv); /* a += e*v */
+            }
+        }
+    }
+    for (int ti = t0, j = 0; ti < t1; ti++)
+        for (int h = h0; h < h0 + nh; h++, j++) {
+            float *o = t->out + ((size_t)ti * p->n_head + h) * dv;
+            const float inv = 1.0f / l[j];
+            const float *a = acc + (size_t)j * dv;
+            for (int i = 0; i < dv; i++) o[i] = a[i] * inv;
+        }
+}
 
 static void attn_fn(void *arg, int ith, int nth) {
     attn_task *t = arg;
     const mf_attn_params *p = t->p;
-    const float *K = (const float *)t->cpu->k[t->layer];
-    const float *V = (const float *)t->cpu->v[t->layer];
-    const int kw = p->n_head_kv * p->head_dim_k, vw = p->n_head_kv * p->head_dim_v;
     const int group = p->n_head / p->n_head_kv;
-    float *sc = t->cpu->att_scratch + (size_t)ith * t->cpu->max_ctx;
+    const long n_tasks = (long)p->n_head_kv * t->n_gchunk * t->n_tblk;
+    float *scratch = t->cpu->att_scratch + (size_t)ith * t->cpu->att_scratch_per_thread;
     long j0, j1;
-    mf_split((long)t->n_tok * p->n_head, ith, nth, &j0, &j1);
+    mf_split(n_tasks, ith, nth, &j0, &j1);
     for (long j = j0; j < j1; j++) {
-        const int ti = (int)(j / p->n_head), h = (int)(j % p->n_head), hk = h / group;
-        const uint32_t qpos = t->pos0 + (uint32_t)ti;
-        const float *q = t->q + ((size_t)ti * p->n_head + h) * p->head_dim_k;
-        uint32_t first = 0;
-        if (p->window > 0 && qpos >= (uint32_t)p->window) first = qpos - (uint32_t)p->window + 1;
-        float mx = -INFINITY;
-        for (uint32_t s = first; s <= qpos; s++) {
-            const float *k = K + (size_t)s * kw + (size_t)hk * p->head_dim_k;
-            float d = 0;
-            for (int i = 0; i < p->head_dim_k; i++) d += q[i] * k[i];
-            d *= p->scale;
-            if (p->softcap > 0) d = p->softcap * tanhf(d / p->softcap);
-            sc[s] = d;
-            if (d > mx) mx = d;
-        }
-        double sum = 0;
-        for (uint32_t s = first; s <= qpos; s++) {
-            float e = expf(sc[s] - mx);
-            sc[s] = e;
-            sum += e;
-        }
-        const float inv = (float)(1.0 / sum);
-        float *o = t->out + ((size_t)ti * p->n_head + h) * p->head_dim_v;
-        for (int i = 0; i < p->head_dim_v; i++) o[i] = 0;
-        for (uint32_t s = first; s <= qpos; s++) {
-            const float w = sc[s] * inv;
-            const float *v = V + (size_t)s * vw + (size_t)hk * p->head_dim_v;
-            for (int i = 0; i < p->head_dim_v; i++) o[i] += w * v[i];
-        }
+        const int tb = (int)(j % t->n_tblk);
+        const int gc = (int)((j / t->n_tblk) % t->n_gchunk);
+        const int hk = (int)(j / ((long)t->n_tblk * t->n_gchunk));
+        const int h0 = hk * group + gc * t->gchunk;
+        const int nh = group - gc * t->gchunk < t->gchunk ? group - gc * t->gchunk : t->gchunk;
+        const int t0 = tb * Q_BLOCK, t1 = t0 + Q_BLOCK < t->n_tok ? t0 + Q_BLOCK : t->n_tok;
+        attn_tile(t, hk, h0, nh, t0, t1, scratch);
     }
 }
 
 void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
                       float *out) {
-    attn_task t = {(mf_cpu *)be, layer, q, n_tok, pos0, p, out};
-    mf_pool_run(((mf_cpu *)be)->pool, attn_fn, &t);
+    mf_cpu *cpu = (mf_cpu *)be;
+    const int group = p->n_head / p->n_head_kv;
+    attn_task t = {cpu, layer, q, n_tok, pos0, p, out, 0, 0, 0};
+    t.n_tblk = (n_tok + Q_BLOCK - 1) / Q_BLOCK;
+    t.gchunk = group < MAX_Q / Q_BLOCK ? group : MAX_Q / Q_BLOCK;
+    t.n_gchunk = (group + t.gchunk - 1) / t.gchunk;
+    mf_pool_run(cpu->pool, attn_fn, &t);
+}
+
+size_t mf_cpu_attn_scratch_floats(int head_dim_k, int head_dim_v) {
+    /* accumulators for MAX_Q queries + one K and one V row slice */
+    return (size_t)MAX_Q * (size_t)head_dim_v + (size_t)head_dim_k + (size_t)head_dim_v + 64;
 }

@@ -73,8 +73,7 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 2) + 4096;
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     cpu->max_ctx = max_ctx;
-    cpu->att_scratch = mf_alloc_aligned(mf_mul_size(mf_mul_size(max_ctx, (size_t)cpu->n_threads), sizeof(float)));
-    if (!cpu->act_buf || !cpu->att_scratch) goto fail;
+    if (!cpu->act_buf) goto fail;
     if (verbose) fprintf(stderr, "minfer: cpu backend, %d threads, scalar kernels\n", cpu->n_threads);
     return &cpu->base;
 fail:

@@ -17,9 +17,11 @@ typedef struct mf_cpu {
     /* activations converted to a weight's vec_dot_type, once per matmul input */
     uint8_t *act_buf;
     size_t act_cap;
-    /* per-thread attention scratch: scores of one query over the cache */
+    /* per-thread attention scratch: accumulators of one task's queries */
     float *att_scratch;
+    size_t att_scratch_per_thread;
     uint32_t max_ctx;
+    const struct mf_attn_kernels *attn; /* inner loops for the cache type and SIMD level */
     /* KV cache: per layer, n_ctx rows of k_width / v_width elements of kv.type */
     mf_kv_desc kv;
     uint8_t **k, **v;
@@ -34,6 +36,7 @@ void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint
                       float *out);
 void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
 mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *desc);
+size_t mf_cpu_attn_scratch_floats(int head_dim_k, int head_dim_v);
 
 void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);
 void mf_cpu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,

@@ -38,6 +38,7 @@ typedef struct mf_kv_desc {
     uint32_t n_layer;
     uint32_t k_width;  /* n_head_kv * head_dim_k */
     uint32_t v_width;  /* n_head_kv * head_dim_v */
+    uint32_t head_dim_k, head_dim_v;
 } mf_kv_desc;
 
 typedef struct mf_backend mf_backend;

@@ -13,7 +13,7 @@
 
 mf_context_params mf_context_default_params(void) {
     mf_context_params p = {0};
-    p.kv_type = MF_KV_F32;
+    p.kv_type = MF_KV_F16;
     return p;
 }
 
@@ -88,7 +88,8 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
         free(ctx);
         return mf_err(MF_ERR_NOMEM, "cannot create the CPU backend (threads or memory)");
     }
-    mf_kv_desc kd = {p.kv_type, ctx->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v};
+    mf_kv_desc kd = {p.kv_type, ctx->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v,
+                     hp->head_dim_k, hp->head_dim_v};
     mf_status s = ctx->be->ops->kv_init(ctx->be, &kd);
     if (!s) s = alloc_scratch(ctx);
     if (s) {

@@ -122,17 +122,18 @@ double golden_check(const golden_case *gc, const golden_opts *o) {
           worst_id, o->tol);
 
     /* 2. teacher-forced: feed the golden continuation, check each confident argmax */
-    /* near-ties (golden margin < 0.05) only need the golden token in our top 2 */
+    /* near-ties (golden margin < near_tie) only need the golden token in our top 2 */
+    const float tie = o->near_tie > 0 ? o->near_tie : 0.05f;
     int tf_bad = 0, tf_checked = 0;
     const float *l = mf_get_logits(ctx, -1);
     for (int i = 0; i < gc->n_greedy; i++) {
         tf_checked++;
         int a = argmax(l, gc->n_vocab);
         bool ok = a == gc->greedy[i];
-        if (!ok && gc->margins[i] < 0.05f) {
+        if (!ok && gc->margins[i] < tie) {
             int above = 0; /* tokens scoring above the golden one */
             for (int v = 0; v < gc->n_vocab; v++) above += l[v] > l[gc->greedy[i]];
-            ok = above <= 1;
+            ok = above < (o->near_tie_rank > 0 ? o->near_tie_rank : 2);
         }
         if (!ok) {
             if (!tf_bad) fprintf(stderr, "%s: teacher-forced step %d: argmax %d, golden %d (margin %.3f)\n", gc->name, i,
@@ -152,7 +153,7 @@ double golden_check(const golden_case *gc, const golden_opts *o) {
     mf_decode(ctx, gc->prompt_tokens, gc->n_prompt, false);
     int must = gc->n_greedy;
     for (int i = 0; i < gc->n_greedy; i++)
-        if (gc->margins[i] < 0.05f) {
+        if (gc->margins[i] < tie) {
             must = i + 1;
             break;
         }

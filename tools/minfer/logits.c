@@ -17,7 +17,7 @@ static void usage(FILE *f) {
             "  --no-bos          do not prepend BOS when tokenizing\n"
             "  -t, --threads N   worker threads\n"
             "  -c, --n-ctx N     context size (default: enough for the prompt)\n"
-            "  --cache-type T    KV cache type (f32)\n");
+            "  --cache-type T    KV cache type: f16 (default), f32, q8_0; the goldens use f32\n");
 }
 
 static int parse_ids(const char *s, mf_token **out) {
@@ -47,7 +47,7 @@ int cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *text = NULL, *ids = NULL, *outp = NULL;
     long n_threads = 0, n_ctx = 0;
     bool no_bos = false;
-    mf_kv_type kv = MF_KV_F32;
+    mf_kv_type kv = mf_context_default_params().kv_type;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }

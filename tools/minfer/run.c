@@ -16,7 +16,7 @@ static void usage(FILE *f) {
             "  -t, --threads N        worker threads (default: all CPUs)\n"
             "  -c, --n-ctx N          context size (default 4096, clamped to the model's)\n"
             "  -b, --batch-size N     max tokens per forward pass (default 512)\n"
-            "  --cache-type T         KV cache type: f32 (default)\n"
+            "  --cache-type T         KV cache type: f16 (default), f32, q8_0\n"
             "  -s, --seed N           sampling seed (default 0xdeadbeef)\n"
             "  --temp T               temperature (default 0.8; 0 = greedy)\n"
             "  --top-k N              top-k (default 40; 0 = off)\n"
@@ -48,7 +48,7 @@ int cmd_run(int argc, char **argv) {
     long n_predict = 128, n_threads = 0, n_ctx = 0, n_batch = 0;
     bool ignore_eos = false, no_bos = false, verbose = false;
     mf_sampler_params sp = mf_sampler_default_params();
-    mf_kv_type kv = MF_KV_F32;
+    mf_kv_type kv = mf_context_default_params().kv_type;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long iv;

@@ -1,0 +1,67 @@
+/* attn_kernels.c - scalar attention inner loops and run-time selection. */
+#include "cpu/attn_kernels.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const float *load_f32(const uint8_t *row, size_t off, int n, float *buf) {
+    (void)n;
+    (void)buf;
+    return (const float *)row + off;
+}
+
+static const float *load_f16(const uint8_t *row, size_t off, int n, float *buf) {
+    const mf_fp16 *h = (const mf_fp16 *)row + off;
+    for (int i = 0; i < n; i++) buf[i] = mf_fp16_to_fp32(h[i]);
+    return buf;
+}
+
+/* q8_0 rows are blocks of 32 along the whole row; a head slice may start and
+ * end inside a block */
+static const float *load_q8_0(const uint8_t *row, size_t off, int n, float *buf) {
+    const block_q8_0 *b = (const block_q8_0 *)row;
+    for (int i = 0; i < n; i++) {
+        const size_t e = off + (size_t)i;
+        const block_q8_0 *blk = &b[e / QK8_0];
+        buf[i] = (float)blk->qs[e % QK8_0] * mf_fp16_to_fp32(blk->d);
+    }
+    return buf;
+}
+
+static float dot_scalar(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy_scalar(float *acc, float s, const float *v, int n) {
+    for (int i = 0; i < n; i++) acc[i] += s * v[i];
+}
+
+static void scale_add_scalar(float *acc, float c, const float *v, int n) {
+    for (int i = 0; i < n; i++) acc[i] = acc[i] * c + v[i];
+}
+
+static const mf_attn_kernels g_scalar[3] = {
+    [MF_KV_F32] = {load_f32, load_f32, dot_scalar, axpy_scalar, scale_add_scalar, "scalar f32"},
+    [MF_KV_F16] = {load_f16, load_f16, dot_scalar, axpy_scalar, scale_add_scalar, "scalar f16"},
+    [MF_KV_Q8_0] = {load_q8_0, load_q8_0, dot_scalar, axpy_scalar, scale_add_scalar, "scalar q8_0"},
+};
+
+const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t) { return &g_scalar[t]; }
+
+const mf_attn_kernels *mf_attn_kernels_get(mf_kv_type t) {
+    const char *no = getenv("MINFER_NO_AVX2");
+    if (!(no && strcmp(no, "0"))) {
+#if defined(__x86_64__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+            const mf_attn_kernels *k = mf_attn_kernels_avx2(t);
+            if (k) return k;
+        }
+#endif
+    }
+    return &g_scalar[t];
+}
