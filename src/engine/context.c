@@ -1,6 +1,7 @@
 /* context.c - context creation (memory planned up front: KV cache sized from
  * n_ctx, scratch from n_batch), the mf_decode driver, and logits access. */
 #include "engine/context.h"
+#include "engine/profile.h"
 #include "core/alloc.h"
 #include "core/error.h"
 
@@ -88,6 +89,8 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
         free(ctx);
         return mf_err(MF_ERR_NOMEM, "cannot create the CPU backend (threads or memory)");
     }
+    const char *prof = getenv("MINFER_OP_PROFILE");
+    if (prof && strcmp(prof, "0")) ctx->be = mf_profile_wrap(ctx->be);
     mf_kv_desc kd = {p.kv_type, ctx->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v,
                      hp->head_dim_k, hp->head_dim_v};
     mf_status s = ctx->be->ops->kv_init(ctx->be, &kd);

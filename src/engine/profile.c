@@ -1,0 +1,166 @@
+/* profile.c - MINFER_OP_PROFILE=1: a backend decorator that times every op
+ * (matrix products also by weight kind: attn_q, ffn_down, output, ...) and
+ * prints a table (count, total ms, % of op time) when the context is freed.
+ * The forward pass is unchanged: the context just talks to the wrapper. */
+#include "engine/profile.h"
+#include "core/timer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ROWS 64
+
+typedef struct prof_row {
+    char name[48];
+    long count;
+    int64_t ns;
+} prof_row;
+
+typedef struct prof_backend {
+    mf_backend base;
+    mf_backend *inner;
+    mf_backend_ops ops;
+    prof_row rows[MAX_ROWS];
+    int n_rows;
+} prof_backend;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void account(prof_backend *p, const char *name, int64_t ns) {
+    for (int i = 0; i < p->n_rows; i++)
+        if (!strcmp(p->rows[i].name, name)) {
+            p->rows[i].count++;
+            p->rows[i].ns += ns;
+            return;
+        }
+    if (p->n_rows == MAX_ROWS) return;
+    prof_row *r = &p->rows[p->n_rows++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->count = 1;
+    r->ns = ns;
+}
+
+/* "blk.12.attn_q.weight" -> "matmul attn_q" */
+static void weight_kind(const char *op, mf_weight w, char *buf, size_t cap) {
+    const char *n = w && w->name ? w->name : "?";
+    if (!strncmp(n, "blk.", 4)) {
+        const char *dot = strchr(n + 4, '.');
+        if (dot) n = dot + 1;
+    }
+    size_t len = strlen(n);
+    if (len > 7 && !strcmp(n + len - 7, ".weight")) len -= 7;
+    snprintf(buf, cap, "%s %.*s", op, (int)len, n);
+}
+
+#define INNER(be) (((prof_backend *)(be))->inner)
+#define TIMED(be, name, call)                         \
+    do {                                              \
+        int64_t t0_ = now_ns();                       \
+        call;                                         \
+        account((prof_backend *)(be), name, now_ns() - t0_); \
+    } while (0)
+
+static void p_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out) {
+    TIMED(be, "get_rows", INNER(be)->ops->get_rows(INNER(be), w, ids, n, out));
+}
+static void p_norm(mf_backend *be, mf_norm_type t, const float *x, mf_weight w, mf_weight b, int rows, int n, float eps,
+                   float *out) {
+    TIMED(be, "norm", INNER(be)->ops->norm(INNER(be), t, x, w, b, rows, n, eps, out));
+}
+static void p_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out) {
+    char name[48];
+    weight_kind("matmul", w, name, sizeof name);
+    TIMED(be, name, INNER(be)->ops->matmul(INNER(be), w, x, rows, out));
+}
+static void p_add(mf_backend *be, float *a, const float *b, size_t n) { TIMED(be, "add", INNER(be)->ops->add(INNER(be), a, b, n)); }
+static void p_add_bias(mf_backend *be, float *x, mf_weight b, int rows, int n) {
+    TIMED(be, "add_bias", INNER(be)->ops->add_bias(INNER(be), x, b, rows, n));
+}
+static void p_copy_cols(mf_backend *be, const float *src, int w, int c0, int n, int rows, float *dst) {
+    TIMED(be, "copy_cols", INNER(be)->ops->copy_cols(INNER(be), src, w, c0, n, rows, dst));
+}
+static void p_gather(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst) {
+    TIMED(be, "gather_rows", INNER(be)->ops->gather_rows(INNER(be), src, idx, count, n, dst));
+}
+static void p_scatter(mf_backend *be, const float *src, const int32_t *idx, const float *sc, int count, int n, float *dst) {
+    TIMED(be, "scatter_rows", INNER(be)->ops->scatter_rows(INNER(be), src, idx, sc, count, n, dst));
+}
+static void p_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out) {
+    TIMED(be, "sum_slots", INNER(be)->ops->sum_slots(INNER(be), src, rows, k, n, out));
+}
+static void p_softcap(mf_backend *be, float *x, float cap, size_t n) {
+    TIMED(be, "softcap", INNER(be)->ops->softcap(INNER(be), x, cap, n));
+}
+static void p_scale(mf_backend *be, float *x, float s, size_t n) { TIMED(be, "scale", INNER(be)->ops->scale(INNER(be), x, s, n)); }
+static void p_rope(mf_backend *be, float *x, int n_tok, int n_head, int hd, const int32_t *pos, const mf_rope_params *rp) {
+    TIMED(be, "rope", INNER(be)->ops->rope(INNER(be), x, n_tok, n_head, hd, pos, rp));
+}
+static void p_glu(mf_backend *be, mf_ffn_type act, const float *g, const float *u, size_t n, float *out) {
+    TIMED(be, "glu", INNER(be)->ops->glu(INNER(be), act, g, u, n, out));
+}
+static void p_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0) {
+    TIMED(be, "kv_store", INNER(be)->ops->kv_store(INNER(be), layer, k, v, n_tok, pos0));
+}
+static void p_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *ap,
+                        float *out) {
+    TIMED(be, "attention", INNER(be)->ops->attention(INNER(be), layer, q, n_tok, pos0, ap, out));
+}
+static void p_download(mf_backend *be, const float *src, size_t n, float *dst) {
+    TIMED(be, "download", INNER(be)->ops->download(INNER(be), src, n, dst));
+}
+static float *p_alloc(mf_backend *be, size_t n) { return INNER(be)->ops->alloc(INNER(be), n); }
+static mf_status p_kv_init(mf_backend *be, const mf_kv_desc *d) { return INNER(be)->ops->kv_init(INNER(be), d); }
+
+static int cmp_rows(const void *a, const void *b) {
+    const prof_row *x = a, *y = b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+}
+
+static void p_destroy(mf_backend *be) {
+    prof_backend *p = (prof_backend *)be;
+    int64_t total = 0;
+    for (int i = 0; i < p->n_rows; i++) total += p->rows[i].ns;
+    qsort(p->rows, (size_t)p->n_rows, sizeof p->rows[0], cmp_rows);
+    fprintf(stderr, "\nop profile (%s backend): %.3f ms in ops\n", p->inner->ops->name, total * 1e-6);
+    fprintf(stderr, "%-32s %10s %12s %8s\n", "op", "count", "total ms", "%");
+    for (int i = 0; i < p->n_rows; i++)
+        fprintf(stderr, "%-32s %10ld %12.3f %7.2f%%\n", p->rows[i].name, p->rows[i].count, p->rows[i].ns * 1e-6,
+                total ? 100.0 * (double)p->rows[i].ns / (double)total : 0.0);
+    p->inner->ops->destroy(p->inner);
+    free(p);
+}
+
+mf_backend *mf_profile_wrap(mf_backend *inner) {
+    prof_backend *p = calloc(1, sizeof *p);
+    if (!p) return inner;
+    p->inner = inner;
+    p->ops = (mf_backend_ops){
+        .name = "profile",
+        .destroy = p_destroy,
+        .alloc = p_alloc,
+        .kv_init = p_kv_init,
+        .get_rows = p_get_rows,
+        .norm = p_norm,
+        .matmul = p_matmul,
+        .add = p_add,
+        .add_bias = p_add_bias,
+        .copy_cols = p_copy_cols,
+        .gather_rows = p_gather,
+        .scatter_rows = p_scatter,
+        .sum_slots = p_sum_slots,
+        .softcap = p_softcap,
+        .scale = p_scale,
+        .rope = p_rope,
+        .glu = p_glu,
+        .kv_store = p_kv_store,
+        .attention = p_attention,
+        .download = p_download,
+    };
+    p->base.ops = &p->ops;
+    return &p->base;
+}
