@@ -132,26 +132,26 @@ static mf_status write_tensor(void *ud, const gguf_wtensor *wt, gguf_sink *out) 
 /* ---- checks before writing ---- */
 
 static mf_status parse_params(const mf_quantize_params *p, qz_options *o) {
-    if (!p->type || !p->type[0]) return mf_err(MF_ERR_INVALID_ARG, "quantize: no target type (valid: %s)", qz_ftype_names());
+    if (!p->type || !p->type[0]) return mf_err(MF_ERR_INVALID_ARG, "no quantization type given (valid: %s)", qz_ftype_names());
     o->ft = qz_ftype_find(p->type);
     if (!o->ft) {
         for (size_t i = 0; i < sizeof g_llama_only / sizeof g_llama_only[0]; i++) {
             if (!strcasecmp(g_llama_only[i], p->type))
-                return mf_err(MF_ERR_UNSUPPORTED, "quantize: type '%s' is not supported by minfer (valid: %s)", p->type,
+                return mf_err(MF_ERR_UNSUPPORTED, "quantization type '%s' is not supported by minfer (valid: %s)", p->type,
                               qz_ftype_names());
         }
-        return mf_err(MF_ERR_INVALID_ARG, "quantize: unknown type '%s' (valid: %s)", p->type, qz_ftype_names());
+        return mf_err(MF_ERR_INVALID_ARG, "unknown quantization type '%s' (valid: %s)", p->type, qz_ftype_names());
     }
     o->pure = p->pure;
     o->out_override = o->embd_override = -1;
     mf_type t;
     if (p->output_tensor_type) {
-        mf_status s = qz_parse_tensor_type(p->output_tensor_type, "quantize: output tensor type", &t);
+        mf_status s = qz_parse_tensor_type(p->output_tensor_type, "output tensor type", &t);
         if (s) return s;
         o->out_override = (int)t;
     }
     if (p->token_embedding_type) {
-        mf_status s = qz_parse_tensor_type(p->token_embedding_type, "quantize: token embedding type", &t);
+        mf_status s = qz_parse_tensor_type(p->token_embedding_type, "token embedding type", &t);
         if (s) return s;
         o->embd_override = (int)t;
     }
@@ -177,8 +177,7 @@ static mf_status check_conversions(const gguf_file *f, const qz_choice *ch, bool
         if (t->type == MF_TYPE_F32) continue;
         if (qz_type_is_quantized(t->type) && !allow_requantize)
             return mf_err(MF_ERR_INVALID_ARG,
-                          "%s: tensor '%s' is already quantized (%s); converting it to %s would quantize it twice, "
-                          "which needs --allow-requantize",
+                          "%s: tensor '%s' is already quantized (%s); converting it to %s requires --allow-requantize",
                           f->path, t->name, mf_type_name(t->type), mf_type_name(ch[i].type));
         if (!src || !src->to_float ||
             !(qz_type_is_quantized(t->type) || t->type == MF_TYPE_F16 || t->type == MF_TYPE_BF16))
@@ -231,7 +230,7 @@ mf_status mf_quantize(const char *in, const char *out, const mf_quantize_params 
     mf_status s = parse_params(p, &o);
     if (s) return s;
     if (same_file(in, out))
-        return mf_err(MF_ERR_INVALID_ARG, "quantize: %s: the output would overwrite the input", out);
+        return mf_err(MF_ERR_INVALID_ARG, "%s: the output would overwrite the input", out);
 
     gguf_file *f = NULL;
     if ((s = gguf_open(in, &f))) return s;
@@ -271,7 +270,11 @@ mf_status mf_quantize(const char *in, const char *out, const mf_quantize_params 
     if ((s = set_metadata(w, f, o.ft->file_type))) goto done;
     for (uint64_t i = 0; i < f->n_tensors && !s; i++) {
         const gguf_tensor *t = &f->tensors[i];
-        s = gguf_writer_add_tensor_fn(w, t->name, ch[i].type, t->n_dims, t->ne, write_tensor, &r);
+        /* shapes are written as ggml holds them, without trailing 1s
+         * ([256, 1] becomes [256]), as llama-quantize writes them */
+        uint32_t nd = t->n_dims;
+        while (nd > 1 && t->ne[nd - 1] == 1) nd--;
+        s = gguf_writer_add_tensor_fn(w, t->name, ch[i].type, nd, t->ne, write_tensor, &r);
     }
     if (s) goto done;
 
@@ -281,7 +284,7 @@ mf_status mf_quantize(const char *in, const char *out, const mf_quantize_params 
     }
     r.pool = mf_pool_new(p->n_threads);
     if (!r.pool) {
-        s = mf_err(MF_ERR_NOMEM, "quantize: cannot start %d threads", (int)p->n_threads);
+        s = mf_err(MF_ERR_NOMEM, "cannot start %d threads", (int)p->n_threads);
         goto done;
     }
     r.nth = mf_pool_size(r.pool);

@@ -139,6 +139,24 @@ static void golden_files(void) {
     fprintf(stderr, "golden quant files matching llama-quantize: %d/%d\n", files_ok, n);
 }
 
+/* Collects the fallback notes instead of printing them. */
+typedef struct notes {
+    int n;
+    char text[64][160];
+} notes;
+
+static bool collect(const mf_quantize_progress *p, void *ud) {
+    notes *ns = ud;
+    if (p->event == MF_QUANTIZE_NOTE && ns->n < 64) snprintf(ns->text[ns->n++], sizeof ns->text[0], "%s", p->message);
+    return true;
+}
+
+static bool has_note(const notes *ns, const char *s) {
+    for (int i = 0; i < ns->n; i++)
+        if (strstr(ns->text[i], s)) return true;
+    return false;
+}
+
 static void stories(void) {
     static const struct {
         const char *type, *golden;
@@ -147,8 +165,32 @@ static void stories(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[512];
         tmp_path(out, sizeof out, "stories.gguf");
-        mf_status s = quantize(MDIR "stories260K.gguf", out, cases[i].type, false, 2);
+        notes ns = {0};
+        mf_quantize_params p = mf_quantize_default_params();
+        p.type = cases[i].type;
+        p.n_threads = 2;
+        p.progress = collect;
+        p.progress_ud = &ns;
+        mf_quantize_result r;
+        mf_status s = mf_quantize(MDIR "stories260K.gguf", out, &p, &r);
         CHECK(s == MF_OK, "stories260K -> %s failed: %s", cases[i].type, mf_last_error());
+        if (!s && !strcmp(cases[i].type, "Q4_K_M")) {
+            /* llama-quantize: "36 of 48 tensor(s) required fallback quantization" */
+            CHECK(r.n_fallback == 36 && ns.n == 36, "stories260K Q4_K_M: %" PRId64 " fallbacks, %d notes, want 36",
+                  r.n_fallback, ns.n);
+            CHECK(has_note(&ns, "token_embd.weight: rows of 64 are not a multiple of 256 (q4_K) -> falling back to q5_0"),
+                  "stories260K Q4_K_M: no note for token_embd.weight");
+            CHECK(has_note(&ns, "blk.2.attn_v.weight: rows of 64 are not a multiple of 256 (q6_K) -> falling back to q8_0"),
+                  "stories260K Q4_K_M: no note for blk.2.attn_v.weight");
+            CHECK(has_note(&ns, "blk.0.ffn_down.weight: rows of 172 are not a multiple of 256 (q4_K) nor of 32 (q5_0) "
+                                "-> falling back to f16"),
+                  "stories260K Q4_K_M: no note for blk.0.ffn_down.weight");
+            CHECK(r.n_tensors == 48 && r.file_type == 15 && r.n_elements == 292800 && r.bytes_in == 292800 * 4,
+                  "stories260K Q4_K_M: result %" PRId64 " tensors, file type %d, %" PRIu64 " bytes in", r.n_tensors,
+                  (int)r.file_type, r.bytes_in);
+        } else if (!s) {
+            CHECK(ns.n == 0 && r.n_fallback == 0, "stories260K %s: %d notes", cases[i].type, ns.n);
+        }
         if (s) continue;
         int same = compare_files(cases[i].golden, cases[i].golden, out, MDIR "stories260K.gguf");
         fprintf(stderr, "%-26s %-7s       %2d tensors byte-identical\n", strrchr(cases[i].golden, '/') + 1,
@@ -173,7 +215,7 @@ static void expect_refusal(const char *in, const char *type, bool allow_requanti
 }
 
 static void refusals(void) {
-    expect_refusal(QDIR "source-f32.gguf", "Q4_K_X", false, MF_ERR_INVALID_ARG, "unknown type 'Q4_K_X' (valid: Q4_0, Q4_1");
+    expect_refusal(QDIR "source-f32.gguf", "Q4_K_X", false, MF_ERR_INVALID_ARG, "unknown quantization type 'Q4_K_X' (valid: Q4_0, Q4_1");
     expect_refusal(QDIR "source-f32.gguf", "iq2_xxs", false, MF_ERR_UNSUPPORTED, "not supported by minfer");
     expect_refusal(QDIR "quant-q4_0.gguf", "Q4_K_M", false, MF_ERR_INVALID_ARG, "already quantized (q4_0)");
     expect_refusal(QDIR "quant-q4_0.gguf", "Q4_K_M", false, MF_ERR_INVALID_ARG, "--allow-requantize");
