@@ -46,8 +46,9 @@ mf_status mf_bpe_load_merges(mf_vocab *v, const gguf_file *f) {
     v->merges = calloc(cap, sizeof *v->merges);
     if (!v->merges) return mf_err(MF_ERR_NOMEM, "%s: out of memory for %u merges", f->path, n);
     v->merge_mask = cap - 1;
-    char *cat = NULL;
-    size_t cat_cap = 0;
+    size_t cat_cap = 256;
+    char *cat = malloc(cat_cap);
+    if (!cat) return mf_err(MF_ERR_NOMEM, "%s: out of memory reading merges", f->path);
     for (uint32_t i = 0; i < n; i++) {
         const gguf_str *s = &m->arr.strs[i];
         /* "left right", split at the first space after the first byte */
@@ -236,7 +237,7 @@ static void memo_put(word_memo *m, uint32_t *slot, const char *w, size_t n, uint
     m->ent[m->n_ent] = (struct memo_ent){h, (uint32_t)m->n_bytes, (uint32_t)n, (uint32_t)m->n_toks, (uint32_t)nt};
     memcpy(m->bytes + m->n_bytes, w, n);
     m->n_bytes += n;
-    memcpy(m->toks + m->n_toks, t, nt * sizeof *t);
+    if (nt) memcpy(m->toks + m->n_toks, t, nt * sizeof *t);
     m->n_toks += nt;
     *slot = ++m->n_ent;
 }
@@ -258,7 +259,7 @@ static void bpe_word(const mf_vocab *v, bpe_scratch *s, const char *w, size_t n,
     }
     size_t before = out->n;
     bpe_word_uncached(v, s, w, n, out);
-    if (!out->oom) memo_put(&s->memo, slot, w, n, h, out->v + before, out->n - before);
+    if (!out->oom) memo_put(&s->memo, slot, w, n, h, out->n > before ? out->v + before : NULL, out->n - before);
 }
 
 static void bpe_word_uncached(const mf_vocab *v, bpe_scratch *s, const char *w, size_t n, mf_tokvec *out) {
@@ -291,7 +292,7 @@ static void bpe_word_uncached(const mf_vocab *v, bpe_scratch *s, const char *w, 
         } else {
             len = mf_utf8_seq_len((uint8_t)w[i]);
             if (len > n - i) len = n - i;
-            int64_t f = mf_vocab_find(v, w + i, len);
+            int64_t f = mf_vocab_find_string(v, w + i, len);
             id = f >= 0 ? (int32_t)f : -1;
         }
         s->sym[ns] = (bpe_sym){id, ns - 1, ns + 1, (uint32_t)i, (uint32_t)len};

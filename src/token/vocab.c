@@ -20,16 +20,20 @@ enum { TT_UNDEFINED = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_
 
 /* ---- string table ------------------------------------------------------------ */
 
+int64_t mf_vocab_find_string(const mf_vocab *v, const char *s, size_t n) {
+    return mf_strmap_find(&v->tok_map, v->text, s, n);
+}
+
 int64_t mf_vocab_find(const mf_vocab *v, const char *s, size_t n) {
     int64_t id = mf_strmap_find(&v->tok_map, v->text, s, n);
-    return id;
+    return id < v->n_tokens ? id : -1; /* merge-only strings are not tokens */
 }
 
 #define EXTRA_CHUNK (64 * 1024)
 
 /* Merge-only strings live in append-only chunks so mf_strref pointers stay valid. */
 mf_status mf_vocab_intern(mf_vocab *v, const char *s, size_t n, int32_t *id) {
-    int64_t f = mf_vocab_find(v, s, n);
+    int64_t f = mf_vocab_find_string(v, s, n);
     if (f >= 0) {
         *id = (int32_t)f;
         return MF_OK;
@@ -563,7 +567,7 @@ mf_status mf_vocab_load(const gguf_file *f, mf_vocab **out) {
             v->byte_token[b] = id >= 0 && id < v->n_tokens ? (mf_token)id : -1;
         } else if (v->kind == MF_VOCAB_BPE) {
             size_t k = mf_utf8_encode(mf_byte_to_cpt((uint8_t)b), buf);
-            id = mf_vocab_find(v, buf, k);
+            id = mf_vocab_find_string(v, buf, k);
             v->byte_sym[b] = (int32_t)id;
             v->byte_token[b] = id >= 0 && id < v->n_tokens ? (mf_token)id : -1;
         } else {

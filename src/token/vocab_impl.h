@@ -121,7 +121,8 @@ typedef struct mf_tokvec {
 
 void mf_tokvec_push(mf_tokvec *t, mf_token id);
 
-int64_t mf_vocab_find(const mf_vocab *v, const char *s, size_t n); /* token id or -1 */
+int64_t mf_vocab_find(const mf_vocab *v, const char *s, size_t n);        /* token id or -1 */
+int64_t mf_vocab_find_string(const mf_vocab *v, const char *s, size_t n); /* string id (token or merge-only) or -1 */
 
 /* Tokenizers over one raw-text fragment (specials already split off). */
 void mf_spm_tokenize(const mf_vocab *v, const char *text, size_t len, bool space_prefix, mf_tokvec *out);
