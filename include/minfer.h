@@ -129,6 +129,17 @@ mf_status mf_decode(mf_context *ctx, const mf_token *tokens, int32_t n, bool all
  * without all_logits only i = -1 is valid). NULL if out of range. */
 const float *mf_get_logits(const mf_context *ctx, int32_t i);
 
+/* ---- measurement --------------------------------------------------------- */
+
+/* Bytes of weights one decode step reads: every matrix once, plus one row of
+ * the token embedding (unless it is also the output head). */
+uint64_t mf_model_bytes_per_token(const mf_model *model);
+uint64_t mf_model_n_params(const mf_model *model);
+uint64_t mf_model_size(const mf_model *model); /* bytes of tensor data */
+/* Read bandwidth in GB/s: a streaming read of `bytes` (>= 64 MiB) by
+ * n_threads threads (0 = all CPUs), best of 5. */
+double mf_read_bandwidth(int n_threads, size_t bytes);
+
 /* ---- sampling ----------------------------------------------------------- */
 
 typedef struct mf_sampler mf_sampler;

@@ -454,3 +454,27 @@ int32_t mf_model_n_embd(const mf_model *m) { return (int32_t)m->hp.n_embd; }
 int32_t mf_model_n_layer(const mf_model *m) { return (int32_t)m->hp.n_layer; }
 const char *mf_model_desc(const mf_model *m) { return m->desc; }
 const char *mf_model_traits(const mf_model *m) { return m->traits[0] ? m->traits : m->desc; }
+
+uint64_t mf_model_n_params(const mf_model *m) { return m->n_params; }
+
+uint64_t mf_model_size(const mf_model *m) {
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) b += m->gguf->tensors[i].nbytes;
+    return b;
+}
+
+uint64_t mf_model_bytes_per_token(const mf_model *m) {
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf->tensors[i];
+        if (t == m->token_embd && m->output != m->token_embd)
+            b += t->nbytes / (uint64_t)t->ne[1]; /* one row looked up */
+        else if (t == m->pos_embd)
+            b += t->nbytes / (uint64_t)t->ne[1];
+        else if (m->hp.n_expert && t->ne[2] > 1)
+            b += t->nbytes / m->hp.n_expert * m->hp.n_expert_used; /* only the selected experts */
+        else
+            b += t->nbytes;
+    }
+    return b;
+}

@@ -1,0 +1,228 @@
+/* bench.c - `minfer bench`: prefill and decode throughput in llama-bench's
+ * shape (pp512 / tg128 / tg128@d4096, mean ± stddev over -r runs after one
+ * warm-up), plus the measured ceiling: decode as a fraction of what the
+ * machine's read bandwidth allows for this model's bytes per token. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/timer.h"
+#include "minfer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: minfer bench -m MODEL.gguf [options]\n"
+            "  -p, --n-prompt N     prefill test of N tokens, 0 = none (default 512)\n"
+            "  -n, --n-gen N        decode test of N tokens, 0 = none (default 128)\n"
+            "  -d, --n-depth N      tokens already in the KV cache before each test (default 0)\n"
+            "  -r, --repetitions N  timed runs per test after one warm-up (default 5)\n"
+            "  -t, --threads N      threads (default: all CPUs)\n"
+            "  -b, --batch-size N   prefill batch (default 512)\n"
+            "  --cache-type T       KV cache type: f16 (default), f32, q8_0\n"
+            "  -o, --output FMT     md (default), csv or json\n"
+            "  --no-bandwidth       skip the bandwidth probe and ceiling line\n"
+            "Tests use fixed pseudo-random token ids, so any model and vocabulary work.\n");
+}
+
+typedef struct result {
+    char test[32];
+    int n_prompt, n_gen, n_depth;
+    int reps;
+    double *ts;  /* tokens/s per run */
+    double mean, sd;
+} result;
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static mf_token rand_token(int32_t n_vocab) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (mf_token)(g_rng % (uint64_t)n_vocab);
+}
+
+/* Fills the cache with `depth` tokens (untimed); returns false on error. */
+static bool fill(mf_context *ctx, mf_token *buf, int32_t n_vocab, int depth) {
+    mf_kv_truncate(ctx, 0);
+    if (!depth) return true;
+    for (int i = 0; i < depth; i++) buf[i] = rand_token(n_vocab);
+    if (mf_decode(ctx, buf, depth, false)) {
+        fprintf(stderr, "minfer bench: %s\n", mf_last_error());
+        return false;
+    }
+    return true;
+}
+
+/* One timed run: prefill n_prompt tokens or decode n_gen tokens one by one. */
+static double run_once(mf_context *ctx, mf_token *buf, int32_t n_vocab, const result *r, bool *ok) {
+    *ok = fill(ctx, buf, n_vocab, r->n_depth);
+    if (!*ok) return 0;
+    double t0, dt;
+    if (r->n_prompt) {
+        for (int i = 0; i < r->n_prompt; i++) buf[i] = rand_token(n_vocab);
+        t0 = mf_now();
+        *ok = mf_decode(ctx, buf, r->n_prompt, false) == MF_OK;
+        dt = mf_now() - t0;
+        return *ok ? r->n_prompt / dt : 0;
+    }
+    mf_token t = rand_token(n_vocab);
+    t0 = mf_now();
+    for (int i = 0; i < r->n_gen && *ok; i++) {
+        *ok = mf_decode(ctx, &t, 1, false) == MF_OK;
+        t = rand_token(n_vocab);
+    }
+    dt = mf_now() - t0;
+    if (!*ok) fprintf(stderr, "minfer bench: %s\n", mf_last_error());
+    return *ok ? r->n_gen / dt : 0;
+}
+
+static void human_size(uint64_t b, char *out, size_t cap) {
+    if (b >= (1ull << 30)) snprintf(out, cap, "%.2f GiB", b / 1073741824.0);
+    else snprintf(out, cap, "%.2f MiB", b / 1048576.0);
+}
+
+static void human_params(uint64_t p, char *out, size_t cap) {
+    if (p >= 1000000000ull) snprintf(out, cap, "%.2f B", p / 1e9);
+    else snprintf(out, cap, "%.2f M", p / 1e6);
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL, *fmt = "md";
+    long n_prompt = 512, n_gen = 128, n_depth = 0, reps = 5, n_threads = 0, n_batch = 512;
+    bool probe = true;
+    mf_kv_type kv = mf_context_default_params().kv_type;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define INT_OPT(lo, hi, dst) do { if (!cli_int("bench", a, v, lo, hi, &dst)) return 2; i++; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) { model_path = v; i++; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) INT_OPT(0, 1 << 20, n_prompt);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) INT_OPT(0, 1 << 20, n_gen);
+        else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) INT_OPT(0, 1 << 24, n_depth);
+        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) INT_OPT(1, 1000, reps);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 512, n_threads);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1 << 16, n_batch);
+        else if (!strcmp(a, "--no-bandwidth")) probe = false;
+        else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && v) {
+            fmt = v;
+            i++;
+            if (strcmp(fmt, "md") && strcmp(fmt, "csv") && strcmp(fmt, "json")) {
+                fprintf(stderr, "minfer bench: unknown output format '%s' (md, csv, json)\n", fmt);
+                return 2;
+            }
+        } else if (!strcmp(a, "--cache-type") && v) {
+            if (!strcmp(v, "f32")) kv = MF_KV_F32;
+            else if (!strcmp(v, "f16")) kv = MF_KV_F16;
+            else if (!strcmp(v, "q8_0")) kv = MF_KV_Q8_0;
+            else { fprintf(stderr, "minfer bench: unknown --cache-type '%s'\n", v); return 2; }
+            i++;
+        } else { fprintf(stderr, "minfer bench: unknown option or missing value '%s' (see --help)\n", a); return 2; }
+#undef INT_OPT
+    }
+    if (!model_path) { fprintf(stderr, "minfer bench: no model given (-m FILE)\n"); return 2; }
+    if (!n_prompt && !n_gen) { fprintf(stderr, "minfer bench: nothing to run (-p 0 and -n 0)\n"); return 2; }
+
+    int rc = 1;
+    mf_model *model = NULL;
+    mf_context *ctx = NULL;
+    mf_token *buf = NULL;
+    result res[2];
+    int n_res = 0;
+    memset(res, 0, sizeof res);
+    if (mf_model_load(model_path, NULL, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
+    const int32_t n_vocab = mf_model_n_vocab(model);
+    mf_context_params cp = mf_context_default_params();
+    long need = n_depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    cp.n_ctx = (uint32_t)need;
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_threads = (int32_t)n_threads;
+    cp.kv_type = kv;
+    if (need > mf_model_n_ctx_train(model)) {
+        fprintf(stderr, "minfer bench: depth + test = %ld tokens exceeds the model's context of %d\n", need,
+                mf_model_n_ctx_train(model));
+        goto done;
+    }
+    if (mf_context_new(model, &cp, &ctx)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
+    buf = malloc(sizeof *buf * (size_t)(need > 1 ? need : 1));
+    if (!buf) goto done;
+    if (n_prompt) {
+        result *r = &res[n_res++];
+        r->n_prompt = (int)n_prompt;
+        r->n_depth = (int)n_depth;
+        snprintf(r->test, sizeof r->test, n_depth ? "pp%ld @ d%ld" : "pp%ld", n_prompt, n_depth);
+    }
+    if (n_gen) {
+        result *r = &res[n_res++];
+        r->n_gen = (int)n_gen;
+        r->n_depth = (int)n_depth;
+        snprintf(r->test, sizeof r->test, n_depth ? "tg%ld @ d%ld" : "tg%ld", n_gen, n_depth);
+    }
+    for (int k = 0; k < n_res; k++) {
+        result *r = &res[k];
+        r->reps = (int)reps;
+        r->ts = calloc((size_t)reps, sizeof *r->ts);
+        if (!r->ts) goto done;
+        bool ok;
+        run_once(ctx, buf, n_vocab, r, &ok); /* warm-up */
+        if (!ok) goto done;
+        double sum = 0, sq = 0;
+        for (int i = 0; i < reps; i++) {
+            r->ts[i] = run_once(ctx, buf, n_vocab, r, &ok);
+            if (!ok) goto done;
+            sum += r->ts[i];
+        }
+        r->mean = sum / reps;
+        for (int i = 0; i < reps; i++) sq += (r->ts[i] - r->mean) * (r->ts[i] - r->mean);
+        r->sd = reps > 1 ? sqrt(sq / (reps - 1)) : 0;
+    }
+
+    char sz[32], pr[32], name[96];
+    human_size(mf_model_size(model), sz, sizeof sz);
+    human_params(mf_model_n_params(model), pr, sizeof pr);
+    snprintf(name, sizeof name, "%s", mf_model_desc(model));
+    const char *kvn = kv == MF_KV_F32 ? "f32" : kv == MF_KV_F16 ? "f16" : "q8_0";
+    const int threads = n_threads ? (int)n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (!strcmp(fmt, "md")) {
+        printf("| model | size | params | backend | threads | type_kv | test | t/s |\n");
+        printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
+        for (int k = 0; k < n_res; k++)
+            printf("| %s | %s | %s | CPU | %d | %s | %s | %.2f ± %.2f |\n", mf_model_arch(model), sz, pr, threads, kvn,
+                   res[k].test, res[k].mean, res[k].sd);
+    } else if (!strcmp(fmt, "csv")) {
+        printf("model_filename,model_type,model_size,model_n_params,n_threads,type_kv,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
+        for (int k = 0; k < n_res; k++)
+            printf("\"%s\",\"%s\",%llu,%llu,%d,%s,%d,%d,%d,%.6f,%.6f\n", model_path, name,
+                   (unsigned long long)mf_model_size(model), (unsigned long long)mf_model_n_params(model), threads, kvn,
+                   res[k].n_prompt, res[k].n_gen, res[k].n_depth, res[k].mean, res[k].sd);
+    } else {
+        printf("[\n");
+        for (int k = 0; k < n_res; k++) {
+            printf("  {\"model_filename\": \"%s\", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, "
+                   "\"n_threads\": %d, \"type_kv\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+                   "\"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
+                   model_path, name, (unsigned long long)mf_model_size(model), (unsigned long long)mf_model_n_params(model),
+                   threads, kvn, res[k].n_prompt, res[k].n_gen, res[k].n_depth, res[k].mean, res[k].sd);
+            for (int i = 0; i < res[k].reps; i++) printf(i ? ", %.4f" : "%.4f", res[k].ts[i]);
+            printf("]}%s\n", k + 1 < n_res ? "," : "");
+        }
+        printf("]\n");
+    }
+    if (probe && n_gen) {
+        const double gbs = mf_read_bandwidth((int)n_threads, (size_t)1 << 30);
+        const double bpt = (double)mf_model_bytes_per_token(model);
+        const double ceiling = gbs * 1e9 / bpt;
+        const result *tg = &res[n_res - 1];
+        fprintf(stderr, "ceiling: %s decode = %.1f%% of %.1f GB/s measured read bandwidth (%.1f MiB of weights per token, ceiling %.1f t/s)\n",
+                tg->test, 100.0 * tg->mean / ceiling, gbs, bpt / 1048576.0, ceiling);
+    }
+    rc = 0;
+done:
+    for (int k = 0; k < n_res; k++) free(res[k].ts);
+    free(buf);
+    mf_context_free(ctx);
+    mf_model_free(model);
+    return rc;
+}
