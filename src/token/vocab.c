@@ -278,6 +278,12 @@ static bool contains_ci(const char *hay, const char *needle) {
     return false;
 }
 
+/* The token a text maps to, if it is the one the text -> id map keeps
+ * (llama.cpp's text-driven rules only ever see those). */
+static bool canonical(const mf_vocab *v, int32_t id) {
+    return mf_vocab_find(v, v->text[id].s, v->text[id].len) == id;
+}
+
 /* llama.cpp's end-of-generation set and the attribute fixes that go with it. */
 static void build_eog(mf_vocab *v) {
     struct {
@@ -288,22 +294,27 @@ static void build_eog(mf_vocab *v) {
                   {k_fim_rep_texts, &v->fim_rep}, {k_fim_sep_texts, &v->fim_sep}};
     /* ids the metadata did not give, found by text. llama.cpp takes the first
      * match in its hash map's order, which for libstdc++ runs roughly from the
-     * last token inserted to the first; scanning ids downwards gives the same
+     * last token inserted to the first; taking the highest id gives the same
      * choice on the vocabularies we test (e.g. <|eot_id|> over <|end_of_text|>) */
-    for (int32_t i = v->n_tokens - 1; i >= 0; i--) {
-        for (size_t d = 0; d < sizeof detect / sizeof detect[0]; d++) {
-            if (*detect[d].id >= 0 || !text_in(&v->text[i], detect[d].texts)) continue;
-            *detect[d].id = i;
-            v->attr[i] |= MF_TATTR_CONTROL;
+    for (size_t d = 0; d < sizeof detect / sizeof detect[0]; d++) {
+        if (*detect[d].id >= 0) continue;
+        int64_t best = -1;
+        for (const char *const *t = detect[d].texts; *t; t++) {
+            int64_t id = find_cstr(v, *t);
+            if (id > best) best = id;
+        }
+        if (best >= 0) {
+            *detect[d].id = (mf_token)best;
+            v->attr[best] |= MF_TATTR_CONTROL;
         }
     }
     /* control tokens named "unused..." are unused */
     for (int32_t i = 0; i < v->n_tokens; i++) {
         const mf_strref *t = &v->text[i];
-        if (!(v->attr[i] & MF_TATTR_CONTROL)) continue;
+        if (!(v->attr[i] & MF_TATTR_CONTROL) || t->len < 6) continue;
         for (uint32_t k = 0; k + 6 <= t->len; k++)
             if (memcmp(t->s + k, "unused", 6) == 0) {
-                v->attr[i] |= MF_TATTR_UNUSED;
+                if (canonical(v, i)) v->attr[i] |= MF_TATTR_UNUSED;
                 break;
             }
     }
@@ -311,28 +322,30 @@ static void build_eog(mf_vocab *v) {
     if (v->fim_pad >= 0) v->is_eog[v->fim_pad] = 1;
     if (v->fim_rep >= 0) v->is_eog[v->fim_rep] = 1;
     if (v->fim_sep >= 0) v->is_eog[v->fim_sep] = 1;
-    for (int32_t i = 0; i < v->n_tokens; i++) {
-        if (!text_in(&v->text[i], k_eog_texts)) continue;
-        v->is_eog[i] = 1;
-        v->attr[i] |= MF_TATTR_CONTROL;
+    for (const char *const *t = k_eog_texts; *t; t++) {
+        int64_t id = find_cstr(v, *t);
+        if (id < 0) continue;
+        v->is_eog[id] = 1;
+        v->attr[id] |= MF_TATTR_CONTROL;
     }
     /* gpt-oss renders these always */
     static const char *const always_shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL};
-    for (int32_t i = 0; i < v->n_tokens; i++)
-        if (text_in(&v->text[i], always_shown)) v->attr[i] = MF_TATTR_USER_DEFINED;
+    for (const char *const *t = always_shown; *t; t++) {
+        int64_t id = find_cstr(v, *t);
+        if (id >= 0) v->attr[id] = MF_TATTR_USER_DEFINED;
+    }
     if (v->eos >= 0) v->is_eog[v->eos] = 1;
     if (v->eot >= 0) v->is_eog[v->eot] = 1;
     if (v->eom >= 0) v->is_eog[v->eom] = 1;
     /* harmony / solar-open: "<|end|>" ends a message, not the generation */
-    bool has_return = false, has_call = false, has_flush = false;
+    static const char *const ret[] = {"<|return|>", NULL}, *const call[] = {"<|call|>", "<|calls|>", NULL},
+                             *const flush[] = {"<|flush|>", NULL}, *const end[] = {"<|end|>", NULL},
+                             *const tool[] = {"<|tool_response>", NULL}, *const s_end[] = {"</s>", NULL};
+    bool has_return = false, has_call = false, has_flush = false, has_tool_response = false;
     mf_token end_id = -1, s_id = -1;
-    bool has_tool_response = false;
     for (int32_t i = 0; i < v->n_tokens; i++) {
         if (!v->is_eog[i]) continue;
         const mf_strref *t = &v->text[i];
-        static const char *const ret[] = {"<|return|>", NULL}, *const call[] = {"<|call|>", "<|calls|>", NULL},
-                                 *const flush[] = {"<|flush|>", NULL}, *const end[] = {"<|end|>", NULL},
-                                 *const tool[] = {"<|tool_response>", NULL}, *const s_end[] = {"</s>", NULL};
         if (text_in(t, ret)) has_return = true;
         else if (text_in(t, call)) has_call = true;
         else if (text_in(t, flush)) has_flush = true;
