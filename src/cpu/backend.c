@@ -46,6 +46,7 @@ static const mf_backend_ops g_cpu_ops = {
     .get_rows = mf_cpu_get_rows,
     .norm = mf_cpu_norm,
     .matmul = mf_cpu_matmul,
+    .matmul_n = mf_cpu_matmul_n,
     .add = mf_cpu_add,
     .add_bias = mf_cpu_add_bias,
     .copy_cols = mf_cpu_copy_cols,
@@ -69,8 +70,10 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     cpu->pool = mf_pool_new(n_threads);
     if (!cpu->pool) goto fail;
     cpu->n_threads = mf_pool_size(cpu->pool);
-    /* converted activations take at most 2 bytes per element (f16/bf16) */
-    cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 2) + 4096;
+    /* converted activations take at most 2 bytes per element (f16/bf16); room
+     * for two distinct conversions of one input (e.g. f16 and q8_0 weights
+     * reading the same activations in a mixed-type file) */
+    cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 4) + 4096;
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     cpu->max_ctx = max_ctx;
     if (!cpu->act_buf) goto fail;

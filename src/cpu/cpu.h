@@ -32,6 +32,7 @@ typedef struct mf_cpu {
 } mf_cpu;
 
 void mf_cpu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
+void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out);
 void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
                       float *out);
 void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);

@@ -57,6 +57,9 @@ typedef struct mf_backend_ops {
                  float eps, float *out);
     /* out[rows][w->ne[1]] = x[rows][w->ne[0]] . W^T */
     void (*matmul)(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
+    /* nw (<= 4) products of the same input: out[i] = x . w[i]^T (Q/K/V, gate/up);
+     * lets the backend convert x once and run them as one job */
+    void (*matmul_n)(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out);
     /* a[i] += b[i] */
     void (*add)(mf_backend *be, float *a, const float *b, size_t n);
     /* x[r][i] += b[i] for rows of width n (b is an f32 vector weight) */

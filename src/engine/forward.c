@@ -36,9 +36,12 @@ static void attention_block(mf_context *ctx, int il, int n) {
         op->copy_cols(be, s->gate, QD + KD + VD, QD, KD, n, s->k);
         op->copy_cols(be, s->gate, QD + KD + VD, QD + KD, VD, n, s->v);
     } else {
-        linear(ctx, L->wq, L->bq, s->xn, n, s->q);
-        linear(ctx, L->wk, L->bk, s->xn, n, s->k);
-        linear(ctx, L->wv, L->bv, s->xn, n, s->v);
+        const mf_weight w[3] = {L->wq, L->wk, L->wv};
+        float *const out[3] = {s->q, s->k, s->v};
+        op->matmul_n(be, w, 3, s->xn, n, out);
+        if (L->bq) op->add_bias(be, s->q, L->bq, n, QD);
+        if (L->bk) op->add_bias(be, s->k, L->bk, n, KD);
+        if (L->bv) op->add_bias(be, s->v, L->bv, n, VD);
     }
     if (L->q_norm) {
         op->norm(be, MF_NORM_RMS, s->q, L->q_norm, NULL, n * (int)hp->n_head, (int)hp->head_dim_k, hp->norm_eps, s->q);
@@ -91,8 +94,10 @@ static void dense_ffn(mf_context *ctx, const ffn_w *f, const float *in, int n, f
             op->copy_cols(be, s->act, 2 * f->n_ff, 0, f->n_ff, n, s->gate);
             op->copy_cols(be, s->act, 2 * f->n_ff, f->n_ff, f->n_ff, n, s->up);
         } else {
-            op->matmul(be, f->gate, in, n, s->gate);
-            linear(ctx, f->up, f->up_b, in, n, s->up);
+            const mf_weight w[2] = {f->gate, f->up};
+            float *const out[2] = {s->gate, s->up};
+            op->matmul_n(be, w, 2, in, n, out);
+            if (f->up_b) op->add_bias(be, s->up, f->up_b, n, f->n_ff);
         }
         op->glu(be, act, s->gate, s->up, (size_t)n * f->n_ff, s->act);
     }
