@@ -94,7 +94,7 @@ mf_status mf_bpe_load_merges(mf_vocab *v, const gguf_file *f) {
 /* ---- the merge loop ------------------------------------------------------------ */
 
 typedef struct bpe_sym {
-    int32_t id;    /* string id of the symbol's text, -1 if it has none */
+    int32_t id; /* string id of the symbol's text, -1 if it has none */
     int32_t prev, next;
     uint32_t off, len; /* bytes of the word; len 0 once merged away */
 } bpe_sym;
@@ -109,13 +109,13 @@ typedef struct bpe_pair {
 /* Per-call memo of word -> tokens: running text repeats its words, and a
  * repeated word costs one hash lookup instead of a merge loop. */
 typedef struct word_memo {
-    uint32_t *slot;    /* index + 1 into ent, 0 = empty */
+    uint32_t *slot; /* index + 1 into ent, 0 = empty */
     uint32_t mask;
     struct memo_ent {
         uint64_t hash;
         uint32_t word_off, word_len; /* in bytes */
         uint32_t tok_off, tok_n;     /* in toks */
-    } *ent;
+    } * ent;
     uint32_t n_ent;
     size_t cap_ent_sz;
     char *bytes;
@@ -335,7 +335,8 @@ static void bpe_word_uncached(const mf_vocab *v, bpe_scratch *s, const char *w, 
                 char hex[7];
                 static const char digits[] = "0123456789ABCDEF";
                 uint8_t c = (uint8_t)raw[k];
-                hex[0] = '<', hex[1] = '0', hex[2] = 'x', hex[3] = digits[c >> 4], hex[4] = digits[c & 15], hex[5] = '>';
+                hex[0] = '<', hex[1] = '0', hex[2] = 'x', hex[3] = digits[c >> 4], hex[4] = digits[c & 15],
+                hex[5] = '>';
                 int64_t id = mf_vocab_find(v, hex, 6);
                 if (id >= 0) mf_tokvec_push(out, (mf_token)id);
             }

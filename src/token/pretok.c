@@ -19,15 +19,19 @@
 
 #define RX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define RX_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-#define RX_LLAMA3 RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RX_QWEN2 RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RX_LLAMA3                                                                                                      \
+    RX_CONTRACTIONS                                                                                                    \
+        "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RX_QWEN2                                                                                                       \
+    RX_CONTRACTIONS                                                                                                    \
+        "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RX_CJK_DEEPSEEK "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+"
-#define RX_DEEPSEEK3                                                                                        \
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|" \
-    "\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+#define RX_DEEPSEEK3                                                                                                   \
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"                 \
+    " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
 #define RX_PORO " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+"
 #define RX_NEWLINES "[^\\n]+|[\\n]+"
-#define RX_CASED_WORDS(LU, LL, TAIL)                                                                         \
+#define RX_CASED_WORDS(LU, LL, TAIL)                                                                                   \
     "[^\\r\\n\\p{L}\\p{N}]?" LU "*" LL "+" TAIL "|[^\\r\\n\\p{L}\\p{N}]?" LU "+" LL "*" TAIL
 #define RX_UPPER_LA "((?=[\\p{L}])([^a-z]))"
 #define RX_LOWER_LA "((?=[\\p{L}])([^A-Z]))"
@@ -65,48 +69,53 @@ static const rx_set k_sets[] = {
       "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}"
       "\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-"
       "\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
-      "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
-      "\\s+$", RX_CJK_DEEPSEEK, "\\p{N}+"}},
+      "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+", "\\s+$",
+      RX_CJK_DEEPSEEK, "\\p{N}+"}},
     {"deepseek-v3", {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", RX_DEEPSEEK3}},
     {"youtu",
      {"[\\x{AC00}-\\x{D7A3}\\x{3131}-\\x{318E}]+|"
       "[\\x{FF01}\\x{2026}\\x{201C}\\x{201D}\\x{2018}\\x{2019}\\x{2014}\\x{FF1A}\\x{FF1B}\\x{FF0C}\\x{3001}-\\x{303F}"
       "\\x{FE30}-\\x{FE4F}]+|[\\x{3105}-\\x{312F}]+|[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
-      RX_CASED_WORDS("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]", RX_CONTR_OPT)
-      "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+      RX_CASED_WORDS("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]",
+                     RX_CONTR_OPT) "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"deepseek-coder", {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_CJK_DEEPSEEK, "\\p{N}"}},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RX_GPT2, "[0-9][0-9][0-9]"}},
     {"starcoder", {"\\p{N}", RX_GPT2}},
     {"qwen2", {RX_QWEN2}},
     {"qwen35",
-     {RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-                      "\\s+(?!\\S)|\\s+"}},
+     {RX_CONTRACTIONS
+      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+      "\\s+(?!\\S)|\\s+"}},
     {"poro", {RX_PORO}},
     {"viking", {RX_PORO, "\\p{N}"}},
     {"tekken",
-     {RX_CASED_WORDS(RX_UPPER_LA, RX_LOWER_LA, "") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+     {RX_CASED_WORDS(RX_UPPER_LA, RX_LOWER_LA,
+                     "") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"chameleon",
      {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
       "[\\p{P}!-/:-@\\[-`{-~]", RX_GPT2}},
     {"gpt4o",
-     {RX_CASED_WORDS(RX_UPPER_LA, RX_LOWER_LA, RX_CONTR_OPT)
-      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+     {RX_CASED_WORDS(RX_UPPER_LA, RX_LOWER_LA,
+                     RX_CONTR_OPT) "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"granite-embed-multi",
-     {RX_CASED_WORDS(RX_UPPER_LMA, RX_LOWER_LMA, RX_CONTR_OPT)
-      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+     {RX_CASED_WORDS(RX_UPPER_LMA, RX_LOWER_LMA,
+                     RX_CONTR_OPT) "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"bailingmoe",
      {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
       "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
     {"seed-coder",
-     {RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+     {RX_CONTRACTIONS
+      "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"laguna", {RX_NEWLINES, RX_QWEN2}},
     {"exaone-moe",
-     {RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|"
-                      "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
+     {RX_CONTRACTIONS
+      "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|"
+      "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
     {"newlines", {RX_NEWLINES}},
     {"minicpm5",
-     {"\\p{N}{1,3}", RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-                                     "\\s+(?!\\S)|\\s+"}},
+     {"\\p{N}{1,3}",
+      RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+                      "\\s+(?!\\S)|\\s+"}},
 };
 
 /* ---- names -> set + flags ------------------------------------------------- */
@@ -247,8 +256,8 @@ static char *rewrite_pattern(const char *rx, bool categories) {
                 continue;
             }
             if (!categories && (e == 's' || e == 'S')) {
-                const char *r = in_class ? (e == 's' ? "\\s\\x{E001}" : NULL)
-                                         : (e == 's' ? "[\\s\\x{E001}]" : "[^\\s\\x{E001}]");
+                const char *r =
+                    in_class ? (e == 's' ? "\\s\\x{E001}" : NULL) : (e == 's' ? "[\\s\\x{E001}]" : "[^\\s\\x{E001}]");
                 if (r) {
                     size_t k = strlen(r);
                     memcpy(out + o, r, k);
@@ -385,8 +394,8 @@ static int split_piece(split_ctx *c, const pcre2_code *code, const char *s, size
     return 0;
 }
 
-mf_status mf_pretok_split(const mf_pretok *p, const char *subject_cat, const char *subject_ws, size_t n,
-                          size_t **ends, size_t *n_ends, size_t *cap_ends) {
+mf_status mf_pretok_split(const mf_pretok *p, const char *subject_cat, const char *subject_ws, size_t n, size_t **ends,
+                          size_t *n_ends, size_t *cap_ends) {
     size_t *cur = NULL, ncur = 0, capcur = 0;
     mf_status st = MF_OK;
     split_ctx c = {0};
@@ -409,8 +418,9 @@ mf_status mf_pretok_split(const mf_pretok *p, const char *subject_cat, const cha
                 else {
                     PCRE2_UCHAR msg[256];
                     pcre2_get_error_message(rc, msg, sizeof msg);
-                    st = mf_err(MF_ERR_INTERNAL, "tokenizer: pre-tokenizer '%s' regex %d failed on a %zu-byte piece: %s",
-                                p->name, r, b - a, (const char *)msg);
+                    st =
+                        mf_err(MF_ERR_INTERNAL, "tokenizer: pre-tokenizer '%s' regex %d failed on a %zu-byte piece: %s",
+                               p->name, r, b - a, (const char *)msg);
                 }
                 goto done;
             }

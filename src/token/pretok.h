@@ -14,10 +14,10 @@ enum {
     MF_PT_ADD_BOS = 1 << 1,       /* default add_bos = true */
     MF_PT_NO_CLEAN = 1 << 2,      /* no clean-up of spaces when detokenizing */
     MF_PT_ADD_SEP = 1 << 3,
-    MF_PT_NO_BOS_ID = 1 << 4,     /* no default BOS id */
-    MF_PT_ESCAPE_WS = 1 << 5,     /* spaces become U+2581 before splitting (SPM-style BPE) */
-    MF_PT_RAW_UTF8 = 1 << 6,      /* words are not mapped to the GPT-2 byte alphabet */
-    MF_PT_NEWLINE_WORD = 1 << 7,  /* a word of newlines that is a token stays whole (gemma4) */
+    MF_PT_NO_BOS_ID = 1 << 4,    /* no default BOS id */
+    MF_PT_ESCAPE_WS = 1 << 5,    /* spaces become U+2581 before splitting (SPM-style BPE) */
+    MF_PT_RAW_UTF8 = 1 << 6,     /* words are not mapped to the GPT-2 byte alphabet */
+    MF_PT_NEWLINE_WORD = 1 << 7, /* a word of newlines that is a token stays whole (gemma4) */
 };
 
 /* Looks up a pre-tokenizer by name ("" = the default set). Returns false if

@@ -131,14 +131,15 @@ done:
 
 /* ---- entry point -------------------------------------------------------------------- */
 
-int32_t mf_vocab_tokenize(const mf_vocab *v, const char *text, size_t len, mf_token *out, int32_t cap,
-                          bool add_special, bool parse_special) {
+int32_t mf_vocab_tokenize(const mf_vocab *v, const char *text, size_t len, mf_token *out, int32_t cap, bool add_special,
+                          bool parse_special) {
     if (!v) {
         mf_err(MF_ERR_INVALID_ARG, "tokenize: no vocabulary");
         return INT32_MIN;
     }
     if ((!text && len > 0) || cap < 0 || (cap > 0 && !out)) {
-        mf_err(MF_ERR_INVALID_ARG, "tokenize: bad arguments (text %s, len %zu, cap %d)", text ? "set" : "NULL", len, cap);
+        mf_err(MF_ERR_INVALID_ARG, "tokenize: bad arguments (text %s, len %zu, cap %d)", text ? "set" : "NULL", len,
+               cap);
         return INT32_MIN;
     }
     fraglist frags = {0};
@@ -151,7 +152,9 @@ int32_t mf_vocab_tokenize(const mf_vocab *v, const char *text, size_t len, mf_to
     bool sep = add_special && v->kind == MF_VOCAB_WPM;
     if ((bos && v->bos < 0) || (eos && v->eos < 0) || (sep && v->sep < 0)) {
         st = mf_err(MF_ERR_INVALID_ARG, "tokenize: the vocabulary asks for a %s token it does not have",
-                    bos && v->bos < 0 ? "BOS" : eos && v->eos < 0 ? "EOS" : "separator");
+                    bos && v->bos < 0   ? "BOS"
+                    : eos && v->eos < 0 ? "EOS"
+                                        : "separator");
         goto fail;
     }
     if (bos) mf_tokvec_push(&tv, v->bos);
@@ -164,9 +167,7 @@ int32_t mf_vocab_tokenize(const mf_vocab *v, const char *text, size_t len, mf_to
             continue;
         }
         switch (v->kind) {
-        case MF_VOCAB_SPM:
-            mf_spm_tokenize(v, text + f->off, f->len, v->add_space_prefix && prev_special, &tv);
-            break;
+        case MF_VOCAB_SPM: mf_spm_tokenize(v, text + f->off, f->len, v->add_space_prefix && prev_special, &tv); break;
         case MF_VOCAB_BPE: st = mf_bpe_tokenize(v, text + f->off, f->len, &tv); break;
         case MF_VOCAB_WPM: st = mf_wpm_tokenize(v, text + f->off, f->len, &tv); break;
         }

@@ -93,8 +93,8 @@ int mf_cpt_to_byte(uint32_t cpt) {
 
 int mf_cpt_is_space(uint32_t c) {
     if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
-    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
-           c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 /* Code points llama.cpp's tables (Unicode 15) assign a general category that
@@ -123,12 +123,12 @@ static const cat_range k_cat_fix[] = {
 /* A code point of each major category, for 3-byte and 4-byte UTF-8. */
 static uint32_t stand_in(char cat, int four_bytes) {
     switch (cat) {
-    case 'L': return four_bytes ? 0x10000 : 0x0800;  /* Linear B syllable / Samaritan letter: Lo */
-    case 'N': return four_bytes ? 0x10107 : 0x0966;  /* Aegean number one: No / Devanagari zero: Nd */
-    case 'P': return four_bytes ? 0x10100 : 0x2010;  /* Aegean word separator: Po / hyphen: Pd */
-    case 'S': return four_bytes ? 0x10137 : 0x2100;  /* Aegean weight unit / account of: So */
-    case 'M': return four_bytes ? 0x101FD : 0x0900;  /* combining marks: Mn */
-    default: return four_bytes ? 0xF0000 : 0xE000;   /* private use: Co */
+    case 'L': return four_bytes ? 0x10000 : 0x0800; /* Linear B syllable / Samaritan letter: Lo */
+    case 'N': return four_bytes ? 0x10107 : 0x0966; /* Aegean number one: No / Devanagari zero: Nd */
+    case 'P': return four_bytes ? 0x10100 : 0x2010; /* Aegean word separator: Po / hyphen: Pd */
+    case 'S': return four_bytes ? 0x10137 : 0x2100; /* Aegean weight unit / account of: So */
+    case 'M': return four_bytes ? 0x101FD : 0x0900; /* combining marks: Mn */
+    default: return four_bytes ? 0xF0000 : 0xE000;  /* private use: Co */
     }
 }
 
@@ -149,9 +149,12 @@ uint32_t mf_cpt_for_regex(uint32_t c, int with_categories) {
         size_t lo = 0, hi = sizeof k_cat_fix / sizeof k_cat_fix[0];
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (c < k_cat_fix[mid].lo) hi = mid;
-            else if (c > k_cat_fix[mid].hi) lo = mid + 1;
-            else return stand_in(k_cat_fix[mid].cat, c >= 0x10000);
+            if (c < k_cat_fix[mid].lo)
+                hi = mid;
+            else if (c > k_cat_fix[mid].hi)
+                lo = mid + 1;
+            else
+                return stand_in(k_cat_fix[mid].cat, c >= 0x10000);
         }
     }
     return c;
@@ -168,9 +171,13 @@ size_t mf_utf8_complete_prefix(const char *s, size_t n) {
     if (i == 0) return n; /* nothing but continuation bytes: never completable */
     uint8_t c = u[i - 1];
     size_t need;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) need = 3;
-    else if (c >= 0xF0 && c <= 0xF4) need = 4;
-    else return n; /* ASCII, or a byte that starts no valid sequence */
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        need = 3;
+    else if (c >= 0xF0 && c <= 0xF4)
+        need = 4;
+    else
+        return n; /* ASCII, or a byte that starts no valid sequence */
     return n - (i - 1) < need ? i - 1 : n;
 }

@@ -16,7 +16,15 @@
 #include "token/vocab_impl.h"
 
 /* llama.cpp's token types (tokenizer.ggml.token_type) */
-enum { TT_UNDEFINED = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+enum {
+    TT_UNDEFINED = 0,
+    TT_NORMAL = 1,
+    TT_UNKNOWN = 2,
+    TT_CONTROL = 3,
+    TT_USER_DEFINED = 4,
+    TT_UNUSED = 5,
+    TT_BYTE = 6
+};
 
 /* ---- string table ------------------------------------------------------------ */
 
@@ -76,7 +84,8 @@ static mf_status get_str(const gguf_file *f, const char *key, bool required, ggu
     const gguf_value *v = gguf_get(f, key);
     if (!v) return required ? mf_err(MF_ERR_FORMAT, "%s: no tokenizer: key '%s' is missing", f->path, key) : MF_OK;
     if (v->type != GGUF_STR)
-        return mf_err(MF_ERR_FORMAT, "%s: key '%s' has type %s, expected string", f->path, key, gguf_vtype_name(v->type));
+        return mf_err(MF_ERR_FORMAT, "%s: key '%s' has type %s, expected string", f->path, key,
+                      gguf_vtype_name(v->type));
     *out = v->s;
     *found = true;
     return MF_OK;
@@ -192,24 +201,74 @@ static void render_piece(const mf_vocab *v, int32_t id, strbuf *b) {
 #define FW_BAR "\xEF\xBD\x9C"  /* U+FF5C FULLWIDTH VERTICAL LINE (DeepSeek's special tokens) */
 #define SP_MARK "\xE2\x96\x81" /* U+2581, SentencePiece's space */
 
-static const char *const k_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                          "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<" FW_BAR "end" SP_MARK "of" SP_MARK "sentence" FW_BAR ">",
-                                          "<end_of_utterance>", NULL};
+static const char *const k_eot_texts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "<" FW_BAR "end" SP_MARK "of" SP_MARK "sentence" FW_BAR ">",
+                                          "<end_of_utterance>",
+                                          NULL};
 static const char *const k_eom_texts[] = {"<|eom_id|>", NULL};
-static const char *const k_fim_pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW_BAR "fim" SP_MARK "begin" FW_BAR ">", "<PRE>",
-                                              SP_MARK "<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
-static const char *const k_fim_suf_texts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW_BAR "fim" SP_MARK "hole" FW_BAR ">", "<SUF>",
-                                              SP_MARK "<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
-static const char *const k_fim_mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW_BAR "fim" SP_MARK "end" FW_BAR ">", "<MID>",
-                                              SP_MARK "<MID>", "<|code_middle|>", "<|middle|>", NULL};
+static const char *const k_fim_pre_texts[] = {"<|fim_prefix|>",
+                                              "<fim-prefix>",
+                                              "<fim_prefix>",
+                                              "<" FW_BAR "fim" SP_MARK "begin" FW_BAR ">",
+                                              "<PRE>",
+                                              SP_MARK "<PRE>",
+                                              "<|code_prefix|>",
+                                              "<|prefix|>",
+                                              NULL};
+static const char *const k_fim_suf_texts[] = {"<|fim_suffix|>",
+                                              "<fim-suffix>",
+                                              "<fim_suffix>",
+                                              "<" FW_BAR "fim" SP_MARK "hole" FW_BAR ">",
+                                              "<SUF>",
+                                              SP_MARK "<SUF>",
+                                              "<|code_suffix|>",
+                                              "<|suffix|>",
+                                              NULL};
+static const char *const k_fim_mid_texts[] = {"<|fim_middle|>",
+                                              "<fim-middle>",
+                                              "<fim_middle>",
+                                              "<" FW_BAR "fim" SP_MARK "end" FW_BAR ">",
+                                              "<MID>",
+                                              SP_MARK "<MID>",
+                                              "<|code_middle|>",
+                                              "<|middle|>",
+                                              NULL};
 static const char *const k_fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
-static const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL};
+static const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                              "<REPO>",       "<reponame>",    NULL};
 static const char *const k_fim_sep_texts[] = {"<|file_sep|>", NULL};
 /* texts that end generation whatever their declared role */
-static const char *const k_eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
-                                          "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
-                                          "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
-                                          "<turn|>", "<|tool_response>", "<" FW_BAR "end" SP_MARK "of" SP_MARK "sentence" FW_BAR ">", "[e~[", NULL};
+static const char *const k_eog_texts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<|return|>",
+                                          "<|call|>",
+                                          "<|flush|>",
+                                          "<|calls|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "</s>",
+                                          "<|eom_id|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "[EOS]",
+                                          "<|end_of_text|>",
+                                          "<end_of_utterance>",
+                                          "<eos>",
+                                          "<turn|>",
+                                          "<|tool_response>",
+                                          "<" FW_BAR "end" SP_MARK "of" SP_MARK "sentence" FW_BAR ">",
+                                          "[e~[",
+                                          NULL};
 
 static bool text_in(const mf_strref *t, const char *const *list) {
     for (; *list; list++)
@@ -237,15 +296,23 @@ static mf_status read_special_ids(mf_vocab *v, const gguf_file *f) {
         const char *key;
         mf_token *id;
     } keys[] = {
-        {"tokenizer.ggml.bos_token_id", &v->bos},         {"tokenizer.ggml.eos_token_id", &v->eos},
-        {"tokenizer.ggml.eot_token_id", &v->eot},         {"tokenizer.ggml.eom_token_id", &v->eom},
-        {"tokenizer.ggml.unknown_token_id", &v->unk},     {"tokenizer.ggml.seperator_token_id", &v->sep},
-        {"tokenizer.ggml.padding_token_id", &v->pad},     {"tokenizer.ggml.mask_token_id", &v->mask},
-        {"tokenizer.ggml.fim_pre_token_id", &v->fim_pre}, {"tokenizer.ggml.fim_suf_token_id", &v->fim_suf},
-        {"tokenizer.ggml.fim_mid_token_id", &v->fim_mid}, {"tokenizer.ggml.fim_pad_token_id", &v->fim_pad},
-        {"tokenizer.ggml.fim_rep_token_id", &v->fim_rep}, {"tokenizer.ggml.fim_sep_token_id", &v->fim_sep},
+        {"tokenizer.ggml.bos_token_id", &v->bos},
+        {"tokenizer.ggml.eos_token_id", &v->eos},
+        {"tokenizer.ggml.eot_token_id", &v->eot},
+        {"tokenizer.ggml.eom_token_id", &v->eom},
+        {"tokenizer.ggml.unknown_token_id", &v->unk},
+        {"tokenizer.ggml.seperator_token_id", &v->sep},
+        {"tokenizer.ggml.padding_token_id", &v->pad},
+        {"tokenizer.ggml.mask_token_id", &v->mask},
+        {"tokenizer.ggml.fim_pre_token_id", &v->fim_pre},
+        {"tokenizer.ggml.fim_suf_token_id", &v->fim_suf},
+        {"tokenizer.ggml.fim_mid_token_id", &v->fim_mid},
+        {"tokenizer.ggml.fim_pad_token_id", &v->fim_pad},
+        {"tokenizer.ggml.fim_rep_token_id", &v->fim_rep},
+        {"tokenizer.ggml.fim_sep_token_id", &v->fim_sep},
         /* older names of the first three FIM keys */
-        {"tokenizer.ggml.prefix_token_id", &v->fim_pre},  {"tokenizer.ggml.suffix_token_id", &v->fim_suf},
+        {"tokenizer.ggml.prefix_token_id", &v->fim_pre},
+        {"tokenizer.ggml.suffix_token_id", &v->fim_suf},
         {"tokenizer.ggml.middle_token_id", &v->fim_mid},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
@@ -264,8 +331,10 @@ static mf_status read_special_ids(mf_vocab *v, const gguf_file *f) {
 static void set_attr_by_text(mf_vocab *v, const char *text, uint32_t bit, bool on) {
     int64_t id = find_cstr(v, text);
     if (id < 0 || id >= v->n_tokens) return;
-    if (on) v->attr[id] |= bit;
-    else v->attr[id] &= ~bit;
+    if (on)
+        v->attr[id] |= bit;
+    else
+        v->attr[id] &= ~bit;
 }
 
 static bool contains_ci(const char *hay, const char *needle) {
@@ -280,9 +349,7 @@ static bool contains_ci(const char *hay, const char *needle) {
 
 /* The token a text maps to, if it is the one the text -> id map keeps
  * (llama.cpp's text-driven rules only ever see those). */
-static bool canonical(const mf_vocab *v, int32_t id) {
-    return mf_vocab_find(v, v->text[id].s, v->text[id].len) == id;
-}
+static bool canonical(const mf_vocab *v, int32_t id) { return mf_vocab_find(v, v->text[id].s, v->text[id].len) == id; }
 
 /* llama.cpp's end-of-generation set and the attribute fixes that go with it. */
 static void build_eog(mf_vocab *v) {
@@ -346,12 +413,18 @@ static void build_eog(mf_vocab *v) {
     for (int32_t i = 0; i < v->n_tokens; i++) {
         if (!v->is_eog[i]) continue;
         const mf_strref *t = &v->text[i];
-        if (text_in(t, ret)) has_return = true;
-        else if (text_in(t, call)) has_call = true;
-        else if (text_in(t, flush)) has_flush = true;
-        else if (text_in(t, end)) end_id = i;
-        if (text_in(t, tool)) has_tool_response = true;
-        else if (text_in(t, s_end)) s_id = i;
+        if (text_in(t, ret))
+            has_return = true;
+        else if (text_in(t, call))
+            has_call = true;
+        else if (text_in(t, flush))
+            has_flush = true;
+        else if (text_in(t, end))
+            end_id = i;
+        if (text_in(t, tool))
+            has_tool_response = true;
+        else if (text_in(t, s_end))
+            s_id = i;
     }
     if (end_id >= 0 && ((has_return && has_call) || (has_call && has_flush))) {
         v->is_eog[end_id] = 0;
@@ -465,8 +538,10 @@ static mf_status load_tokens(mf_vocab *v, const gguf_file *f) {
     for (int32_t i = 0; i < n; i++) {
         const gguf_str *g = &tv->arr.strs[i];
         size_t len = (size_t)g->len;
-        if (len) memcpy(p, g->ptr, len);
-        else len = (size_t)snprintf(p, 24, "[EMPTY_%d]", i);
+        if (len)
+            memcpy(p, g->ptr, len);
+        else
+            len = (size_t)snprintf(p, 24, "[EMPTY_%d]", i);
         p[len] = 0;
         if (len > UINT32_MAX) return mf_err(MF_ERR_FORMAT, "%s: token %d is longer than 4 GiB", f->path, i);
         v->text[i] = (mf_strref){p, (uint32_t)len};
@@ -556,7 +631,8 @@ mf_status mf_vocab_load(const gguf_file *f, mf_vocab **out) {
         if (fl & MF_PT_RAW_UTF8) v->pre.byte_encode = false;
         snprintf(v->pre_name, sizeof v->pre_name, "%s", pre_name[0] ? pre_name : "default");
     } else {
-        s = mf_err(MF_ERR_UNSUPPORTED, "%s: unsupported tokenizer model '%s' (tokenizer.ggml.model; minfer reads llama, gpt2, bert)",
+        s = mf_err(MF_ERR_UNSUPPORTED,
+                   "%s: unsupported tokenizer model '%s' (tokenizer.ggml.model; minfer reads llama, gpt2, bert)",
                    f->path, v->model_name);
         goto fail;
     }
@@ -682,9 +758,7 @@ mf_token mf_vocab_nl(const mf_vocab *v) { return v->nl; }
 bool mf_vocab_add_bos(const mf_vocab *v) { return v->add_bos; }
 bool mf_vocab_add_eos(const mf_vocab *v) { return v->add_eos; }
 
-bool mf_vocab_is_eog(const mf_vocab *v, mf_token tok) {
-    return v && tok >= 0 && tok < v->n_tokens && v->is_eog[tok];
-}
+bool mf_vocab_is_eog(const mf_vocab *v, mf_token tok) { return v && tok >= 0 && tok < v->n_tokens && v->is_eog[tok]; }
 
 const char *mf_vocab_token_text(const mf_vocab *v, mf_token tok) {
     if (!v || tok < 0 || tok >= v->n_tokens) return NULL;
@@ -740,7 +814,8 @@ int32_t mf_vocab_detokenize(const mf_vocab *v, const mf_token *tokens, int32_t n
     for (int32_t i = 0; i < n; i++) {
         mf_token t = tokens[i];
         if (t < 0 || t >= v->n_tokens) {
-            mf_err(MF_ERR_INVALID_ARG, "detokenize: token id %d out of range (vocabulary has %d tokens)", t, v->n_tokens);
+            mf_err(MF_ERR_INVALID_ARG, "detokenize: token id %d out of range (vocabulary has %d tokens)", t,
+                   v->n_tokens);
             return INT32_MIN;
         }
         bool strip = strip_space;
@@ -782,8 +857,10 @@ int32_t mf_vocab_detokenize(const mf_vocab *v, const mf_token *tokens, int32_t n
             char x = buf[i];
             if (buf[i - 1] == ' ' && x == '\'' && i + 1 < t) {
                 char x1 = buf[i + 1];
-                if (x1 == 's' || x1 == 'm') w--;
-                else if (i + 2 < t && ((x1 == 'r' && buf[i + 2] == 'e') || (x1 == 'v' && buf[i + 2] == 'e'))) w--;
+                if (x1 == 's' || x1 == 'm')
+                    w--;
+                else if (i + 2 < t && ((x1 == 'r' && buf[i + 2] == 'e') || (x1 == 'v' && buf[i + 2] == 'e')))
+                    w--;
             }
             buf[w++] = x;
         }

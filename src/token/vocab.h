@@ -58,8 +58,8 @@ const char *mf_vocab_pre_name(const mf_vocab *v);
 uint32_t mf_vocab_n_merges(const mf_vocab *v);
 
 /* Same contract as mf_tokenize() in minfer.h. */
-int32_t mf_vocab_tokenize(const mf_vocab *v, const char *text, size_t len, mf_token *out, int32_t cap,
-                          bool add_special, bool parse_special);
+int32_t mf_vocab_tokenize(const mf_vocab *v, const char *text, size_t len, mf_token *out, int32_t cap, bool add_special,
+                          bool parse_special);
 /* Same contract as mf_token_to_piece() in minfer.h; a token id out of range
  * (or a NULL buffer with cap > 0) returns INT32_MIN with mf_last_error() set. */
 int32_t mf_vocab_token_to_piece(const mf_vocab *v, mf_token tok, char *buf, int32_t cap, bool special);

@@ -39,11 +39,11 @@ mf_status mf_strmap_put(mf_strmap *m, const mf_strref *keys, uint32_t idx);
 #define MF_PRETOK_MAX_REGEX 8
 
 typedef struct mf_pretok {
-    const char *name;                 /* canonical pre-tokenizer name */
+    const char *name; /* canonical pre-tokenizer name */
     int n_regex;
-    void *code[MF_PRETOK_MAX_REGEX];  /* pcre2_code_8 *, JIT-compiled when available */
+    void *code[MF_PRETOK_MAX_REGEX];    /* pcre2_code_8 *, JIT-compiled when available */
     bool uses_cat[MF_PRETOK_MAX_REGEX]; /* pattern uses \p{..}: match on category-normalised text */
-    bool byte_encode;                 /* GPT-2 byte-to-unicode mapping of words */
+    bool byte_encode;                   /* GPT-2 byte-to-unicode mapping of words */
 } mf_pretok;
 
 /* ---- BPE merges --------------------------------------------------------- */
@@ -52,27 +52,27 @@ typedef struct mf_pretok {
  * String ids below n_tokens are token ids; above are texts that occur in
  * merges without being tokens. */
 typedef struct mf_merge_slot {
-    uint64_t key;   /* (left << 32 | right) + 1; 0 = empty */
+    uint64_t key; /* (left << 32 | right) + 1; 0 = empty */
     int32_t rank;
     int32_t merged;
 } mf_merge_slot;
 
 struct mf_vocab {
     mf_vocab_kind kind;
-    char model_name[32];  /* tokenizer.ggml.model */
-    char pre_name[64];    /* tokenizer.ggml.pre as stored ("" if absent) */
+    char model_name[32]; /* tokenizer.ggml.model */
+    char pre_name[64];   /* tokenizer.ggml.pre as stored ("" if absent) */
 
     int32_t n_tokens;
-    mf_strref *text;      /* per string id: token texts, then merge-only strings */
-    uint32_t n_strings;   /* n_tokens + merge-only strings */
+    mf_strref *text;    /* per string id: token texts, then merge-only strings */
+    uint32_t n_strings; /* n_tokens + merge-only strings */
     uint32_t cap_strings;
     float *score;
     uint32_t *attr;
-    mf_strmap tok_map;    /* text -> string id */
-    char *text_blob;      /* token texts, NUL-terminated */
-    char **extra_blobs;   /* merge-only strings, one allocation each chunk */
+    mf_strmap tok_map;  /* text -> string id */
+    char *text_blob;    /* token texts, NUL-terminated */
+    char **extra_blobs; /* merge-only strings, one allocation each chunk */
     size_t n_extra_blobs;
-    size_t extra_used;    /* bytes used in the last extra blob */
+    size_t extra_used; /* bytes used in the last extra blob */
     size_t max_token_len;
 
     /* token_to_piece(special = true) of every token, computed at load */
@@ -83,7 +83,7 @@ struct mf_vocab {
     /* special ids (-1 = none) */
     mf_token bos, eos, eot, eom, unk, sep, pad, mask, nl;
     mf_token fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-    uint8_t *is_eog;      /* per token */
+    uint8_t *is_eog; /* per token */
     int32_t n_eog;
 
     /* flags */
@@ -95,19 +95,19 @@ struct mf_vocab {
      * UNKNOWN), longest text first */
     mf_token *special;
     int32_t n_special;
-    uint32_t *sp_first;     /* 65537 offsets into sp_by_prefix, by first two bytes */
-    int32_t *sp_by_prefix;  /* indices into special[] of texts of 2+ bytes */
+    uint32_t *sp_first;    /* 65537 offsets into sp_by_prefix, by first two bytes */
+    int32_t *sp_by_prefix; /* indices into special[] of texts of 2+ bytes */
 
     /* SPM: byte -> token for byte fallback (-1 if none) */
     mf_token byte_token[256];
 
     /* BPE */
     mf_pretok pre;
-    unsigned pre_flags;      /* MF_PT_* of the pre-tokenizer name */
+    unsigned pre_flags; /* MF_PT_* of the pre-tokenizer name */
     mf_merge_slot *merges;
     uint32_t merge_mask;
     uint32_t n_merges;
-    int32_t byte_sym[256];   /* raw byte -> string id of its byte-encoded char (-1 if none) */
+    int32_t byte_sym[256]; /* raw byte -> string id of its byte-encoded char (-1 if none) */
 };
 
 /* ---- internal entry points --------------------------------------------- */

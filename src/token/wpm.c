@@ -26,9 +26,9 @@ static uint32_t first_of_nfd(uint32_t c) {
 }
 
 typedef struct words {
-    char *buf;     /* U+2581 + word, for each word, back to back */
+    char *buf; /* U+2581 + word, for each word, back to back */
     size_t n, cap;
-    size_t *ends;  /* end offset of each word in buf */
+    size_t *ends; /* end offset of each word in buf */
     size_t nw, capw;
     bool oom;
 } words;

@@ -46,9 +46,34 @@ static void put_key(buf *b, const char *k, uint32_t type, uint64_t *nkv) {
 
 /* Random short text from pieces tokenizers care about. */
 static size_t rnd_text(char *out, size_t max_pieces) {
-    static const char *const pieces[] = {"a", "b", "c", "ab", " ", "  ", "\n", "\xe2\x96\x81", "\xc4\xa0", "<", ">",
-                                         "<s>", "</s>", "<0x41>", "<0xZZ>", "<0x", "\xff", "\xc3", "\xc3\xa9", "\xe6\x97\xa5",
-                                         "'s", "1", "23", "\xf0\x9f\xa6\x99", "\xed\xa0\x80", "\xe3\x80\x80", "\x00", "x"};
+    static const char *const pieces[] = {"a",
+                                         "b",
+                                         "c",
+                                         "ab",
+                                         " ",
+                                         "  ",
+                                         "\n",
+                                         "\xe2\x96\x81",
+                                         "\xc4\xa0",
+                                         "<",
+                                         ">",
+                                         "<s>",
+                                         "</s>",
+                                         "<0x41>",
+                                         "<0xZZ>",
+                                         "<0x",
+                                         "\xff",
+                                         "\xc3",
+                                         "\xc3\xa9",
+                                         "\xe6\x97\xa5",
+                                         "'s",
+                                         "1",
+                                         "23",
+                                         "\xf0\x9f\xa6\x99",
+                                         "\xed\xa0\x80",
+                                         "\xe3\x80\x80",
+                                         "\x00",
+                                         "x"};
     size_t n = 0, k = rnd((uint32_t)max_pieces + 1);
     for (size_t i = 0; i < k; i++) {
         const char *p = pieces[rnd(sizeof pieces / sizeof pieces[0])];
@@ -63,8 +88,9 @@ static void one_vocab(int iter) {
     buf b = {0};
     uint64_t nkv = 0;
     static const char *const models[] = {"llama", "gpt2", "bert", "gpt2", "llama"};
-    static const char *const pres[] = {"gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "falcon",
-                                       "starcoder", "default", "gemma4", "tekken", "chameleon", "youtu", ""};
+    static const char *const pres[] = {"gpt-2",     "llama-bpe", "qwen2",   "deepseek-llm", "deepseek-coder",
+                                       "falcon",    "starcoder", "default", "gemma4",       "tekken",
+                                       "chameleon", "youtu",     ""};
     const char *model = models[rnd(5)];
     put_key(&b, "tokenizer.ggml.model", GGUF_STR, &nkv);
     put_str(&b, model, strlen(model));
@@ -128,8 +154,8 @@ static void one_vocab(int iter) {
             put_str(&b, s, l);
         }
     }
-    static const char *const ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-                                      "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+    static const char *const ids[] = {"tokenizer.ggml.bos_token_id",       "tokenizer.ggml.eos_token_id",
+                                      "tokenizer.ggml.unknown_token_id",   "tokenizer.ggml.padding_token_id",
                                       "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eot_token_id"};
     for (int i = 0; i < 6; i++) {
         if (rnd(2)) continue;
@@ -171,7 +197,8 @@ static void one_vocab(int iter) {
             bool add = rnd(2), parse = rnd(2);
             int32_t r = mf_vocab_tokenize(v, text, len, t, 512, add, parse);
             CHECK(r >= 0 || (r == INT32_MIN && mf_last_error()[0]), "iteration %d: tokenize returned %d", iter, r);
-            for (int32_t i = 0; i < r; i++) CHECK(t[i] >= 0 && t[i] < nt, "iteration %d: id %d out of range", iter, t[i]);
+            for (int32_t i = 0; i < r; i++)
+                CHECK(t[i] >= 0 && t[i] < nt, "iteration %d: id %d out of range", iter, t[i]);
             if (r > 0) {
                 char out[4096];
                 int32_t d = mf_vocab_detokenize(v, t, r, out, sizeof out, rnd(2), rnd(2));

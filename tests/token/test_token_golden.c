@@ -63,7 +63,8 @@ static void check_case(const char *json_path, const char *model_dir, int *n_case
         mf_token tok[512];
         int32_t n = mf_vocab_tokenize(v, prompt, strlen(prompt), tok, 512, json_is_true(add_bos), true);
         bool ok = n == (int32_t)json_array_size(want);
-        for (int32_t i = 0; ok && i < n; i++) ok = tok[i] == (mf_token)json_integer_value(json_array_get(want, (size_t)i));
+        for (int32_t i = 0; ok && i < n; i++)
+            ok = tok[i] == (mf_token)json_integer_value(json_array_get(want, (size_t)i));
         CHECK(ok, "%s: prompt \"%s\" tokenizes differently from llama.cpp", json_path, prompt);
         if (!ok) {
             fprintf(stderr, "  got:");
@@ -104,7 +105,8 @@ static void check_case(const char *json_path, const char *model_dir, int *n_case
         bool same2 = nwh >= 0 && (size_t)nwh == ne && memcmp(whole, expect, ne) == 0;
         CHECK(same2, "%s: detokenized greedy continuation differs from greedy_text_hex", json_path);
         /* too small a buffer reports the size needed */
-        if (ne > 0) CHECK(mf_vocab_detokenize(v, seq, ns, whole, 0, false, false) == -(int32_t)ne, "%s: size query", json_path);
+        if (ne > 0)
+            CHECK(mf_vocab_detokenize(v, seq, ns, whole, 0, false, false) == -(int32_t)ne, "%s: size query", json_path);
         free(whole);
         printf("  %-40s prompt %s, pieces %s, detokenize %s\n", json_path + strlen(GOLDEN), ok ? "ok" : "DIFFERS",
                same ? "ok" : "DIFFER", same2 ? "ok" : "DIFFERS");

@@ -24,7 +24,8 @@ int main(void) {
     for (char *line = strtok(cases_txt, "\n"); line && n_cases < 256; line = strtok(NULL, "\n")) {
         size_t hl = strlen(line);
         cases[n_cases] = malloc(hl / 2 + 1);
-        for (size_t i = 0; i + 1 < hl; i += 2) cases[n_cases][i / 2] = (char)(hexval(line[i]) * 16 + hexval(line[i + 1]));
+        for (size_t i = 0; i + 1 < hl; i += 2)
+            cases[n_cases][i / 2] = (char)(hexval(line[i]) * 16 + hexval(line[i + 1]));
         lens[n_cases++] = hl / 2;
     }
     CHECK(n_cases == 64, "64 cases expected, read %d", n_cases);

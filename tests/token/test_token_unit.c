@@ -70,8 +70,8 @@ static void test_empty(void) {
 }
 
 static void test_invalid_utf8_and_specials(void) {
-    static const char in0[] = "\xff\xfe", in1[] = "a\xc3", in2[] = "<s>hello</s>",
-                      in3[] = "<|user|>  hi <|end|>\n", in4[] = " <|endoftext|>x";
+    static const char in0[] = "\xff\xfe", in1[] = "a\xc3", in2[] = "<s>hello</s>", in3[] = "<|user|>  hi <|end|>\n",
+                      in4[] = " <|endoftext|>x";
     loaded spm = load("llama-spm");
     if (spm.v) {
         expect_ids(spm.v, "spm invalid", in0, 2, false, false, IDS(29871, 258, 257));
@@ -182,7 +182,6 @@ static void test_special_ids(void) {
     }
 }
 
-
 /* Special ids, add flags and end-of-generation sets as llama.cpp reports them
  * (llama_vocab_bos/eos/eot/sep/nl/pad/fim_pre/fim_pad/fim_rep/fim_sep, get_add_bos/eos, is_eog). */
 static void test_special_table(void) {
@@ -211,8 +210,10 @@ static void test_special_table(void) {
         loaded l = load(k[i].name);
         if (!l.v) continue;
         const mf_vocab *v = l.v;
-        int32_t got[10] = {v->bos, v->eos, v->eot, v->sep, v->nl, v->pad, v->fim_pre, v->fim_pad, v->fim_rep, v->fim_sep};
-        for (int j = 0; j < 10; j++) CHECK(got[j] == k[i].ids[j], "%s: special id #%d is %d, llama.cpp %d", k[i].name, j, got[j], k[i].ids[j]);
+        int32_t got[10] = {v->bos, v->eos,     v->eot,     v->sep,     v->nl,
+                           v->pad, v->fim_pre, v->fim_pad, v->fim_rep, v->fim_sep};
+        for (int j = 0; j < 10; j++)
+            CHECK(got[j] == k[i].ids[j], "%s: special id #%d is %d, llama.cpp %d", k[i].name, j, got[j], k[i].ids[j]);
         CHECK(v->add_bos == (k[i].add_bos != 0) && v->add_eos == (k[i].add_eos != 0), "%s: add_bos/add_eos", k[i].name);
         int ne = 0;
         while (k[i].eog[ne] != -2) ne++;
@@ -385,25 +386,52 @@ static mf_status load_built(gb *b, mf_vocab **v) {
     return s;
 }
 
-static const char *const k_spm_tokens[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab"};
+static const char *const k_spm_tokens[] = {"<unk>",
+                                           "<s>",
+                                           "</s>",
+                                           "\xe2\x96\x81",
+                                           "a",
+                                           "b",
+                                           "\xe2\x96\x81"
+                                           "a",
+                                           "ab"};
 static const char *const k_bpe_tokens[] = {"a", "b", "ab", "\xc4\xa0", "</s>"};
 static const char *const k_bpe_merges[] = {"a b"};
 
-enum { BREAK_NONE, BREAK_NO_MODEL, BREAK_MODEL, BREAK_TOKENS_TYPE, BREAK_SCORES_SHORT, BREAK_TYPES_TYPE,
-       BREAK_BOS_TYPE, BREAK_BOS_RANGE, BREAK_ADD_BOS_TYPE, BREAK_NO_TOKENS, BREAK_EMPTY_TOKENS, BREAK_TYPES_SHORT };
+enum {
+    BREAK_NONE,
+    BREAK_NO_MODEL,
+    BREAK_MODEL,
+    BREAK_TOKENS_TYPE,
+    BREAK_SCORES_SHORT,
+    BREAK_TYPES_TYPE,
+    BREAK_BOS_TYPE,
+    BREAK_BOS_RANGE,
+    BREAK_ADD_BOS_TYPE,
+    BREAK_NO_TOKENS,
+    BREAK_EMPTY_TOKENS,
+    BREAK_TYPES_SHORT
+};
 
 static mf_status build_spm(int brk, mf_vocab **v) {
     gb b = {0};
     int n = 8;
     if (brk != BREAK_NO_MODEL) kv_str(&b, "tokenizer.ggml.model", brk == BREAK_MODEL ? "t5" : "llama");
-    if (brk == BREAK_TOKENS_TYPE) kv_i32s(&b, "tokenizer.ggml.tokens", n, 0);
-    else if (brk == BREAK_EMPTY_TOKENS) kv_strs(&b, "tokenizer.ggml.tokens", k_spm_tokens, 0);
-    else if (brk != BREAK_NO_TOKENS) kv_strs(&b, "tokenizer.ggml.tokens", k_spm_tokens, n);
+    if (brk == BREAK_TOKENS_TYPE)
+        kv_i32s(&b, "tokenizer.ggml.tokens", n, 0);
+    else if (brk == BREAK_EMPTY_TOKENS)
+        kv_strs(&b, "tokenizer.ggml.tokens", k_spm_tokens, 0);
+    else if (brk != BREAK_NO_TOKENS)
+        kv_strs(&b, "tokenizer.ggml.tokens", k_spm_tokens, n);
     kv_f32s(&b, "tokenizer.ggml.scores", brk == BREAK_SCORES_SHORT ? n - 1 : n);
-    if (brk == BREAK_TYPES_TYPE) kv_f32s(&b, "tokenizer.ggml.token_type", n);
-    else kv_i32s(&b, "tokenizer.ggml.token_type", brk == BREAK_TYPES_SHORT ? 2 : n, 1);
-    if (brk == BREAK_BOS_TYPE) kv_str(&b, "tokenizer.ggml.bos_token_id", "1");
-    else kv_u32(&b, "tokenizer.ggml.bos_token_id", brk == BREAK_BOS_RANGE ? 1000 : 1);
+    if (brk == BREAK_TYPES_TYPE)
+        kv_f32s(&b, "tokenizer.ggml.token_type", n);
+    else
+        kv_i32s(&b, "tokenizer.ggml.token_type", brk == BREAK_TYPES_SHORT ? 2 : n, 1);
+    if (brk == BREAK_BOS_TYPE)
+        kv_str(&b, "tokenizer.ggml.bos_token_id", "1");
+    else
+        kv_u32(&b, "tokenizer.ggml.bos_token_id", brk == BREAK_BOS_RANGE ? 1000 : 1);
     if (brk == BREAK_ADD_BOS_TYPE) kv_bool_as_u32(&b, "tokenizer.ggml.add_bos_token");
     return load_built(&b, v);
 }

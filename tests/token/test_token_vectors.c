@@ -14,17 +14,21 @@
 #define SEP "\n__ggml_vocab_test__\n"
 
 /* Vocabularies the shared folder is known to ship: a missing one is a failure. */
-static const char *const k_required[] = {"baichuan", "bert-bge",  "deepseek-coder", "deepseek-llm", "falcon",
-                                         "gpt-2",    "gpt-neox",  "llama-bpe",      "llama-spm",    "mpt",
-                                         "phi-3",    "qwen2",     "refact",         "starcoder",    NULL};
+static const char *const k_required[] = {"baichuan", "bert-bge", "deepseek-coder", "deepseek-llm", "falcon",
+                                         "gpt-2",    "gpt-neox", "llama-bpe",      "llama-spm",    "mpt",
+                                         "phi-3",    "qwen2",    "refact",         "starcoder",    NULL};
 
 static void print_escaped(FILE *o, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", o);
-        else if (c == '\t') fputs("\\t", o);
-        else if (c < 0x20) fprintf(o, "\\x%02x", c);
-        else fputc(c, o);
+        if (c == '\n')
+            fputs("\\n", o);
+        else if (c == '\t')
+            fputs("\\t", o);
+        else if (c < 0x20)
+            fprintf(o, "\\x%02x", c);
+        else
+            fputc(c, o);
     }
 }
 
