@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,14 +98,19 @@ const qz_ftype *qz_ftype_find(const char *name) {
     return NULL;
 }
 
+static char g_names[256];
+static pthread_once_t g_names_once = PTHREAD_ONCE_INIT;
+
+static void build_names(void) {
+    size_t o = 0;
+    for (size_t i = 0; i < N_FTYPES; i++)
+        o += (size_t)snprintf(g_names + o, sizeof g_names - o, "%s%s", i ? ", " : "", g_ftypes[i].name);
+}
+
+/* built once from the table, so the list in messages cannot drift from it */
 const char *qz_ftype_names(void) {
-    static char buf[256];
-    if (!buf[0]) {
-        size_t o = 0;
-        for (size_t i = 0; i < N_FTYPES; i++)
-            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", g_ftypes[i].name);
-    }
-    return buf;
+    pthread_once(&g_names_once, build_names);
+    return g_names;
 }
 
 bool qz_type_is_quantized(mf_type t) {
