@@ -688,7 +688,7 @@ mf_status mf_vocab_load(const gguf_file *f, mf_vocab **out) {
         if (!get_str(f, "general.name", false, &gs, &found) && found) copy_name(name, sizeof name, gs);
         if (!get_str(f, "general.architecture", false, &gs, &found) && found) copy_name(arch, sizeof arch, gs);
         mf_err_clear();
-        const char *pre_raw = v->pre_name;
+        const char *pre_raw = pre_buf; /* the name as stored, whatever the tokenizer kind */
         if (strstr(pre_raw, "jina-v2-de") || strstr(pre_raw, "jina-v2-es") || strstr(pre_raw, "jina-v2-code") ||
             strstr(arch, "nomic-bert-moe") || strstr(arch, "jina-bert-v3")) {
             set_attr_by_text(v, "<mask>", MF_TATTR_LSTRIP, true);
