@@ -1,6 +1,7 @@
 /* backend.c - the CPU backend's op table, construction and teardown. */
 #include "cpu/cpu.h"
 #include "core/alloc.h"
+#include "cpu/features.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@ static const mf_backend_ops g_cpu_ops = {
     .rope = mf_cpu_rope,
     .glu = mf_cpu_glu,
     .kv_store = mf_cpu_kv_store,
+    .kv_read = mf_cpu_kv_read,
+    .kv_write = mf_cpu_kv_write,
     .attention = mf_cpu_attention,
     .download = cpu_download,
 };
@@ -77,7 +80,10 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     cpu->max_ctx = max_ctx;
     if (!cpu->act_buf) goto fail;
-    if (verbose) fprintf(stderr, "minfer: cpu backend, %d threads, scalar kernels\n", cpu->n_threads);
+    /* once per process: the SIMD level's kernels replace the references in
+     * the traits table (bitwise-equal results, so contexts never disagree) */
+    mf_cpu_init();
+    if (verbose) fprintf(stderr, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
     return &cpu->base;
 fail:
     cpu_destroy(&cpu->base);

@@ -177,10 +177,13 @@ void mf_ref_to_float_q3_k(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* Per super-block: isum = sum of (sc - 32) * q * a over the 256 elements,
- * exact in int32, then sum += (dx * dy) * isum: one float per super-block in
- * super-block order (lanes.h). ggml's scalar kernel spreads this over 8 float
- * lanes by element index mod 8, a shape no int8 SIMD dot can keep. */
+/* Per super-block: isum = sum of (sc - 32) * (q - 4) * a over the 256
+ * elements, exact in int32, then sum += (dx * dy) * isum: one float per
+ * super-block in super-block order (lanes.h). ggml's scalar kernel spreads
+ * this over 8 float lanes by element index mod 8, a shape no int8 SIMD dot
+ * can keep. The level offset 4 goes through the activation's 16-element sums
+ * (sum of (q - 4) * a = sum of q * a - 4 * bsum), as Q2_K's mins do, so SIMD
+ * kernels multiply unsigned levels 0..7. */
 void mf_ref_vec_dot_q3_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q3_K *x = vx;
     const block_q8_K *y = vy;
@@ -191,8 +194,8 @@ void mf_ref_vec_dot_q3_k_q8_k(int n, float *s, const void *vx, const void *vy) {
         int isum = 0;
         for (int j = 0; j < QK_K / 16; j++) {
             int sub = 0;
-            for (int i = 0; i < 16; i++) sub += q3k_value(&x[b], 16 * j + i) * y[b].qs[16 * j + i];
-            isum += (sc[j] - 32) * sub;
+            for (int i = 0; i < 16; i++) sub += (q3k_value(&x[b], 16 * j + i) + 4) * y[b].qs[16 * j + i];
+            isum += (sc[j] - 32) * (sub - 4 * y[b].bsums[j]);
         }
         const float d = mf_fp16_to_fp32(x[b].d) * y[b].d;
         sum += d * (float)isum;

@@ -264,7 +264,9 @@ void mf_ref_to_float_q6_k(const void *vx, float *y, int64_t n) {
 }
 
 /* Per super-block: isum = sum of sc * (q - 32) * a (exact int32), then
- * sum += (dx * dy) * isum, one float per super-block (lanes.h). */
+ * sum += (dx * dy) * isum, one float per super-block (lanes.h). The offset 32
+ * goes through the activation's 16-element sums (sum of (q - 32) * a =
+ * sum of q * a - 32 * bsum), so SIMD kernels multiply unsigned levels 0..63. */
 void mf_ref_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
@@ -273,8 +275,8 @@ void mf_ref_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy) {
         int isum = 0;
         for (int j = 0; j < QK_K / 16; j++) {
             int sub = 0;
-            for (int i = 0; i < 16; i++) sub += q6k_value(&x[b], 16 * j + i) * y[b].qs[16 * j + i];
-            isum += x[b].scales[j] * sub;
+            for (int i = 0; i < 16; i++) sub += (q6k_value(&x[b], 16 * j + i) + 32) * y[b].qs[16 * j + i];
+            isum += x[b].scales[j] * (sub - 32 * y[b].bsums[j]);
         }
         const float d = mf_fp16_to_fp32(x[b].d) * y[b].d;
         sum += d * (float)isum;

@@ -1,0 +1,136 @@
+/* dot_float_avx2.c - AVX2/FMA dots of F32, F16 and BF16 rows, bitwise equal to
+ * the references: 64 float lanes (F32, F16) or 32 double lanes (BF16) in the
+ * layout of quant/lanes.h, held as eight 8-float (4-double) accumulators, and
+ * folded in the same pairwise order.
+ *
+ * A tail shorter than a full 64 (32) element step is copied into a zeroed
+ * buffer and run as one more step: its zero products add +0 to lanes that
+ * have no element, which leaves them unchanged (a lane is never -0). */
+#include "cpu/kernels.h"
+#include "cpu/simd_avx2.h"
+#include "quant/lanes.h"
+
+static void dot_f32(int n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    float tx[MF_FDOT_LANES], ty[MF_FDOT_LANES];
+    int i = 0;
+    for (;;) {
+        const float *px = x + i, *py = y + i;
+        if (i + MF_FDOT_LANES > n) {
+            if (i == n) break;
+            memset(tx, 0, sizeof tx);
+            memset(ty, 0, sizeof ty);
+            memcpy(tx, px, (size_t)(n - i) * sizeof(float));
+            memcpy(ty, py, (size_t)(n - i) * sizeof(float));
+            px = tx;
+            py = ty;
+            i = n - MF_FDOT_LANES; /* so that the step below ends the loop */
+        }
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 0), _mm256_loadu_ps(py + 0), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 8), _mm256_loadu_ps(py + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 16), _mm256_loadu_ps(py + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 24), _mm256_loadu_ps(py + 24), a3);
+        a4 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 32), _mm256_loadu_ps(py + 32), a4);
+        a5 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 40), _mm256_loadu_ps(py + 40), a5);
+        a6 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 48), _mm256_loadu_ps(py + 48), a6);
+        a7 = _mm256_fmadd_ps(_mm256_loadu_ps(px + 56), _mm256_loadu_ps(py + 56), a7);
+        i += MF_FDOT_LANES;
+    }
+    /* fold 64 -> 8 lanes: +32, +16, +8 (register k holds lanes 8k..8k+7) */
+    a0 = _mm256_add_ps(a0, a4);
+    a1 = _mm256_add_ps(a1, a5);
+    a2 = _mm256_add_ps(a2, a6);
+    a3 = _mm256_add_ps(a3, a7);
+    a0 = _mm256_add_ps(a0, a2);
+    a1 = _mm256_add_ps(a1, a3);
+    *s = mf_fold8_ps(_mm256_add_ps(a0, a1));
+}
+
+static inline __m256 ld_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+static void dot_f16(int n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    uint16_t tx[MF_FDOT_LANES], ty[MF_FDOT_LANES];
+    int i = 0;
+    for (;;) {
+        const uint16_t *px = x + i, *py = y + i;
+        if (i + MF_FDOT_LANES > n) {
+            if (i == n) break;
+            memset(tx, 0, sizeof tx);
+            memset(ty, 0, sizeof ty);
+            memcpy(tx, px, (size_t)(n - i) * 2);
+            memcpy(ty, py, (size_t)(n - i) * 2);
+            px = tx;
+            py = ty;
+            i = n - MF_FDOT_LANES;
+        }
+        /* products of halves are exact, so the FMA equals the reference's mul + add */
+        a0 = _mm256_fmadd_ps(ld_f16(px + 0), ld_f16(py + 0), a0);
+        a1 = _mm256_fmadd_ps(ld_f16(px + 8), ld_f16(py + 8), a1);
+        a2 = _mm256_fmadd_ps(ld_f16(px + 16), ld_f16(py + 16), a2);
+        a3 = _mm256_fmadd_ps(ld_f16(px + 24), ld_f16(py + 24), a3);
+        a4 = _mm256_fmadd_ps(ld_f16(px + 32), ld_f16(py + 32), a4);
+        a5 = _mm256_fmadd_ps(ld_f16(px + 40), ld_f16(py + 40), a5);
+        a6 = _mm256_fmadd_ps(ld_f16(px + 48), ld_f16(py + 48), a6);
+        a7 = _mm256_fmadd_ps(ld_f16(px + 56), ld_f16(py + 56), a7);
+        i += MF_FDOT_LANES;
+    }
+    a0 = _mm256_add_ps(a0, a4);
+    a1 = _mm256_add_ps(a1, a5);
+    a2 = _mm256_add_ps(a2, a6);
+    a3 = _mm256_add_ps(a3, a7);
+    a0 = _mm256_add_ps(a0, a2);
+    a1 = _mm256_add_ps(a1, a3);
+    *s = mf_fold8_ps(_mm256_add_ps(a0, a1));
+}
+
+/* 8 bf16 -> 8 floats (a bf16 is the top half of a float) -> 2 x 4 doubles */
+static inline void ld_bf16(const uint16_t *p, __m256d *lo, __m256d *hi) {
+    const __m256 f =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    *lo = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+    *hi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+}
+
+static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m256d a[8];
+    for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_pd();
+    uint16_t tx[MF_DDOT_LANES], ty[MF_DDOT_LANES];
+    int i = 0;
+    for (;;) {
+        const uint16_t *px = x + i, *py = y + i;
+        if (i + MF_DDOT_LANES > n) {
+            if (i == n) break;
+            memset(tx, 0, sizeof tx);
+            memset(ty, 0, sizeof ty);
+            memcpy(tx, px, (size_t)(n - i) * 2);
+            memcpy(ty, py, (size_t)(n - i) * 2);
+            px = tx;
+            py = ty;
+            i = n - MF_DDOT_LANES;
+        }
+        /* the product of two bf16 is exact in double: FMA = mul + add */
+        for (int k = 0; k < 4; k++) {
+            __m256d xl, xh, yl, yh;
+            ld_bf16(px + 8 * k, &xl, &xh);
+            ld_bf16(py + 8 * k, &yl, &yh);
+            a[2 * k] = _mm256_fmadd_pd(xl, yl, a[2 * k]);
+            a[2 * k + 1] = _mm256_fmadd_pd(xh, yh, a[2 * k + 1]);
+        }
+        i += MF_DDOT_LANES;
+    }
+    /* 32 -> 4 double lanes: +16, +8, +4 (register k holds lanes 4k..4k+3) */
+    for (int k = 0; k < 4; k++) a[k] = _mm256_add_pd(a[k], a[k + 4]);
+    a[0] = _mm256_add_pd(a[0], a[2]);
+    a[1] = _mm256_add_pd(a[1], a[3]);
+    *s = (float)mf_fold4_pd(_mm256_add_pd(a[0], a[1]));
+}
+
+void mf_cpu_reg_dot_float_avx2(mf_type_traits *tab) {
+    tab[MF_TYPE_F32].vec_dot = dot_f32;
+    tab[MF_TYPE_F16].vec_dot = dot_f16;
+    tab[MF_TYPE_BF16].vec_dot = dot_bf16;
+}

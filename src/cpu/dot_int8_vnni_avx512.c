@@ -1,0 +1,3 @@
+/* dot_int8_vnni_avx512.c - placeholder. */
+#include "cpu/kernels.h"
+void mf_cpu_reg_dot_int8_vnni_avx512(mf_type_traits *tab) { (void)tab; }

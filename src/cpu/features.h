@@ -1,0 +1,62 @@
+/* features.h - CPU feature detection and the run-time choice of SIMD kernels.
+ *
+ * Levels are cumulative: AVX-512 VNNI implies AVX-512 implies AVX2. Every
+ * fast kernel equals the scalar reference bit for bit (quant/lanes.h says how
+ * the float orders are fixed), so the level changes speed, never results.
+ *
+ *   MINFER_NO_AVX512=1  caps the level at AVX2
+ *   MINFER_NO_AVX2=1    caps it at scalar
+ *   MINFER_NO_VNNI=1    uses AVX-512 without the VNNI instructions
+ * (read once, by mf_cpu_init). */
+#ifndef MF_CPU_FEATURES_H
+#define MF_CPU_FEATURES_H
+
+#include <stdint.h>
+
+#include "quant/types.h"
+
+/* Feature bits, each set only when the OS also saves the registers it needs. */
+enum {
+    MF_CPUF_AVX2 = 1u << 0,
+    MF_CPUF_FMA = 1u << 1,
+    MF_CPUF_F16C = 1u << 2,
+    MF_CPUF_BMI2 = 1u << 3,
+    MF_CPUF_AVX512F = 1u << 4,
+    MF_CPUF_AVX512BW = 1u << 5,
+    MF_CPUF_AVX512VL = 1u << 6,
+    MF_CPUF_AVX512DQ = 1u << 7,
+    MF_CPUF_AVX512VNNI = 1u << 8,
+    MF_CPUF_AVX512BF16 = 1u << 9,
+};
+
+typedef enum mf_cpu_level {
+    MF_CPU_SCALAR = 0,
+    MF_CPU_AVX2 = 1,        /* AVX2 + FMA + F16C + BMI2 */
+    MF_CPU_AVX512 = 2,      /* + AVX-512 F/BW/VL/DQ */
+    MF_CPU_AVX512_VNNI = 3, /* + AVX-512 VNNI */
+    MF_CPU_LEVELS = 4,
+} mf_cpu_level;
+
+/* CPUID + XGETBV, computed once. */
+uint32_t mf_cpu_features(void);
+/* The highest level this CPU and OS support (environment not consulted). */
+mf_cpu_level mf_cpu_level_supported(void);
+/* Chooses the level (supported, capped by the environment) and installs its
+ * kernels into the live traits table, once per process (pthread_once);
+ * returns the level in use. Safe to call from several threads. */
+mf_cpu_level mf_cpu_init(void);
+/* "scalar", "AVX2", "AVX-512", "AVX-512 VNNI". */
+const char *mf_cpu_level_name(mf_cpu_level level);
+
+/* The traits of `type` as level `level` would install them: that level's
+ * kernels where they exist, the next lower level's otherwise, down to the
+ * references. NULL when the type has no kernels or the CPU lacks the level.
+ * For tests and benchmarks that compare levels in one process. */
+const mf_type_traits *mf_cpu_traits_for_level(int type, mf_cpu_level level);
+
+/* What mf_cpu_init chose, as the backend prints it with --verbose:
+ * "AVX-512 VNNI kernels", or "AVX2 kernels (MINFER_NO_AVX512 set; the CPU has
+ * AVX-512 VNNI)" when the environment lowered the level. */
+const char *mf_cpu_kernels_note(void);
+
+#endif

@@ -1,0 +1,3 @@
+/* quantize_avx512.c - placeholder. */
+#include "cpu/kernels.h"
+void mf_cpu_reg_quantize_avx512(mf_type_traits *tab) { (void)tab; }
