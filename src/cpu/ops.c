@@ -139,10 +139,21 @@ static void rope_fn(void *arg, int ith, int nth) {
     for (long ti = t0; ti < t1; ti++) {
         float theta = (float)t->pos[ti];
         const float *ff = t->p->freq_factors;
+        const mf_rope_params *rp = t->p;
         for (int i = 0; i < n_rot; i += 2) {
-            const float th = t->p->freq_scale * (ff ? theta / ff[i / 2] : theta);
-            cs[i] = cosf(th);
-            cs[i + 1] = sinf(th);
+            /* ggml's rope_yarn: the extrapolated angle, its interpolation by
+             * freq_scale, and (YaRN) a ramp between them across dimensions */
+            const float th_ext = ff ? theta / ff[i / 2] : theta;
+            const float th_int = rp->freq_scale * th_ext;
+            float th = th_int, mscale = rp->attn_factor;
+            if (rp->ext_factor != 0.0f) {
+                float y = ((float)(i / 2) - rp->corr_dims[0]) / fmaxf(0.001f, rp->corr_dims[1] - rp->corr_dims[0]);
+                const float ramp = (1 - fminf(1, fmaxf(0, y))) * rp->ext_factor;
+                th = th_int * (1 - ramp) + th_ext * ramp;
+                mscale *= 1.0f + 0.1f * logf(1.0f / rp->freq_scale);
+            }
+            cs[i] = cosf(th) * mscale;
+            cs[i + 1] = sinf(th) * mscale;
             theta *= theta_scale;
         }
         for (int h = 0; h < t->n_head; h++) {

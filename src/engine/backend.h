@@ -21,6 +21,10 @@ typedef struct mf_rope_params {
     float base;
     float freq_scale; /* linear position scaling */
     const float *freq_factors; /* n_rot/2 divisors of the frequencies (Llama 3.1 rope_freqs), or NULL */
+    /* YaRN: blend interpolated and extrapolated angles between corr_dims, scale cos/sin */
+    float ext_factor;  /* 0 = off */
+    float attn_factor; /* magnitude scale of cos/sin (1 = none) */
+    float corr_dims[2];
 } mf_rope_params;
 
 typedef struct mf_attn_params {
@@ -84,6 +88,13 @@ typedef struct mf_backend_ops {
     void (*glu)(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
     /* write k/v rows of n_tok tokens at positions pos0.. into layer's cache */
     void (*kv_store)(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
+    /* raw cache bytes of positions [pos0, pos0+n) of one layer, in the cache
+     * type: the n K rows, then the n V rows; dst NULL only counts. Returns the
+     * byte count. Sessions save and restore the cache through this pair, so a
+     * restored cache is bitwise the saved one whatever the device. */
+    size_t (*kv_read)(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst);
+    /* the inverse: overwrite those rows from bytes laid out as kv_read gives them */
+    void (*kv_write)(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src);
     /* causal attention of n_tok queries at positions pos0.. over cache[0, pos0+n_tok) */
     void (*attention)(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
                       float *out);

@@ -49,7 +49,8 @@ static void attention_block(mf_context *ctx, int il, int n) {
     }
     if (m->arch->rope != MF_ROPE_NONE) {
         mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
-                             m->rope_freqs ? (const float *)m->rope_freqs->data : NULL};
+                             m->rope_freqs ? (const float *)m->rope_freqs->data : NULL,
+                             hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
         op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, ctx->pos, &rp);
         op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, ctx->pos, &rp);
     }

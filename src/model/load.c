@@ -64,13 +64,40 @@ static mf_status load_rope(mf_model *m) {
     if (lin > 0) hp->rope_scale = 1.0f / lin;
     char stype[64] = "";
     if ((s = gguf_get_str(f, akey(m, "rope.scaling.type"), false, stype, sizeof stype))) return s;
+    const bool yarn = !strcmp(stype, "yarn");
     if (stype[0] && strcmp(stype, "none") != 0) {
-        if (strcmp(stype, "linear") != 0)
-            return mf_err(MF_ERR_UNSUPPORTED, "%s: RoPE scaling type '%s' is not supported yet (linear is)", f->path, stype);
+        if (strcmp(stype, "linear") != 0 && !yarn)
+            return mf_err(MF_ERR_UNSUPPORTED, "%s: RoPE scaling type '%s' is not supported (linear and yarn are)", f->path, stype);
         float factor = 0;
         if ((s = gguf_get_f32(f, akey(m, "rope.scaling.factor"), false, &factor))) return s;
         if (factor > 0) hp->rope_scale = 1.0f / factor;
+    } else if (stype[0]) {
+        hp->rope_scale = 1.0f; /* "none" never scales, whatever scale_linear says */
     }
+    /* YaRN as llama.cpp applies it: extrapolation factor 1, magnitude
+     * (1 + 0.1 ln factor) folded with the attention factor so that, without
+     * a log multiplier, cos/sin keep unit magnitude */
+    hp->yarn_ext_factor = yarn ? 1.0f : 0.0f;
+    if ((s = gguf_get_f32(f, akey(m, "rope.scaling.yarn_ext_factor"), false, &hp->yarn_ext_factor))) return s;
+    float rope_attn = 1.0f, log_mul = 0.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+    uint32_t orig_ctx = hp->n_ctx_train;
+    if ((s = gguf_get_f32(f, akey(m, "rope.scaling.attn_factor"), false, &rope_attn))) return s;
+    if ((s = gguf_get_f32(f, akey(m, "rope.scaling.yarn_log_multiplier"), false, &log_mul))) return s;
+    if ((s = gguf_get_f32(f, akey(m, "rope.scaling.yarn_beta_fast"), false, &beta_fast))) return s;
+    if ((s = gguf_get_f32(f, akey(m, "rope.scaling.yarn_beta_slow"), false, &beta_slow))) return s;
+    if ((s = gguf_get_u32(f, akey(m, "rope.scaling.original_context_length"), false, &orig_ctx))) return s;
+    hp->yarn_attn_factor = 1.0f;
+    if (hp->yarn_ext_factor != 0.0f) {
+        const float factor = 1.0f / hp->rope_scale;
+        const float ms = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+        float attn = ms;
+        if (log_mul != 0.0f) {
+            const float ms_all = factor <= 1.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
+            attn = ms / ms_all;
+        }
+        hp->yarn_attn_factor = attn / (1.0f + 0.1f * logf(factor));
+    }
+    hp->yarn_attn_factor *= rope_attn;
     if (!(hp->rope_base > 0) || !(hp->rope_base_swa > 0) || !(hp->rope_scale > 0) || !isfinite(hp->rope_base))
         return mf_err(MF_ERR_FORMAT, "%s: invalid RoPE parameters (base %g, scale %g)", f->path, hp->rope_base, hp->rope_scale);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -78,6 +105,13 @@ static mf_status load_rope(mf_model *m) {
         bool own = m->arch->swa_own_rope && L->swa;
         L->rope_base = own ? hp->rope_base_swa : hp->rope_base;
         L->rope_scale = own ? 1.0f : hp->rope_scale;
+        /* dims where the rotation is slow enough (beta_slow) or fast enough
+         * (beta_fast) relative to the original context to interpolate or keep */
+        const float nr = (float)hp->n_rot, two_pi = 6.283185307179586f;
+        float lo = floorf(nr * logf((float)orig_ctx / (beta_fast * two_pi)) / (2 * logf(L->rope_base)));
+        float hi = ceilf(nr * logf((float)orig_ctx / (beta_slow * two_pi)) / (2 * logf(L->rope_base)));
+        L->yarn_corr[0] = lo > 0 ? lo : 0;
+        L->yarn_corr[1] = hi < nr - 1 ? hi : nr - 1;
     }
     return MF_OK;
 }
@@ -368,7 +402,8 @@ static void describe_traits(mf_model *m) {
         trait(m, "sliding window %u on %u of %u layers", hp->n_swa, n_swa_layers, hp->n_layer);
     }
     if (m->arch->rope != MF_ROPE_NONE) trait(m, "RoPE base %g%s", hp->rope_base, m->rope_freqs ? " with rope_freqs factors" : "");
-    if (hp->rope_scale != 1.0f) trait(m, "linear RoPE scaling x%g", 1.0f / hp->rope_scale);
+    if (hp->rope_scale != 1.0f)
+        trait(m, "%s RoPE scaling x%g", hp->yarn_ext_factor != 0.0f ? "YaRN" : "linear", 1.0f / hp->rope_scale);
     if (hp->attn_softcap > 0) trait(m, "attention soft-cap %g", hp->attn_softcap);
     if (hp->final_softcap > 0) trait(m, "final logit soft-cap %g", hp->final_softcap);
     if (hp->embd_scale != 1.0f && !m->arch->embd_scale) trait(m, "embedding scale %g", hp->embd_scale);

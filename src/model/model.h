@@ -35,6 +35,7 @@ typedef struct mf_layer {
     bool swa;            /* this layer uses the sliding window */
     float rope_base;     /* RoPE frequency base for this layer */
     float rope_scale;    /* linear frequency scale (1 = none) */
+    float yarn_corr[2];  /* YaRN correction dims for this layer's base */
 } mf_layer;
 
 typedef struct mf_hparams {
@@ -50,7 +51,9 @@ typedef struct mf_hparams {
     uint32_t n_rot;       /* rotated dimensions per head */
     float norm_eps;
     float rope_base;
-    float rope_scale;     /* linear scaling: positions are multiplied by this */
+    float rope_scale;     /* frequency scale: 1 / scaling factor (linear and YaRN) */
+    float yarn_ext_factor;  /* 0 = no YaRN */
+    float yarn_attn_factor; /* cos/sin magnitude (YaRN's mscale correction) */
     uint32_t n_expert, n_expert_used;
     uint32_t n_ff_exp, n_ff_shexp; /* expert / shared-expert FFN widths */
     bool moe_norm_topk;   /* renormalise the k selected weights to sum 1 */
