@@ -290,6 +290,87 @@ const char *mf_quantize_type_names(void);
 
 /* ==== end of quantize =================================================== */
 
+/* ==== synth ==============================================================
+ * Writes a model of a real shape with random weights, for benchmarks (speed
+ * does not depend on what the weights say). A preset holds one real model's
+ * hyperparameters and tensor shapes ("qwen2.5-0.5b", "llama-3.2-1b",
+ * "qwen3-4b", "llama-3-8b", and small ones for tests). Weights are generated
+ * tensor by tensor from the seed (same seed and type, same bytes, whatever the
+ * thread count) and converted with mf_quantize's per-tensor rules for the
+ * type (llama-quantize's mixtures and fallbacks) and its reference
+ * quantizers, streaming: memory stays around one chunk of one tensor. The
+ * vocabulary is generated (SentencePiece-style, the preset's real size) or
+ * copied from a GGUF (every tokenizer.* key). The output is written to a
+ * temporary file and renamed into place, so a failure never leaves a partial
+ * file. */
+
+typedef enum mf_synth_event {
+    MF_SYNTH_PLAN,  /* before writing: tensor `index` will have `type` and shape n_dims/ne (once per tensor) */
+    MF_SYNTH_NOTE,  /* before writing: a remark in `message` (a fallback type, a padded vocabulary) */
+    MF_SYNTH_CHUNK, /* while writing: rows of tensor `index` were written; tensor_done on its last chunk */
+} mf_synth_event;
+
+typedef struct mf_synth_progress {
+    mf_synth_event event;
+    int64_t     index;      /* tensor position in the file (-1 for a note about no tensor) */
+    int64_t     n_tensors;
+    const char *name;       /* tensor name, or NULL */
+    const char *type;       /* tensor type written ("q4_K"), or NULL */
+    uint32_t    n_dims;
+    int64_t     ne[4];      /* ne[0] is the row length; unused dims are 1 */
+    bool        tensor_done;
+    uint64_t    done;       /* weights written so far, all tensors */
+    uint64_t    total;      /* weights in all */
+    const char *message;    /* MF_SYNTH_NOTE: one line, no newline; else NULL */
+} mf_synth_progress;
+
+/* Return false to cancel: mf_synth then fails (MF_ERR_INVALID_ARG,
+ * "cancelled") and writes nothing. Called on the thread of mf_synth. */
+typedef bool (*mf_synth_progress_fn)(const mf_synth_progress *p, void *ud);
+
+typedef struct mf_synth_params {
+    const char *preset;      /* a name from mf_synth_preset_names() */
+    const char *type;        /* any name mf_quantize accepts ("Q4_K_M", "q8_0", "F16", "F32") */
+    uint64_t    seed;
+    const char *vocab_path;  /* NULL: generate a vocabulary; else copy its tokenizer.* keys. It may
+                                have fewer tokens than the preset (padded with unused "[PADn]"
+                                tokens, so the shapes stay real), not more. */
+    int32_t     n_threads;   /* 0 = number of online CPUs */
+    bool        dry_run;     /* plan (PLAN and NOTE events, result with file_size) but write nothing */
+    mf_synth_progress_fn progress; /* NULL: no events */
+    void       *progress_ud;
+} mf_synth_params;
+
+typedef struct mf_synth_result {
+    const char *arch;        /* general.architecture written ("qwen2") */
+    int64_t  n_tensors;
+    int64_t  n_fallback;     /* tensors whose rows did not fit the mixture's type (llama-quantize's fallbacks) */
+    uint64_t n_params;       /* weights in all tensors */
+    uint64_t bytes;          /* tensor data */
+    uint64_t file_size;
+    int32_t  file_type;      /* general.file_type written */
+    int32_t  n_vocab;        /* tokens in the file's vocabulary (= the embedding's rows) */
+    int32_t  n_vocab_source; /* tokens the copied vocabulary had before padding (= n_vocab otherwise) */
+    double   seconds;
+} mf_synth_result;
+
+/* seed 1, type "Q4_K_M", everything else 0 / NULL (preset must be set). */
+mf_synth_params mf_synth_default_params(void);
+
+/* Writes the model to `out_path` (ignored, and may be NULL, with dry_run).
+ * Errors: unknown preset or type (the message lists the valid ones), a
+ * vocabulary file that is missing, unusable or larger than the preset's
+ * vocabulary, I/O failures. `result` may be NULL. */
+mf_status mf_synth(const mf_synth_params *params, const char *out_path, mf_synth_result *result);
+
+/* The preset names, ", "-separated ("tiny, tiny-qwen2, ..."). */
+const char *mf_synth_preset_names(void);
+/* One line about preset i (0, 1, ...): name, architecture, shape and where
+ * its numbers come from; NULL past the last one. */
+const char *mf_synth_preset_desc(int i);
+
+/* ==== end of synth ====================================================== */
+
 /* ==== chat templates ====================================================
  * Renders a model's Jinja chat template (tokenizer.chat_template) exactly as
  * Hugging Face transformers does (jinja2 sandbox, trim_blocks, lstrip_blocks,
@@ -330,6 +411,42 @@ mf_status mf_chat_template_from_gguf(const char *path, char **out, const char **
 const char *mf_chat_template_chatml(void);
 
 /* ==== end of chat templates ============================================= */
+
+/* ==== sessions ==========================================================
+ * Saves what a context has computed - the KV rows of its cached positions,
+ * the last logits, the caller's token ids for those positions and a blob of
+ * the caller's own (the chat tool keeps its conversation there) - and loads
+ * it back into a context of the same model and KV type, so work resumes with
+ * nothing to recompute: after a load, mf_get_logits(ctx, -1) and every later
+ * mf_decode give bitwise what the saving context would have given.
+ *
+ * File: a 128-byte header (magic "MINFERST", version, model identity = GGUF
+ * file size + a 64-bit hash of its header, metadata and tensor table, KV type
+ * and row shape, n_ctx, n_past, sizes, a checksum of the header), then the
+ * payload (tokens, logits, KV rows layer by layer, user blob) and its
+ * checksum. Loading checks all of it before the context is touched: a file of
+ * another model or KV type, one longer than the context, or one truncated or
+ * altered is refused with a message saying which, and the context stays as it
+ * was. The checksums catch damage, not a forger. Saving writes a temporary
+ * file next to `path` and renames it into place, so a failure never leaves a
+ * partial file and never clobbers the previous one. */
+
+/* tokens: the ids of the cached positions (n_tokens == mf_context_n_past), or
+ * NULL with n_tokens 0 to store none. user/user_len: any bytes, or NULL/0. */
+mf_status mf_state_save(const mf_context *ctx, const char *path, const mf_token *tokens, uint32_t n_tokens,
+                        const void *user, size_t user_len);
+/* Replaces the context's cache and logits with the file's. Each out pointer
+ * may be NULL; otherwise *tokens and *user are malloc'd (free() them; NULL
+ * when the file holds none), and *user has a NUL after its user_len bytes. */
+mf_status mf_state_load(mf_context *ctx, const char *path, mf_token **tokens, uint32_t *n_tokens, void **user,
+                        size_t *user_len);
+/* The same in memory: *out is a malloc'd image of the file (free() it). */
+mf_status mf_state_save_buffer(const mf_context *ctx, const mf_token *tokens, uint32_t n_tokens, const void *user,
+                               size_t user_len, void **out, size_t *out_len);
+mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_token **tokens, uint32_t *n_tokens,
+                               void **user, size_t *user_len);
+
+/* ==== end of sessions =================================================== */
 
 #ifdef __cplusplus
 }

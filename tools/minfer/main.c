@@ -16,6 +16,7 @@ static const struct {
     {"template", cmd_template, "render a chat template over a conversation"},
     {"bench", cmd_bench, "measure prefill and decode speed (llama-bench style)"},
     {"quantize", cmd_quantize, "convert a model's weights to another type, as llama-quantize does"},
+    {"synth", cmd_synth, "write a random-weight model of a real shape, for benchmarks"},
 };
 
 static void usage(FILE *f) {
