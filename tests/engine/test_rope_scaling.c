@@ -1,5 +1,5 @@
 /* test_rope_scaling.c - YaRN and Llama-3.1 rope_freqs against llama.cpp.
- * Builds the variants described in data/*.json from zoo models with the GGUF
+ * Builds the variants described in data/<name>.json from zoo models with the GGUF
  * writer (temp files), runs one batched forward with an f32 KV cache, and
  * compares the stored slice of llama.cpp's logits (data/README.md) within
  * 0.01, the zoo tolerance for float weights. */
