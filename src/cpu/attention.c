@@ -66,6 +66,26 @@ void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, 
     }
 }
 
+/* Rows are contiguous per layer, so a range of positions is one block of K
+ * bytes and one of V bytes; the caller (engine/session.c) checked the range. */
+size_t mf_cpu_kv_read(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    const size_t kb = (size_t)n * cpu->k_row_bytes, vb = (size_t)n * cpu->v_row_bytes;
+    if (dst && n) {
+        memcpy(dst, cpu->k[layer] + (size_t)pos0 * cpu->k_row_bytes, kb);
+        memcpy((uint8_t *)dst + kb, cpu->v[layer] + (size_t)pos0 * cpu->v_row_bytes, vb);
+    }
+    return kb + vb;
+}
+
+void mf_cpu_kv_write(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    const size_t kb = (size_t)n * cpu->k_row_bytes, vb = (size_t)n * cpu->v_row_bytes;
+    if (!n) return;
+    memcpy(cpu->k[layer] + (size_t)pos0 * cpu->k_row_bytes, src, kb);
+    memcpy(cpu->v[layer] + (size_t)pos0 * cpu->v_row_bytes, (const uint8_t *)src + kb, vb);
+}
+
 typedef struct attn_task {
     mf_cpu *cpu;
     int layer;

@@ -59,6 +59,8 @@ static const mf_backend_ops g_cpu_ops = {
     .rope = mf_cpu_rope,
     .glu = mf_cpu_glu,
     .kv_store = mf_cpu_kv_store,
+    .kv_read = mf_cpu_kv_read,
+    .kv_write = mf_cpu_kv_write,
     .attention = mf_cpu_attention,
     .download = cpu_download,
 };

@@ -37,6 +37,8 @@ void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint
                       float *out);
 void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
 mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *desc);
+size_t mf_cpu_kv_read(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst);
+void mf_cpu_kv_write(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src);
 size_t mf_cpu_attn_scratch_floats(int head_dim_k, int head_dim_v);
 
 void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);

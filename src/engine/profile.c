@@ -111,6 +111,14 @@ static void p_glu(mf_backend *be, mf_ffn_type act, const float *g, const float *
 static void p_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0) {
     TIMED(be, "kv_store", INNER(be)->ops->kv_store(INNER(be), layer, k, v, n_tok, pos0));
 }
+static size_t p_kv_read(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst) {
+    size_t r;
+    TIMED(be, "kv_read", r = INNER(be)->ops->kv_read(INNER(be), layer, pos0, n, dst));
+    return r;
+}
+static void p_kv_write(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src) {
+    TIMED(be, "kv_write", INNER(be)->ops->kv_write(INNER(be), layer, pos0, n, src));
+}
 static void p_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *ap,
                         float *out) {
     TIMED(be, "attention", INNER(be)->ops->attention(INNER(be), layer, q, n_tok, pos0, ap, out));
@@ -164,6 +172,8 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .rope = p_rope,
         .glu = p_glu,
         .kv_store = p_kv_store,
+        .kv_read = p_kv_read,
+        .kv_write = p_kv_write,
         .attention = p_attention,
         .download = p_download,
     };
