@@ -1,4 +1,5 @@
-/* run.c - `minfer run`: one-shot generation streamed to stdout. */
+/* run.c - `minfer run`: one-shot generation streamed to stdout; with --cnv
+ * it hands the parsed options to the chat loop in chat.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,13 +7,16 @@
 #include "cli.h"
 #include "core/timer.h"
 #include "minfer.h"
+#include "run.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: minfer run -m MODEL.gguf [-p PROMPT] [options]\n"
+            "       minfer run -m MODEL.gguf --cnv [-sys TEXT] [--session FILE] [options]\n"
             "  -m, --model FILE       GGUF model to run\n"
-            "  -p, --prompt TEXT      prompt (read from stdin when absent)\n"
-            "  -n, --n-predict N      tokens to generate (default 128, -1 = until EOS or context full)\n"
+            "  -p, --prompt TEXT      prompt (read from stdin when absent); with --cnv the first message\n"
+            "  -n, --n-predict N      tokens to generate (default 128, -1 = until EOS or context full;\n"
+            "                         with --cnv per reply, default -1)\n"
             "  -t, --threads N        worker threads (default: all CPUs)\n"
             "  -c, --n-ctx N          context size (default 4096, clamped to the model's)\n"
             "  -b, --batch-size N     max tokens per forward pass (default 512)\n"
@@ -28,8 +32,17 @@ static void usage(FILE *f) {
             "  --presence-penalty F   (default 0)\n"
             "  --ignore-eos           keep generating past end-of-generation tokens\n"
             "  --no-bos               do not prepend BOS even if the model asks for it\n"
-            "  --verbose              explain backend and kernel choices\n"
-            "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n");
+            "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
+            "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
+            "\n"
+            "chat mode (reads one message per line from stdin; a line ending in \\ continues):\n"
+            "  -cnv, --cnv            multi-turn chat with the model's chat template\n"
+            "  -sys, --system TEXT    system message\n"
+            "  --chat-template FILE   Jinja template to use instead of the GGUF's\n"
+            "  --think, --no-think    enable_thinking = true / false for templates that read it\n"
+            "  --session FILE         restore the conversation and KV cache from FILE (if it exists)\n"
+            "                         and save both there on exit: resuming prefills nothing\n"
+            "  commands: /clear /regen /exit /help; Ctrl-C stops a reply, twice at the prompt exits\n");
 }
 
 /* Writes the complete UTF-8 prefix of the pending bytes, keeps the rest. */
@@ -43,45 +56,87 @@ static void flush_utf8(char *pend, size_t *np, bool all) {
     }
 }
 
-int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL;
-    long n_predict = 128, n_threads = 0, n_ctx = 0, n_batch = 0;
-    bool ignore_eos = false, no_bos = false, verbose = false;
-    mf_sampler_params sp = mf_sampler_default_params();
-    mf_kv_type kv = mf_context_default_params().kv_type;
+bool run_kv_type(const char *name, mf_kv_type *out) {
+    if (!strcmp(name, "f32")) *out = MF_KV_F32;
+    else if (!strcmp(name, "f16")) *out = MF_KV_F16;
+    else if (!strcmp(name, "q8_0")) *out = MF_KV_Q8_0;
+    else return false;
+    return true;
+}
+
+const char *run_kv_name(mf_kv_type t) { return t == MF_KV_F32 ? "f32" : t == MF_KV_Q8_0 ? "q8_0" : "f16"; }
+
+bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
+    *model = NULL;
+    *ctx = NULL;
+    mf_model_params mp = mf_model_default_params();
+    mp.verbose = o->verbose;
+    double t_load = mf_now();
+    if (mf_model_load(o->model_path, &mp, model)) {
+        fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        return false;
+    }
+    if (o->verbose) fprintf(stderr, "minfer: %s (loaded in %.1f ms)\n", mf_model_desc(*model), (mf_now() - t_load) * 1e3);
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = (uint32_t)o->n_ctx;
+    cp.n_batch = (uint32_t)o->n_batch;
+    cp.n_threads = (int32_t)o->n_threads;
+    cp.kv_type = o->kv;
+    cp.verbose = o->verbose;
+    if (mf_context_new(*model, &cp, ctx)) {
+        fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        mf_model_free(*model);
+        *model = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Fills *o from the command line; returns -1 to go on, else an exit status. */
+static int parse_opts(int argc, char **argv, run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->think = -1;
+    o->sp = mf_sampler_default_params();
+    o->kv = mf_context_default_params().kv_type;
+    mf_sampler_params *sp = &o->sp;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long iv;
         double dv;
 #define INT_OPT(lo, hi, dst) do { if (!cli_int("run", a, v, lo, hi, &iv)) return 2; dst = iv; i++; } while (0)
 #define FLT_OPT(dst) do { if (!cli_float("run", a, v, &dv)) return 2; dst = (float)dv; i++; } while (0)
+#define STR_OPT(dst) do { if (!v) goto missing; dst = v; i++; } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!v) goto missing; model_path = v; i++; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!v) goto missing; prompt = v; i++; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) INT_OPT(-1, 1L << 30, n_predict);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 512, n_threads);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--n-ctx")) INT_OPT(0, 1L << 24, n_ctx);
-        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1L << 16, n_batch);
-        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) { if (!cli_int("run", a, v, 0, 0x7fffffffffffffffL, &iv)) return 2; sp.seed = (uint64_t)iv; i++; }
-        else if (!strcmp(a, "--temp")) FLT_OPT(sp.temp);
-        else if (!strcmp(a, "--top-k")) INT_OPT(0, 1L << 30, sp.top_k);
-        else if (!strcmp(a, "--top-p")) FLT_OPT(sp.top_p);
-        else if (!strcmp(a, "--min-p")) FLT_OPT(sp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) FLT_OPT(sp.repeat_penalty);
-        else if (!strcmp(a, "--repeat-last-n")) INT_OPT(0, 1L << 20, sp.penalty_last_n);
-        else if (!strcmp(a, "--frequency-penalty")) FLT_OPT(sp.freq_penalty);
-        else if (!strcmp(a, "--presence-penalty")) FLT_OPT(sp.presence_penalty);
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) STR_OPT(o->model_path);
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) STR_OPT(o->prompt);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { INT_OPT(-1, 1L << 30, o->n_predict); o->n_predict_set = true; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 512, o->n_threads);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--n-ctx")) INT_OPT(0, 1L << 24, o->n_ctx);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1L << 16, o->n_batch);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) { if (!cli_int("run", a, v, 0, 0x7fffffffffffffffL, &iv)) return 2; sp->seed = (uint64_t)iv; i++; }
+        else if (!strcmp(a, "--temp")) FLT_OPT(sp->temp);
+        else if (!strcmp(a, "--top-k")) INT_OPT(0, 1L << 30, sp->top_k);
+        else if (!strcmp(a, "--top-p")) FLT_OPT(sp->top_p);
+        else if (!strcmp(a, "--min-p")) FLT_OPT(sp->min_p);
+        else if (!strcmp(a, "--repeat-penalty")) FLT_OPT(sp->repeat_penalty);
+        else if (!strcmp(a, "--repeat-last-n")) INT_OPT(0, 1L << 20, sp->penalty_last_n);
+        else if (!strcmp(a, "--frequency-penalty")) FLT_OPT(sp->freq_penalty);
+        else if (!strcmp(a, "--presence-penalty")) FLT_OPT(sp->presence_penalty);
         else if (!strcmp(a, "--cache-type")) {
             if (!v) goto missing;
-            if (!strcmp(v, "f32")) kv = MF_KV_F32;
-            else if (!strcmp(v, "f16")) kv = MF_KV_F16;
-            else if (!strcmp(v, "q8_0")) kv = MF_KV_Q8_0;
-            else { fprintf(stderr, "minfer run: unknown --cache-type '%s' (f32, f16, q8_0)\n", v); return 2; }
+            if (!run_kv_type(v, &o->kv)) { fprintf(stderr, "minfer run: unknown --cache-type '%s' (f32, f16, q8_0)\n", v); return 2; }
             i++;
         }
-        else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
-        else if (!strcmp(a, "--no-bos")) no_bos = true;
-        else if (!strcmp(a, "--verbose")) verbose = true;
+        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = true;
+        else if (!strcmp(a, "--no-bos")) o->no_bos = true;
+        else if (!strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "-cnv") || !strcmp(a, "--cnv") || !strcmp(a, "--conversation")) o->cnv = true;
+        else if (!strcmp(a, "-sys") || !strcmp(a, "--system")) STR_OPT(o->system);
+        else if (!strcmp(a, "--chat-template")) STR_OPT(o->chat_template);
+        else if (!strcmp(a, "--session")) STR_OPT(o->session);
+        else if (!strcmp(a, "--think")) o->think = 1;
+        else if (!strcmp(a, "--no-think")) o->think = 0;
         else { fprintf(stderr, "minfer run: unknown option '%s' (see --help)\n", a); return 2; }
         continue;
     missing:
@@ -89,9 +144,25 @@ int cmd_run(int argc, char **argv) {
         return 2;
 #undef INT_OPT
 #undef FLT_OPT
+#undef STR_OPT
     }
-    if (!model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
-    if (sp.repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
+    if (!o->model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
+    if (sp->repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
+    if (!o->cnv && (o->system || o->chat_template || o->session || o->think >= 0)) {
+        fprintf(stderr, "minfer run: -sys, --chat-template, --session and --think/--no-think need --cnv\n");
+        return 2;
+    }
+    return -1;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts opts;
+    int prc = parse_opts(argc, argv, &opts);
+    if (prc >= 0) return prc;
+    if (opts.cnv) return run_chat(&opts);
+    const char *prompt = opts.prompt;
+    const long n_predict = opts.n_predict;
+    const bool ignore_eos = opts.ignore_eos, verbose = opts.verbose;
 
     char *stdin_text = NULL;
     size_t prompt_len;
@@ -109,23 +180,12 @@ int cmd_run(int argc, char **argv) {
     mf_sampler *smp = NULL;
     mf_token *toks = NULL;
     const bool timing = getenv("MINFER_TIMING") && strcmp(getenv("MINFER_TIMING"), "0");
-    mf_model_params mp = mf_model_default_params();
-    mp.verbose = verbose;
-    double t_load = mf_now();
-    if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
-    if (verbose) fprintf(stderr, "minfer: %s (loaded in %.1f ms)\n", mf_model_desc(model), (mf_now() - t_load) * 1e3);
-    mf_context_params cp = mf_context_default_params();
-    cp.n_ctx = (uint32_t)n_ctx;
-    cp.n_batch = (uint32_t)n_batch;
-    cp.n_threads = (int32_t)n_threads;
-    cp.kv_type = kv;
-    cp.verbose = verbose;
-    if (mf_context_new(model, &cp, &ctx)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    if (!run_open(&opts, &model, &ctx)) goto done;
     const uint32_t nctx = mf_context_n_ctx(ctx);
     const int32_t n_vocab = mf_model_n_vocab(model);
-    if (mf_sampler_new(&sp, n_vocab, &smp)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    if (mf_sampler_new(&opts.sp, n_vocab, &smp)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
 
-    bool add_bos = mf_model_add_bos(model) && !no_bos;
+    bool add_bos = mf_model_add_bos(model) && !opts.no_bos;
     int32_t n = mf_tokenize(model, prompt, prompt_len, NULL, 0, add_bos, true);
     if (n == INT32_MIN) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
     int32_t need = n < 0 ? -n : n;

@@ -1,0 +1,38 @@
+/* run.h - what `minfer run` (run.c) and its chat mode (--cnv, chat.c) share:
+ * the parsed options and the model/context setup. */
+#ifndef MF_RUN_H
+#define MF_RUN_H
+
+#include <stdbool.h>
+
+#include "minfer.h"
+
+typedef struct run_opts {
+    const char *model_path;
+    const char *prompt;     /* one-shot: the prompt; chat: the first user message */
+    long n_predict;         /* tokens per generation (-1 = until EOS / context full) */
+    bool n_predict_set;     /* given on the command line (chat's default is -1) */
+    long n_threads, n_ctx, n_batch;
+    bool ignore_eos, no_bos, verbose;
+    mf_sampler_params sp;
+    mf_kv_type kv;
+    /* chat mode */
+    bool cnv;
+    const char *system;        /* -sys: system message */
+    const char *chat_template; /* file overriding the GGUF's template */
+    const char *session;       /* --session: conversation + KV cache saved on exit, restored on start */
+    int think;                 /* -1: not given; 0/1: enable_thinking for the template */
+} run_opts;
+
+/* Loads the model and creates its context as the options say; on failure
+ * prints "minfer run: <why>" and returns false (nothing to free). */
+bool run_open(const run_opts *o, mf_model **model, mf_context **ctx);
+
+/* "f16" -> MF_KV_F16 ...; false for an unknown name. */
+bool run_kv_type(const char *name, mf_kv_type *out);
+const char *run_kv_name(mf_kv_type t);
+
+/* chat.c: the --cnv loop. Returns the process exit status. */
+int run_chat(const run_opts *o);
+
+#endif
