@@ -26,8 +26,8 @@ mf_status mf_err_prefix(mf_status code, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof g_msg)
-        snprintf(g_msg + n, sizeof g_msg - (size_t)n, ": %s", old);
+    if (n >= 0 && (size_t)n + 2 < sizeof g_msg) /* the old message is cut to what still fits */
+        snprintf(g_msg + n, sizeof g_msg - (size_t)n, ": %.*s", (int)(sizeof g_msg - (size_t)n - 3), old);
     return code;
 }
 
