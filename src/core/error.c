@@ -26,8 +26,15 @@ mf_status mf_err_prefix(mf_status code, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n + 2 < sizeof g_msg) /* the old message is cut to what still fits */
-        snprintf(g_msg + n, sizeof g_msg - (size_t)n, ": %.*s", (int)(sizeof g_msg - (size_t)n - 3), old);
+    if (n >= 0 && (size_t)n + 3 < sizeof g_msg) {
+        /* append ": old", cut to what still fits */
+        size_t at = (size_t)n, room = sizeof g_msg - at - 3, len = strlen(old);
+        if (len > room) len = room;
+        g_msg[at] = ':';
+        g_msg[at + 1] = ' ';
+        memcpy(g_msg + at + 2, old, len);
+        g_msg[at + 2 + len] = 0;
+    }
     return code;
 }
 
