@@ -197,9 +197,12 @@ static void dot_cases(int t, qrand *r) {
     /* lengths in blocks: 1, partial and whole 8-block groups, odd counts, >= 4096 elements */
     static const int64_t nb32[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 128, 133, 344};
     static const int64_t nb256[] = {1, 2, 3, 5, 8, 9, 16, 17, 43};
-    static const int64_t nfl[] = {1, 5, 31, 63, 64, 65, 96, 127, 128, 129, 1000, 4096, 4101, 11008};
+    /* float rows: every residue class of the 64-lane step that matters (partial
+     * 8- and 16-lane registers, whole registers, one past) */
+    static const int64_t nfl[] = {1,  5,  8,  15, 16,  17,  31,  32,  33,  47,   48,   49,   63,   64,
+                                  65, 96, 111, 112, 127, 128, 129, 1000, 4096, 4101, 4144, 11008, 11009};
     const int64_t *lens = blck == 32 ? nb32 : blck == 256 ? nb256 : nfl;
-    const int nlens = blck == 32 ? 12 : blck == 256 ? 9 : 14;
+    const int nlens = blck == 32 ? 12 : blck == 256 ? 9 : (int)(sizeof nfl / sizeof nfl[0]);
     /* weight / activation scales: ordinary, tiny (subnormal f16 scales), huge */
     static const double sx[] = {1.0, 2e-6, 4e5, 1.0};
     static const double sy[] = {0.3, 1.0, 1e-5, 3e4};
@@ -402,23 +405,24 @@ int main(void) {
     for (size_t i = 0; i < sizeof k_act_types / sizeof k_act_types[0]; i++) quantize_cases(k_act_types[i], &r);
     for (size_t i = 0; i < ntypes; i++) dequant_cases(k_dot_types[i], &r);
 
-    /* which kernels differ from the reference at each level (i.e. what was tested as SIMD) */
+    /* each level's kernels: its own (+) or inherited from the level below (.) */
+    fprintf(stderr, "  type     vec_dot/from_float/to_float per level (+ own kernel, . inherited), bitwise comparisons\n");
     for (size_t i = 0; i < ntypes; i++) {
         const int t = k_dot_types[i];
-        const mf_type_traits *ref = mf_type_traits_ref(t);
         char line[256];
         int o = snprintf(line, sizeof line, "  %-7s", mf_type_name(t));
+        const mf_type_traits *below = mf_type_traits_ref(t);
         for (int li = 0; li < N_LEVELS; li++) {
             const mf_type_traits *ft = mf_cpu_traits_for_level(t, k_levels[li]);
             if (!ft) continue;
-            o += snprintf(line + o, sizeof line - (size_t)o, " | %-12s dot%s q%s dq%s (%d/%d/%d)", mf_cpu_level_name(k_levels[li]),
-                          ft->vec_dot != ref->vec_dot ? "+" : "-", ft->from_float != ref->from_float ? "+" : "-",
-                          ft->to_float != ref->to_float ? "+" : "-", g_dot_checked[t][li], g_q_checked[t][li],
+            o += snprintf(line + o, sizeof line - (size_t)o, " | %s %c%c%c %3d/%2d/%d", mf_cpu_level_name(k_levels[li]),
+                          ft->vec_dot != below->vec_dot ? '+' : '.', ft->from_float != below->from_float ? '+' : '.',
+                          ft->to_float != below->to_float ? '+' : '.', g_dot_checked[t][li], g_q_checked[t][li],
                           g_d_checked[t][li]);
+            below = ft;
         }
         fprintf(stderr, "%s\n", line);
     }
-    fprintf(stderr, "  (+ = SIMD kernel, - = falls back to a lower level; counts of bitwise comparisons)\n");
     fprintf(stderr, "  float dots, worst |dot - exact| / (FLT_EPSILON * sum|x*y|): f32 %.3f, f16 %.3f, bf16 %.3g\n",
             g_float_worst[0], g_float_worst[1], g_float_worst[2]);
     return test_summary("cpu_kernels");
