@@ -151,6 +151,8 @@ static void roundtrip_buffers(mf_model *m) {
     CHECK(n1 == n2 && !memcmp(img1, img2, n1), "save(load(image)) differs from the image");
     free(t);
     free(u);
+    free(img2);
+    img2 = NULL;
     /* the empty image empties a context: no positions, no logits */
     CHECK(mf_state_load_buffer(b.ctx, img0, n0, NULL, NULL, NULL, NULL) == MF_OK, "load empty: %s", mf_last_error());
     CHECK(mf_context_n_past(b.ctx) == 0 && mf_get_logits(b.ctx, -1) == NULL, "empty state left positions or logits");
