@@ -8,6 +8,7 @@
  * message, /regen, a template that rewrites earlier turns, a reply whose
  * re-tokenization differs from the sampled tokens - without special paths. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,46 +466,103 @@ static void help(void) {
     fflush(stdout);
 }
 
+/* Input is read with read(2) into our own buffer rather than stdio, so we
+ * know when no line is waiting and can sleep in ppoll() with SIGINT unblocked
+ * atomically: a Ctrl-C that lands between printing the prompt and starting to
+ * wait is then still seen (with a blocking getline() it would be lost until
+ * the next Enter). */
+typedef struct linebuf {
+    char *buf;
+    size_t len, cap;
+    bool eof;
+} linebuf;
+
+/* 1: a line (malloc'd, without its newline) in *out; 0: end of input;
+ * -1: Ctrl-C. */
+static int read_line(linebuf *lb, char **out) {
+    for (;;) {
+        char *nl = lb->len ? memchr(lb->buf, '\n', lb->len) : NULL;
+        if (nl || (lb->eof && lb->len)) {
+            size_t n = nl ? (size_t)(nl - lb->buf) : lb->len;
+            char *line = malloc(n + 1);
+            if (!line) return 0;
+            memcpy(line, lb->buf, n);
+            line[n] = 0;
+            size_t used = nl ? n + 1 : n;
+            memmove(lb->buf, lb->buf + used, lb->len - used);
+            lb->len -= used;
+            *out = line;
+            return 1;
+        }
+        if (lb->eof) return 0;
+        if (lb->cap - lb->len < 4096) {
+            size_t cap = lb->cap ? lb->cap * 2 : 8192;
+            char *nb = realloc(lb->buf, cap);
+            if (!nb) return 0;
+            lb->buf = nb;
+            lb->cap = cap;
+        }
+        sigset_t block, old;
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        sigprocmask(SIG_BLOCK, &block, &old);
+        if (g_sigint) {
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            return -1;
+        }
+        struct pollfd pf = {STDIN_FILENO, POLLIN, 0};
+        int r = ppoll(&pf, 1, NULL, &old);
+        int err = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (r < 0) {
+            if (err == EINTR && g_sigint) return -1;
+            if (err == EINTR) continue;
+            lb->eof = true;
+            continue;
+        }
+        ssize_t n = read(STDIN_FILENO, lb->buf + lb->len, lb->cap - lb->len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) lb->eof = true;
+        else lb->len += (size_t)n;
+    }
+}
+
 /* Reads one message (joining lines that end in a backslash). Returns NULL at
  * end of input; sets *intr when Ctrl-C interrupted the read. */
-static char *read_message(chat *c, bool *intr) {
+static char *read_message(chat *c, linebuf *lb, bool *intr) {
     *intr = false;
-    char *msgbuf = NULL, *line = NULL;
-    size_t mlen = 0, lcap = 0;
+    char *msgbuf = NULL;
+    size_t mlen = 0;
     for (;;) {
         if (c->interactive) {
             fputs(msgbuf ? ". " : "> ", stdout);
             fflush(stdout);
         }
-        errno = 0;
-        ssize_t n = getline(&line, &lcap, stdin);
-        if (n < 0) {
-            if (errno == EINTR || g_sigint) {
-                clearerr(stdin);
-                *intr = true;
-            }
-            free(line);
+        char *line = NULL;
+        int r = read_line(lb, &line);
+        if (r <= 0) {
+            *intr = r < 0;
             free(msgbuf);
             return NULL;
         }
-        if (n && line[n - 1] == '\n') line[--n] = 0;
+        size_t n = strlen(line);
         if (n && line[n - 1] == '\r') line[--n] = 0;
         bool more = n && line[n - 1] == '\\';
         if (more) line[--n] = 0;
-        char *nm = realloc(msgbuf, mlen + (size_t)n + 2);
+        char *nm = realloc(msgbuf, mlen + n + 2);
         if (!nm) {
             free(line);
             free(msgbuf);
             return NULL;
         }
         msgbuf = nm;
-        memcpy(msgbuf + mlen, line, (size_t)n);
-        mlen += (size_t)n;
+        memcpy(msgbuf + mlen, line, n);
+        mlen += n;
+        free(line);
         if (!more) break;
         msgbuf[mlen++] = '\n';
     }
     msgbuf[mlen] = 0;
-    free(line);
     return msgbuf;
 }
 
@@ -544,6 +602,7 @@ static char *read_file(const char *path) {
 
 int run_chat(const run_opts *o) {
     chat c = {.o = o};
+    linebuf lb = {0};
     int rc = 1;
     bool session_ok = true;
     if (!run_open(o, &c.model, &c.ctx)) return 1;
@@ -624,7 +683,7 @@ int run_chat(const run_opts *o) {
             first = false;
         } else {
             g_sigint = 0;
-            line = read_message(&c, &intr);
+            line = read_message(&c, &lb, &intr);
         }
         if (!line) {
             if (intr) {
@@ -673,6 +732,7 @@ int run_chat(const run_opts *o) {
     rc = 0;
 done:
     if (o->session && session_ok && c.ctx && rc == 0 && !session_save(&c, o->session)) rc = 1;
+    free(lb.buf);
     while (c.n_msgs) pop_msg(&c);
     free(c.msgs);
     for (int i = 0; i < c.n_stops; i++) free(c.stops[i]);
