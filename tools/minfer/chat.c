@@ -26,11 +26,13 @@
 #define SESSION_FORMAT "minfer-chat"
 #define MAX_STOPS 4
 
-/* Ctrl-C: counted by the handler, read by the generation loop and the prompt. */
-static volatile sig_atomic_t g_sigint;
-static void on_sigint(int sig) {
-    (void)sig;
+/* Ctrl-C sets g_sigint, read by the generation loop and the prompt. SIGTERM
+ * and SIGHUP (the terminal closed) also set g_quit: the reply stops and the
+ * chat ends the normal way, so --session still saves the conversation. */
+static volatile sig_atomic_t g_sigint, g_quit;
+static void on_signal(int sig) {
     g_sigint = 1;
+    if (sig != SIGINT) g_quit = 1;
 }
 
 typedef struct msg {
@@ -505,8 +507,10 @@ static int read_line(linebuf *lb, char **out) {
         sigset_t block, old;
         sigemptyset(&block);
         sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGHUP);
         sigprocmask(SIG_BLOCK, &block, &old);
-        if (g_sigint) {
+        if (g_sigint || g_quit) {
             sigprocmask(SIG_SETMASK, &old, NULL);
             return -1;
         }
@@ -515,7 +519,7 @@ static int read_line(linebuf *lb, char **out) {
         int err = errno;
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (r < 0) {
-            if (err == EINTR && g_sigint) return -1;
+            if (err == EINTR && (g_sigint || g_quit)) return -1;
             if (err == EINTR) continue;
             lb->eof = true;
             continue;
@@ -582,24 +586,6 @@ static void print_history(const chat *c) {
     fflush(stdout);
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 14, n = 0, r;
-    char *b = malloc(cap);
-    while (b && (r = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) free(b);
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
-}
-
 int run_chat(const run_opts *o) {
     chat c = {.o = o};
     linebuf lb = {0};
@@ -611,7 +597,7 @@ int run_chat(const run_opts *o) {
 
     const char *source = "the model's";
     if (o->chat_template) {
-        c.tmpl = read_file(o->chat_template);
+        c.tmpl = cli_read_file(o->chat_template, NULL);
         if (!c.tmpl) {
             fprintf(stderr, "minfer run: cannot read the chat template %s: %s\n", o->chat_template, strerror(errno));
             goto done;
@@ -668,22 +654,29 @@ int run_chat(const run_opts *o) {
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C must wake a blocked read at the prompt */
+    sa.sa_flags = 0; /* no SA_RESTART: a signal must wake a blocked wait at the prompt */
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     bool first = o->prompt != NULL;
     int prompt_intr = 0;
     for (;;) {
         char *line;
         bool intr = false;
+        if (g_quit) break;
         if (first) {
             line = xstrdup(o->prompt);
             first = false;
         } else {
             g_sigint = 0;
             line = read_message(&c, &lb, &intr);
+        }
+        if (g_quit) {
+            free(line);
+            break;
         }
         if (!line) {
             if (intr) {

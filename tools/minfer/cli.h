@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
@@ -18,7 +19,10 @@ int cmd_synth(int argc, char **argv);
  * return false. */
 bool cli_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *cmd, const char *opt, const char *val, double *out);
-/* Reads all of stdin (for prompts); NULL on error. */
+/* Reads all of stdin (for prompts), a file, or an open stream, NUL-terminated;
+ * NULL on error (errno tells why). `len` may be NULL. */
 char *cli_read_stdin(size_t *len);
+char *cli_read_file(const char *path, size_t *len);
+char *cli_read_stream(FILE *f, size_t *len);
 
 #endif

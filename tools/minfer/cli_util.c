@@ -37,12 +37,22 @@ bool cli_float(const char *cmd, const char *opt, const char *val, double *out) {
     return true;
 }
 
-char *cli_read_stdin(size_t *len) {
+char *cli_read_stdin(size_t *len) { return cli_read_stream(stdin, len); }
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = cli_read_stream(f, len);
+    fclose(f);
+    return buf;
+}
+
+char *cli_read_stream(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf) return NULL;
     size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, stdin)) > 0) {
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += r;
         if (cap - n - 1 == 0) {
             char *nb = realloc(buf, cap * 2);
@@ -54,7 +64,11 @@ char *cli_read_stdin(size_t *len) {
             cap *= 2;
         }
     }
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
     buf[n] = 0;
-    *len = n;
+    if (len) *len = n;
     return buf;
 }
