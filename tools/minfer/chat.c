@@ -274,6 +274,7 @@ static bool respond(chat *c) {
     double t0 = mf_now();
     if (mf_decode(c->ctx, toks + keep, n - (int32_t)keep, false)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        mf_kv_truncate(c->ctx, keep); /* batches that went through are not in the token mirror */
         free(toks);
         return false;
     }
@@ -323,7 +324,11 @@ static bool respond(chat *c) {
         if (rlen + (size_t)pl + 1 > cap) {
             while (rlen + (size_t)pl + 1 > cap) cap *= 2;
             char *nr = realloc(reply, cap);
-            if (!nr) { ok = false; break; }
+            if (!nr) {
+                fprintf(stderr, "\nminfer run: out of memory\n");
+                ok = false;
+                break;
+            }
             reply = nr;
         }
         memcpy(reply + rlen, piece, (size_t)pl);
@@ -347,8 +352,8 @@ static bool respond(chat *c) {
     double t_gen = mf_now() - t1;
     mf_sampler_free(smp);
     if (!ok) {
-        free(reply);
         if (!reply) fprintf(stderr, "minfer run: out of memory\n");
+        free(reply);
         return false;
     }
     /* what was held back as a possible stop string is shown now */
@@ -425,6 +430,7 @@ static bool session_load(chat *c, const char *path) {
     }
     bool ok = session_restore(c, path, blob, blen);
     free(blob);
+    if (!ok) fprintf(stderr, "minfer run: the session file was left as it is; use another --session FILE\n");
     if (ok && n_toks != mf_context_n_past(c->ctx)) {
         /* a file written without token ids: its rows cannot be matched, start over */
         mf_kv_truncate(c->ctx, 0);
@@ -446,6 +452,10 @@ static bool session_save(chat *c, const char *path) {
         fprintf(stderr, "minfer run: out of memory saving the session\n");
         return false;
     }
+    /* the token mirror and the cache agree after every turn; after a failed
+     * decode the cache may hold more than the mirror knows: drop that */
+    if (mf_context_n_past(c->ctx) > c->n_cache) mf_kv_truncate(c->ctx, c->n_cache);
+    if (c->n_cache > mf_context_n_past(c->ctx)) c->n_cache = mf_context_n_past(c->ctx);
     mf_status st = mf_state_save(c->ctx, path, c->cache, c->n_cache, blob, strlen(blob));
     free(blob);
     if (st) {
