@@ -6,8 +6,8 @@
  * reused from the KV cache), /regen prefills one token and gives the same
  * greedy reply, after /clear the first reply comes back exactly; Ctrl-C stops
  * a reply and the session goes on; Ctrl-C twice at the prompt exits cleanly.
- * Over a pipe: the ChatML fallback says so, commands, -sys, --think, /regen
- * with sampling, and --session: a conversation saved after two turns and
+ * Over a pipe: the ChatML fallback says so, commands, -sys, --think, a stop
+ * string from the template's end marker, /regen with sampling, and --session: a conversation saved after two turns and
  * resumed in a new process prefills nothing of its history and gives the
  * uninterrupted run's third reply; damaged or foreign session files are
  * refused and left as they were. */
@@ -195,6 +195,27 @@ static void piped(void) {
     CHECK(e && turn_line(e, 1, &n_nothink, &r) && n_nothink > n_think, "--no-think: %d tokens, --think %d", n_nothink,
           n_think);
     free(e);
+    /* the template's end-of-turn marker is a stop string: a template whose
+     * assistant turns end in " said" stops the reply there, before -n, and
+     * "said" is never shown (it is held back until it can be ruled out) */
+    char tpath[128], targs[256];
+    snprintf(tpath, sizeof tpath, "%s/said.jinja", g_dir);
+    FILE *tf = fopen(tpath, "w");
+    fputs("{%- for m in messages -%}{{ m.role }}: {{ m.content }}{% if m.role == 'assistant' %} said\n"
+          "{% else %}\n{% endif %}{%- endfor -%}{% if add_generation_prompt %}assistant:{% endif %}", tf);
+    fclose(tf);
+    snprintf(targs, sizeof targs, "--chat-template %s --temp 0 -n 60 --verbose", tpath);
+    rc = chat("Tell me a story\\nAnd?\\n", targs, NULL);
+    e = err_text(NULL);
+    int n_new = -1, n_reused = -1, n_gen = -1;
+    const char *tl = e ? strstr(e, "[turn 1:") : NULL;
+    CHECK(rc == 0 && e && strstr(e, "at \"said\""), "stop string not taken from the template: %s", e);
+    CHECK(tl && sscanf(strstr(tl, "reply "), "reply %d tokens", &n_gen) == 1 && n_gen < 60,
+          "reply did not stop at \"said\": %s", e);
+    CHECK(g_out[0] && !strstr(g_out, "said"), "stop string shown: %s", g_out);
+    CHECK(e && turn_line(e, 2, &n_new, &n_reused) && n_reused > 0, "turn after a stop string: %s", e);
+    free(e);
+
     /* with sampling, /regen draws a different reply */
     char one[sizeof g_out];
     chat("Hello\\n", "--temp 1 --seed 3 -n 12", NULL);
@@ -240,7 +261,7 @@ static void piped_session(void) {
     size_t len = 0;
     unsigned char *good = test_read_file(sess, &len);
     if (!good) return;
-    char bad[128], cmd[512];
+    char bad[128];
     snprintf(bad, sizeof bad, "%s/bad.session", g_dir);
     struct { size_t at; const char *word; const char *extra; } cases[] = {
         {len / 2, "payload checksum", ""},
@@ -270,8 +291,6 @@ static void piped_session(void) {
         free(e);
     }
     free(good);
-    snprintf(cmd, sizeof cmd, "rm -f %s/*.txt %s/*.session; rmdir %s", g_dir, g_dir, g_dir);
-    (void)!system(cmd);
 }
 
 int main(void) {
@@ -281,5 +300,8 @@ int main(void) {
     terminal_ctrl_c();
     piped();
     piped_session();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    (void)!system(cmd);
     return test_summary("chat_cnv");
 }
