@@ -153,6 +153,7 @@ static void to_float_q4_k(const void *vx, float *y, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         const float d = f16(x[b].d), dmin = f16(x[b].dmin);
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) {
             uint8_t sc0, mn0, sc1, mn1;
             mf_k4_scale_min(2 * j, x[b].scales, &sc0, &mn0);
@@ -171,6 +172,7 @@ static void to_float_q5_k(const void *vx, float *y, int64_t n) {
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         const float d = f16(x[b].d), dmin = f16(x[b].dmin);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[b].qh);
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) {
             uint8_t sc0, mn0, sc1, mn1;
             mf_k4_scale_min(2 * j, x[b].scales, &sc0, &mn0);
@@ -192,6 +194,7 @@ static void to_float_q6_k(const void *vx, float *y, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         const float d = f16(x[b].d);
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[b].ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[b].ql + 64 * h + 32));
@@ -203,6 +206,7 @@ static void to_float_q6_k(const void *vx, float *y, int64_t n) {
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
             w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) {
                 /* elements 128h + 32k + [0, 32): two 16-element groups; y = (d * sc) * (q - 32) */
                 const int g = 8 * h + 2 * k;

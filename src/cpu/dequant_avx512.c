@@ -72,6 +72,7 @@ static void to_float_q4_k(const void *vx, float *y, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         const float d = f16(x[b].d), dmin = f16(x[b].dmin);
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) {
             uint8_t sc0, mn0, sc1, mn1;
             mf_k4_scale_min(2 * j, x[b].scales, &sc0, &mn0);
@@ -93,6 +94,7 @@ static void to_float_q6_k(const void *vx, float *y, int64_t n) {
     const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         const float d = f16(x[b].d);
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m512i l = _mm512_loadu_si512(x[b].ql + 64 * h);
             const __m256i qh1 = _mm256_loadu_si256((const __m256i *)(x[b].qh + 32 * h));
@@ -101,9 +103,11 @@ static void to_float_q6_k(const void *vx, float *y, int64_t n) {
             w[0] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_sllv_epi16(_mm512_and_si512(qh, mask01), sh01));
             w[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
                                    _mm512_srlv_epi16(_mm512_and_si512(qh, mask23), sh23));
+            #pragma GCC unroll 8
             for (int t = 0; t < 2; t++) {
                 /* 64 elements = 4 groups of 16: y = (d * sc) * (level - 32) */
                 const __m512i v = _mm512_sub_epi8(w[t], _mm512_set1_epi8(32));
+                #pragma GCC unroll 8
                 for (int g = 0; g < 4; g++) {
                     const int grp = 8 * h + 4 * t + g;
                     __m128i qg;

@@ -108,12 +108,12 @@ static inline int hsum512(__m512i v) {
 
 /* the 16 nibble bytes of blocks at a and b as [a lo | a hi | b lo | b hi] (32 levels each) */
 static inline __m512i nibbles_pair(const uint8_t *a, const uint8_t *b) {
-    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                                               _mm_loadu_si128((const __m128i *)b), 1);
-    const __m512i dup = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(ab));
-    /* shift the odd granules (the high nibbles) down by 4 */
-    const __m512i sh = _mm512_mask_srli_epi16(dup, (__mmask32)0xff00ff00u, dup, 4);
-    return _mm512_and_si512(sh, _mm512_set1_epi8(0x0f));
+    /* broadcast loads (a into all granules, then b into granules 2, 3) and a
+     * per-granule shift: no shuffle-port operation */
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a));
+    v = _mm512_mask_broadcast_i32x4(v, (__mmask16)0xff00, _mm_loadu_si128((const __m128i *)b));
+    v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
 }
 
 static inline __mmask64 qh_pair(const uint8_t *qa, const uint8_t *qb) {
@@ -296,9 +296,11 @@ static void dot_q2_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i vmin = _mm256_madd_epi16(_mm256_cvtepu8_epi16(hi), _mm256_loadu_si256((const __m256i *)y[b].bsums));
         const __m256i sc16 = _mm256_cvtepu8_epi16(lo);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m512i qq = dup256(x[b].qs + 32 * h);
             const __m512i half = bcast128(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            #pragma GCC unroll 8
             for (int k = 0; k < 4; k += 2) {
                 const __m512i p = pairs_us(two_bit_pair(qq, k), ld512(y[b].qs + 128 * h + 32 * k));
                 acc = dpwssd(acc, p, group_scales(half, 2 * k));
@@ -336,9 +338,11 @@ static void dot_q3_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i voff = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[b].bsums)), 2);
         const __m512i hm = dup256(x[b].hmask);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m512i qq = dup256(x[b].qs + 32 * h);
             const __m512i half = bcast128(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            #pragma GCC unroll 8
             for (int k = 0; k < 4; k += 2) {
                 /* third bit of chunk k (k + 1): bit 4h + k (+1) of hmask */
                 const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + k))),
@@ -390,6 +394,7 @@ static void dot_q4_k(int n, float *s, const void *vx, const void *vy) {
         k4_scales(x[b].scales, &sch, &mnp);
         const __m256i vmin = _mm256_madd_epi16(mnp, _mm256_loadu_si256((const __m256i *)y[b].bsums));
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             __m512i c0, c1;
             k4_levels(ld512(x[b].qs + 64 * h), &c0, &c1);
@@ -416,9 +421,11 @@ static void dot_q5_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i vmin = _mm256_madd_epi16(mnp, _mm256_loadu_si256((const __m256i *)y[b].bsums));
         const __m512i qh = dup256(x[b].qh);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             __m512i c[2];
             k4_levels(ld512(x[b].qs + 64 * h), &c[0], &c[1]);
+            #pragma GCC unroll 8
             for (int t = 0; t < 2; t++) {
                 /* sub-blocks j = 4h + 2t, j + 1: 5th bits are bits j, j + 1 of qh[l] */
                 const int j = 4 * h + 2 * t;
@@ -450,6 +457,7 @@ static void dot_q6_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
         const __m256i voff = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[b].bsums)), 5);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m512i l = ld512(x[b].ql + 64 * h); /* [ql bytes 0..31 | 32..63] */
             const __m512i qh = dup256(x[b].qh + 32 * h);
@@ -487,6 +495,7 @@ static void dot_iq4_xs(int n, float *s, const void *vx, const void *vy) {
     for (int b = 0; b < n / QK_K; b++) {
         const __m512i sch = iq4xs_scales(&x[b]);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             /* 4 sub-blocks of 16 bytes: low nibbles are elements 0..15, high 16..31 */
             const __m512i q = ld512(x[b].qs + 64 * h);
@@ -494,6 +503,7 @@ static void dot_iq4_xs(int n, float *s, const void *vx, const void *vy) {
             __m512i idx[2];
             idx[0] = _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), hi);
             idx[1] = _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), hi);
+            #pragma GCC unroll 8
             for (int t = 0; t < 2; t++) {
                 const int j = 4 * h + 2 * t;
                 const __m512i a = ld512(y[b].qs + 32 * j);
@@ -516,6 +526,7 @@ static void dot_q8_k(int n, float *s, const void *vx, const void *vy) {
     float sum = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) acc = _mm512_add_epi32(acc, dot_ss(ld512(x[b].qs + 64 * j), ld512(y[b].qs + 64 * j)));
         const int sumi = hsum512(acc);
         sum += (float)sumi * (x[b].d * y[b].d);

@@ -57,9 +57,11 @@ static void dot_q2_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m15));
         const __m256i vmin = _mm256_madd_epi16(mn16, ld256(y[b].bsums));
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m256i q = ld256(x[b].qs + 32 * h);
             const __m256i half = half_of(sc16, h);
+            #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) {
                 const __m256i w = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
                 const __m256i p = _mm256_maddubs_epi16(w, ld256(y[b].qs + 128 * h + 32 * k));
@@ -103,9 +105,11 @@ static void dot_q3_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i voff = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(y[b].bsums)), 2);
         const __m256i hm = ld256(x[b].hmask);
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m256i q = ld256(x[b].qs + 32 * h);
             const __m256i half = half_of(sc16, h);
+            #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) {
                 /* third bit of element 128h + 32k + l: bit 4h + k of hmask[l], moved to bit 2 */
                 const int bit = 4 * h + k;
@@ -152,6 +156,7 @@ static void dot_q4_k(int n, float *s, const void *vx, const void *vy) {
         k4_scales(x[b].scales, &sch, &mnp);
         const __m256i vmin = _mm256_madd_epi16(mnp, ld256(y[b].bsums));
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) {
             const __m256i q = ld256(x[b].qs + 32 * j);
             const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -180,6 +185,7 @@ static void dot_q5_k(int n, float *s, const void *vx, const void *vy) {
         const __m256i vmin = _mm256_madd_epi16(mnp, ld256(y[b].bsums));
         const __m256i qh = ld256(x[b].qh);
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) {
             const __m256i q = ld256(x[b].qs + 32 * j);
             /* 5th bits: bit 2j (2j + 1) of qh[l] for element 64j + l (64j + 32 + l), moved to bit 4 */
@@ -215,6 +221,7 @@ static void dot_q6_k(int n, float *s, const void *vx, const void *vy) {
         /* the level offset: 32 * sum_j sc_j * bsum_j */
         const __m256i voff = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(y[b].bsums)), 5);
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = ld256(x[b].ql + 64 * h), l1 = ld256(x[b].ql + 64 * h + 32);
             const __m256i qh = ld256(x[b].qh + 32 * h);
@@ -227,6 +234,7 @@ static void dot_q6_k(int n, float *s, const void *vx, const void *vy) {
             w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
             w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xc0)), 2));
+            #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) {
                 const __m256i p = _mm256_maddubs_epi16(w[k], ld256(y[b].qs + 128 * h + 32 * k));
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, pair_scales(half, k)));
@@ -261,6 +269,7 @@ static void dot_iq4_xs(int n, float *s, const void *vx, const void *vy) {
     for (int b = 0; b < n / QK_K; b++) {
         const __m256i sch = iq4xs_scales(&x[b]);
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const __m256i v = _mm256_shuffle_epi8(table, mf_nibbles32(x[b].qs + 16 * ib));
             const __m256i a = ld256(y[b].qs + 32 * ib);
@@ -281,6 +290,7 @@ static void dot_q8_k(int n, float *s, const void *vx, const void *vy) {
     float sum = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         __m256i acc = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int j = 0; j < QK_K / 32; j++)
             acc = _mm256_add_epi32(acc, mf_dot_i8_avx2(ld256(x[b].qs + 32 * j), ld256(y[b].qs + 32 * j)));
         const int sumi = mf_hsum_i32_8(acc);

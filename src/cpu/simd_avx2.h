@@ -65,7 +65,8 @@ static inline uint32_t mf_ld32(const void *p) {
     return v;
 }
 
-/* The f16 at p, p + stride, ..., p + 7*stride as 8 floats (exact conversion). */
+/* The f16 at p, p + stride, ..., p + 7*stride as 8 floats (exact conversion).
+ * Word inserts, not a dword gather: gathers measured slower on AMD Zen 5. */
 static inline __m256 mf_load8_f16(const uint8_t *p, size_t stride) {
     const __m128i h = _mm_setr_epi16((short)mf_ld16(p), (short)mf_ld16(p + stride), (short)mf_ld16(p + 2 * stride),
                                      (short)mf_ld16(p + 3 * stride), (short)mf_ld16(p + 4 * stride),
@@ -107,8 +108,9 @@ static inline void mf_load8_f16x2_part(const uint8_t *p, size_t stride, int m, _
  * qs[j] for j < 16 and the high nibble of qs[j - 16] after (the layout of
  * Q4_0, Q4_1, IQ4_NL and IQ4_XS sub-blocks). */
 static inline __m256i mf_nibbles32(const uint8_t *qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1);
+    /* a broadcast load and a per-half shift: no shuffle-port operation */
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    const __m256i v = _mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4));
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
 }
 
