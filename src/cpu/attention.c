@@ -26,6 +26,8 @@
 #define Q_BLOCK 8
 /* most queries a task holds: Q_BLOCK tokens x the largest GQA group handled in one go */
 #define MAX_Q 256
+/* keys per chunk: K/V rows converted once per chunk, scores exponentiated as a vector */
+#define KC 64
 
 static mf_type kv_mf_type(mf_kv_type t) {
     return t == MF_KV_F16 ? MF_TYPE_F16 : t == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
@@ -99,7 +101,11 @@ typedef struct attn_task {
     int gchunk;      /* query heads per chunk */
 } attn_task;
 
-/* One task: kv head hk, query heads [h0, h0+nh) of its group, tokens [t0, t1). */
+/* One task: kv head hk, query heads [h0, h0+nh) of its group, tokens [t0, t1).
+ * Keys are taken in chunks of KC: the chunk's K rows are converted once, every
+ * query scores them (masked keys get -inf), each query's online softmax takes
+ * the chunk in one step (new max, rescale, vectorised exp), then the chunk's V
+ * rows are converted once and accumulated. */
 static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, float *scratch) {
     const mf_attn_params *p = t->p;
     const mf_attn_kernels *kk = t->cpu->attn;
@@ -113,9 +119,11 @@ static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, floa
     float m[MAX_Q], l[MAX_Q];
     uint32_t qpos[MAX_Q], first[MAX_Q];
     const float *qv[MAX_Q];
-    float *acc = scratch;                     /* [nq][dv] */
-    float *kbuf = scratch + (size_t)nq * dv;  /* one dequantized K row slice */
-    float *vbuf = kbuf + dk;                  /* one dequantized V row slice */
+    float *acc = scratch;                       /* [nq][dv] */
+    float *sc = acc + (size_t)nq * dv;          /* [nq][KC] scores, then weights */
+    float *kbuf = sc + (size_t)nq * KC;         /* [KC][dk] converted K rows */
+    float *vbuf = kbuf + (size_t)KC * dk;       /* [KC][dv] converted V rows */
+    const float *kr[KC], *vr[KC];
     uint32_t lo = UINT32_MAX, hi = 0;
     for (int ti = t0, j = 0; ti < t1; ti++)
         for (int h = h0; h < h0 + nh; h++, j++) {
@@ -128,27 +136,39 @@ static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, floa
             if (first[j] < lo) lo = first[j];
             if (qpos[j] > hi) hi = qpos[j];
         }
-    for (uint32_t s = lo; s <= hi; s++) {
-        const float *kr = kk->load_k(K + s * krow, koff, dk, kbuf);
-        const float *vr = NULL;
+    for (uint32_t s0 = lo; s0 <= hi; s0 += KC) {
+        const int nk = (int)(hi - s0 + 1 < KC ? hi - s0 + 1 : KC);
+        for (int i = 0; i < nk; i++) kr[i] = kk->load_k(K + (s0 + (uint32_t)i) * krow, koff, dk, kbuf + (size_t)i * dk);
+        kk->scores(qv, nq, kr, nk, dk, p->scale, sc, KC);
         for (int j = 0; j < nq; j++) {
-            if (s < first[j] || s > qpos[j]) continue;
-            float d = kk->dot(qv[j], kr, dk) * p->scale;
-            if (p->softcap > 0) d = p->softcap * tanhf(d / p->softcap);
-            if (!vr) vr = kk->load_v(V + s * vrow, voff, dv, vbuf);
-            float *a = acc + (size_t)j * dv;
-            if (d > m[j]) {
-                /* new running max: rescale what was accumulated so far */
-                const float c = expf(m[j] - d);
-                m[j] = d;
-                l[j] = l[j] * c + 1.0f;
-                kk->scale_add(a, c, vr, dv); /* a = a*c + v */
-            } else {
-                const float e = expf(d - m[j]);
-                l[j] += e;
-                kk->axpy(a, e, vr, dv); /* a += e*v */
+            float *row = sc + (size_t)j * KC;
+            float cmax = -INFINITY;
+            for (int i = 0; i < nk; i++) {
+                const uint32_t s = s0 + (uint32_t)i;
+                if (s < first[j] || s > qpos[j]) {
+                    row[i] = -INFINITY;
+                    continue;
+                }
+                if (p->softcap > 0) row[i] = p->softcap * tanhf(row[i] / p->softcap);
+                if (row[i] > cmax) cmax = row[i];
             }
+            if (cmax == -INFINITY) { /* no visible key in this chunk: weights 0 */
+                memset(row, 0, sizeof(float) * (size_t)nk);
+                continue;
+            }
+            if (cmax > m[j]) {
+                /* new running max: rescale what was accumulated so far */
+                if (m[j] != -INFINITY) {
+                    const float c = mf_attn_expf(m[j] - cmax);
+                    kk->scale(acc + (size_t)j * dv, c, dv);
+                    l[j] *= c;
+                }
+                m[j] = cmax;
+            }
+            l[j] += kk->exp_sum(row, nk, m[j]);
         }
+        for (int i = 0; i < nk; i++) vr[i] = kk->load_v(V + (s0 + (uint32_t)i) * vrow, voff, dv, vbuf + (size_t)i * dv);
+        kk->accum(sc, KC, nq, vr, nk, dv, acc);
     }
     for (int ti = t0, j = 0; ti < t1; ti++)
         for (int h = h0; h < h0 + nh; h++, j++) {
@@ -190,6 +210,6 @@ void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint
 }
 
 size_t mf_cpu_attn_scratch_floats(int head_dim_k, int head_dim_v) {
-    /* accumulators for MAX_Q queries + one K and one V row slice */
-    return (size_t)MAX_Q * (size_t)head_dim_v + (size_t)head_dim_k + (size_t)head_dim_v + 64;
+    /* accumulators and scores for MAX_Q queries + KC converted K and V rows */
+    return (size_t)MAX_Q * ((size_t)head_dim_v + KC) + (size_t)KC * ((size_t)head_dim_k + (size_t)head_dim_v) + 64;
 }

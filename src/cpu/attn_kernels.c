@@ -30,24 +30,55 @@ static const float *load_q8_0(const uint8_t *row, size_t off, int n, float *buf)
     return buf;
 }
 
+static float fold8(float *l) {
+    for (int h = MF_ATTN_LANES / 2; h >= 1; h /= 2)
+        for (int i = 0; i < h; i++) l[i] += l[i + h];
+    return l[0];
+}
+
 static float dot_scalar(const float *a, const float *b, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+    float l[MF_ATTN_LANES] = {0};
+    for (int i = 0; i < n; i++) l[i % MF_ATTN_LANES] = fmaf(a[i], b[i], l[i % MF_ATTN_LANES]);
+    return fold8(l);
+}
+
+static void scores_scalar(const float *const *q, int nq, const float *const *k, int nk, int d, float scale, float *out,
+                          int ld) {
+    for (int j = 0; j < nq; j++)
+        for (int i = 0; i < nk; i++) out[(size_t)j * ld + i] = dot_scalar(q[j], k[i], d) * scale;
+}
+
+static void accum_scalar(const float *w, int ld, int nq, const float *const *v, int nk, int d, float *acc) {
+    for (int j = 0; j < nq; j++)
+        for (int i = 0; i < nk; i++) {
+            const float s = w[(size_t)j * ld + i];
+            if (s == 0.0f) continue;
+            float *a = acc + (size_t)j * d;
+            for (int e = 0; e < d; e++) a[e] = fmaf(s, v[i][e], a[e]);
+        }
+}
+
+static float exp_sum_scalar(float *x, int n, float m) {
+    float l[MF_ATTN_LANES] = {0};
+    for (int i = 0; i < n; i++) {
+        x[i] = mf_attn_expf(x[i] - m);
+        l[i % MF_ATTN_LANES] += x[i];
+    }
+    return fold8(l);
 }
 
 static void axpy_scalar(float *acc, float s, const float *v, int n) {
-    for (int i = 0; i < n; i++) acc[i] += s * v[i];
+    for (int i = 0; i < n; i++) acc[i] = fmaf(s, v[i], acc[i]);
 }
 
-static void scale_add_scalar(float *acc, float c, const float *v, int n) {
-    for (int i = 0; i < n; i++) acc[i] = acc[i] * c + v[i];
+static void scale_scalar(float *acc, float c, int n) {
+    for (int i = 0; i < n; i++) acc[i] *= c;
 }
 
 static const mf_attn_kernels g_scalar[3] = {
-    [MF_KV_F32] = {load_f32, load_f32, dot_scalar, axpy_scalar, scale_add_scalar, "scalar f32"},
-    [MF_KV_F16] = {load_f16, load_f16, dot_scalar, axpy_scalar, scale_add_scalar, "scalar f16"},
-    [MF_KV_Q8_0] = {load_q8_0, load_q8_0, dot_scalar, axpy_scalar, scale_add_scalar, "scalar q8_0"},
+    [MF_KV_F32] = {load_f32, load_f32, dot_scalar, scores_scalar, accum_scalar, exp_sum_scalar, axpy_scalar, scale_scalar, "scalar f32"},
+    [MF_KV_F16] = {load_f16, load_f16, dot_scalar, scores_scalar, accum_scalar, exp_sum_scalar, axpy_scalar, scale_scalar, "scalar f16"},
+    [MF_KV_Q8_0] = {load_q8_0, load_q8_0, dot_scalar, scores_scalar, accum_scalar, exp_sum_scalar, axpy_scalar, scale_scalar, "scalar q8_0"},
 };
 
 const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t) { return &g_scalar[t]; }

@@ -5,6 +5,8 @@
 #include "quant/fp16.h"
 
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
 static const float *load_f32(const uint8_t *row, size_t off, int n, float *buf) {
     (void)n;
@@ -41,44 +43,145 @@ static const float *load_q8_0(const uint8_t *row, size_t off, int n, float *buf)
     return buf;
 }
 
-static float hsum(__m256 v) {
+/* fold 8 lanes pairwise: 4+4, then 2+2, then 1+1 (the scalar fold8's order) */
+static float fold8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
+/* the first n (< 8) elements of p, zeros elsewhere */
+static __m256 load_tail(const float *p, int n) {
+    float t[8] = {0};
+    memcpy(t, p, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(t);
+}
+
 static float dot(const float *a, const float *b, int n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    if (i < n) acc = _mm256_fmadd_ps(load_tail(a + i, n - i), load_tail(b + i, n - i), acc);
+    return fold8(acc);
+}
+
+static void axpy(float *acc, float s, const float *v, int n);
+
+/* 4 keys per pass over the query: the query's loads serve four dots; each
+ * dot keeps its own 8 lanes, so the result equals dot() bitwise */
+static void scores(const float *const *q, int nq, const float *const *k, int nk, int d, float scale, float *out, int ld) {
+    for (int j = 0; j < nq; j++) {
+        const float *a = q[j];
+        float *o = out + (size_t)j * ld;
+        int i = 0;
+        if (d % 8 == 0) {
+            for (; i + 4 <= nk; i += 4) {
+                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+                for (int e = 0; e < d; e += 8) {
+                    const __m256 x = _mm256_loadu_ps(a + e);
+                    s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i] + e), s0);
+                    s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + 1] + e), s1);
+                    s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + 2] + e), s2);
+                    s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + 3] + e), s3);
+                }
+                o[i] = fold8(s0) * scale;
+                o[i + 1] = fold8(s1) * scale;
+                o[i + 2] = fold8(s2) * scale;
+                o[i + 3] = fold8(s3) * scale;
+            }
+        }
+        for (; i < nk; i++) o[i] = dot(a, k[i], d) * scale;
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
+}
+
+/* per query, the accumulator stays in registers across the chunk's keys
+ * (d <= 128: up to 16 ymm); fma order per element = key order, as axpy */
+static void accum(const float *w, int ld, int nq, const float *const *v, int nk, int d, float *acc) {
+    if (d % 8 || d > 128) {
+        for (int j = 0; j < nq; j++)
+            for (int i = 0; i < nk; i++) {
+                const float s = w[(size_t)j * ld + i];
+                if (s != 0.0f) axpy(acc + (size_t)j * d, s, v[i], d);
+            }
+        return;
+    }
+    const int nv = d / 8;
+    for (int j = 0; j < nq; j++) {
+        __m256 r[16];
+        float *a = acc + (size_t)j * d;
+        for (int e = 0; e < nv; e++) r[e] = _mm256_loadu_ps(a + 8 * e);
+        const float *wj = w + (size_t)j * ld;
+        for (int i = 0; i < nk; i++) {
+            if (wj[i] == 0.0f) continue;
+            const __m256 s = _mm256_set1_ps(wj[i]);
+            for (int e = 0; e < nv; e++) r[e] = _mm256_fmadd_ps(s, _mm256_loadu_ps(v[i] + 8 * e), r[e]);
+        }
+        for (int e = 0; e < nv; e++) _mm256_storeu_ps(a + 8 * e, r[e]);
+    }
+}
+
+/* mf_attn_expf on 8 lanes with the same operations */
+static __m256 exp8(__m256 x) {
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693145751953125f), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-1.42860682030941723e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n from the exponent bits; lanes below -87 (or n out of range) become 0 */
+    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(_mm256_and_ps(n, ok)), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
+    /* NaN in, NaN out (the scalar version returns x) */
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(y, x, nan);
+}
+
+static float exp_sum(float *x, int n, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (i < n) {
+        float t[8];
+        __m256 e = exp8(_mm256_sub_ps(load_tail(x + i, n - i), vm));
+        _mm256_storeu_ps(t, e);
+        memcpy(x + i, t, sizeof(float) * (size_t)(n - i));
+        /* lanes past the tail hold exp(0 - m): zero them before adding */
+        for (int k = n - i; k < 8; k++) t[k] = 0;
+        acc = _mm256_add_ps(acc, _mm256_loadu_ps(t));
+    }
+    return fold8(acc);
 }
 
 static void axpy(float *acc, float s, const float *v, int n) {
     const __m256 vs = _mm256_set1_ps(s);
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
-    for (; i < n; i++) acc[i] += s * v[i];
+    for (; i < n; i++) acc[i] = fmaf(s, v[i], acc[i]);
 }
 
-static void scale_add(float *acc, float c, const float *v, int n) {
+static void scale(float *acc, float c, int n) {
     const __m256 vc = _mm256_set1_ps(c);
     int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(_mm256_loadu_ps(acc + i), vc, _mm256_loadu_ps(v + i)));
-    for (; i < n; i++) acc[i] = acc[i] * c + v[i];
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), vc));
+    for (; i < n; i++) acc[i] *= c;
 }
 
 static const mf_attn_kernels g_avx2[3] = {
-    [MF_KV_F32] = {load_f32, load_f32, dot, axpy, scale_add, "avx2 f32"},
-    [MF_KV_F16] = {load_f16, load_f16, dot, axpy, scale_add, "avx2 f16"},
-    [MF_KV_Q8_0] = {load_q8_0, load_q8_0, dot, axpy, scale_add, "avx2 q8_0"},
+    [MF_KV_F32] = {load_f32, load_f32, dot, scores, accum, exp_sum, axpy, scale, "avx2 f32"},
+    [MF_KV_F16] = {load_f16, load_f16, dot, scores, accum, exp_sum, axpy, scale, "avx2 f16"},
+    [MF_KV_Q8_0] = {load_q8_0, load_q8_0, dot, scores, accum, exp_sum, axpy, scale, "avx2 q8_0"},
 };
 
 const mf_attn_kernels *mf_attn_kernels_avx2(mf_kv_type t) { return &g_avx2[t]; }

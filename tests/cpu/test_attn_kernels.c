@@ -1,0 +1,156 @@
+/* test_attn_kernels.c - attention inner loops: the AVX2 set equals the scalar
+ * set bitwise (dot, scores, accum, exp_sum, axpy, scale, and the f16/q8_0 row
+ * loads) on random data and odd lengths; mf_attn_expf is within 2e-7 relative
+ * of exp() over the range softmax uses; and the attention op (any KV type)
+ * matches a double-precision softmax(q.k) v reference. */
+#include "testutil.h"
+#include "cpu/attn_kernels.h"
+#include "quant/types.h"
+#include "engine/backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t g_s = 88172645463325252ull;
+static float frand(void) {
+    g_s ^= g_s << 13;
+    g_s ^= g_s >> 7;
+    g_s ^= g_s << 17;
+    return (float)((double)(g_s >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+static void compare_sets(mf_kv_type kv, const mf_attn_kernels *a, const mf_attn_kernels *b) {
+    enum { NQ = 7, NK = 37 };
+    const int dims[] = {8, 16, 32, 64, 96, 128, 13};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        const int d = dims[di];
+        static float qs[NQ][128], ks[NK][128], vs[NK][128], w[NQ * 64], acc1[NQ * 128], acc2[NQ * 128], s1[NQ * 64], s2[NQ * 64];
+        const float *q[NQ], *k[NK], *v[NK];
+        for (int j = 0; j < NQ; j++) {
+            for (int e = 0; e < d; e++) qs[j][e] = frand() * 3;
+            q[j] = qs[j];
+        }
+        for (int i = 0; i < NK; i++) {
+            for (int e = 0; e < d; e++) ks[i][e] = frand(), vs[i][e] = frand();
+            k[i] = ks[i];
+            v[i] = vs[i];
+        }
+        float da = a->dot(q[0], k[0], d), db = b->dot(q[0], k[0], d);
+        CHECK(!memcmp(&da, &db, 4), "%s vs %s dot d=%d", a->name, b->name, d);
+        a->scores(q, NQ, k, NK, d, 0.125f, s1, 64);
+        b->scores(q, NQ, k, NK, d, 0.125f, s2, 64);
+        bool same = true;
+        for (int j = 0; j < NQ; j++) same &= !memcmp(s1 + j * 64, s2 + j * 64, sizeof(float) * NK);
+        CHECK(same, "%s vs %s scores d=%d", a->name, b->name, d);
+        for (int j = 0; j < NQ; j++) {
+            float sa = a->exp_sum(s1 + j * 64, NK - j, 0.5f), sb = b->exp_sum(s2 + j * 64, NK - j, 0.5f);
+            CHECK(!memcmp(&sa, &sb, 4) && !memcmp(s1 + j * 64, s2 + j * 64, sizeof(float) * (size_t)(NK - j)),
+                  "%s vs %s exp_sum n=%d", a->name, b->name, NK - j);
+        }
+        for (int j = 0; j < NQ * 64; j++) w[j] = (j % 5 == 0) ? 0.0f : frand();
+        memset(acc1, 0, sizeof acc1);
+        memset(acc2, 0, sizeof acc2);
+        a->accum(w, 64, NQ, v, NK, d, acc1);
+        b->accum(w, 64, NQ, v, NK, d, acc2);
+        CHECK(!memcmp(acc1, acc2, sizeof(float) * NQ * (size_t)d), "%s vs %s accum d=%d", a->name, b->name, d);
+        a->scale(acc1, 0.3f, d);
+        b->scale(acc2, 0.3f, d);
+        a->axpy(acc1, 0.7f, v[3], d);
+        b->axpy(acc2, 0.7f, v[3], d);
+        CHECK(!memcmp(acc1, acc2, sizeof(float) * (size_t)d), "%s vs %s scale/axpy d=%d", a->name, b->name, d);
+    }
+    /* row loads of the cache type: slices at every head offset */
+    const mf_type t = kv == MF_KV_F16 ? MF_TYPE_F16 : kv == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
+    static float src[256], b1[256], b2[256];
+    static uint8_t row[2048];
+    for (int e = 0; e < 256; e++) src[e] = frand() * 4;
+    mf_type_traits_ref(t)->from_float_ref(src, row, 256);
+    for (int off = 0; off < 256; off += 8)
+        for (int n = 1; off + n <= 256; n += 13) {
+            const float *x = a->load_k(row, (size_t)off, n, b1), *y = b->load_k(row, (size_t)off, n, b2);
+            CHECK(!memcmp(x, y, sizeof(float) * (size_t)n), "%s vs %s load off=%d n=%d", a->name, b->name, off, n);
+        }
+}
+
+/* The attention op against softmax(q.k * scale) v in double: GQA, prefill
+ * then decode, a sliding window, soft-capping, every KV type (rounding the
+ * reference's K and V the way the cache stores them). */
+static void op_vs_reference(mf_kv_type kv, int window, float softcap) {
+    enum { NH = 6, NKV = 2, D = 32, NT = 150, L = 1 };
+    mf_backend *be = mf_cpu_backend_new(2, NT, NH * D, 256, false);
+    mf_kv_desc kd = {kv, 256, L, NKV * D, NKV * D, D, D};
+    CHECK(be && be->ops->kv_init(be, &kd) == MF_OK, "kv_init: %s", mf_last_error());
+    static float q[NT][NH * D], k[NT][NKV * D], v[NT][NKV * D], out[NT][NH * D], kr[NT][NKV * D], vr[NT][NKV * D];
+    for (int t = 0; t < NT; t++) {
+        for (int e = 0; e < NH * D; e++) q[t][e] = frand();
+        for (int e = 0; e < NKV * D; e++) k[t][e] = frand(), v[t][e] = frand();
+    }
+    /* what the cache will hold */
+    const mf_type ty = kv == MF_KV_F16 ? MF_TYPE_F16 : kv == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
+    static uint8_t tmp[4096];
+    for (int t = 0; t < NT; t++) {
+        mf_type_traits_get(ty)->from_float(k[t], tmp, NKV * D);
+        mf_type_traits_get(ty)->to_float(tmp, kr[t], NKV * D);
+        mf_type_traits_get(ty)->from_float(v[t], tmp, NKV * D);
+        mf_type_traits_get(ty)->to_float(tmp, vr[t], NKV * D);
+    }
+    const mf_attn_params ap = {NH, NKV, D, D, 0.17f, softcap, window};
+    /* prefill 100 tokens, then 50 one at a time */
+    be->ops->kv_store(be, 0, &k[0][0], &v[0][0], 100, 0);
+    be->ops->attention(be, 0, &q[0][0], 100, 0, &ap, &out[0][0]);
+    for (int t = 100; t < NT; t++) {
+        be->ops->kv_store(be, 0, k[t], v[t], 1, (uint32_t)t);
+        be->ops->attention(be, 0, q[t], 1, (uint32_t)t, &ap, out[t]);
+    }
+    double md = 0;
+    for (int t = 0; t < NT; t++)
+        for (int h = 0; h < NH; h++) {
+            const int hk = h / (NH / NKV);
+            double sc[NT], mx = -1e300, sum = 0;
+            int lo = window > 0 && t >= window ? t - window + 1 : 0;
+            for (int s = lo; s <= t; s++) {
+                double d = 0;
+                for (int e = 0; e < D; e++) d += (double)q[t][h * D + e] * kr[s][hk * D + e];
+                d *= 0.17;
+                if (softcap > 0) d = softcap * tanh(d / softcap);
+                sc[s] = d;
+                if (d > mx) mx = d;
+            }
+            for (int s = lo; s <= t; s++) sum += sc[s] = exp(sc[s] - mx);
+            for (int e = 0; e < D; e++) {
+                double o = 0;
+                for (int s = lo; s <= t; s++) o += sc[s] / sum * vr[s][hk * D + e];
+                md = fmax(md, fabs(o - out[t][h * D + e]));
+            }
+        }
+    CHECK(md < 2e-5, "attention op kv %d window %d softcap %g: max diff %.3g vs double reference", (int)kv, window, softcap, md);
+    be->ops->destroy(be);
+}
+
+int main(void) {
+    /* exp accuracy over [-87, 0] */
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        const float x = -87.0f * (float)i / 200000.0f;
+        const double e = exp((double)x), r = fabs(mf_attn_expf(x) - e) / e;
+        if (r > worst) worst = r;
+    }
+    CHECK(worst < 3e-7, "mf_attn_expf relative error %.3g", worst);
+    CHECK(mf_attn_expf(-INFINITY) == 0.0f && mf_attn_expf(-100.0f) == 0.0f && mf_attn_expf(0.0f) == 1.0f,
+          "mf_attn_expf edge values");
+    fprintf(stderr, "mf_attn_expf max relative error %.3g\n", worst);
+
+    for (int kv = 0; kv < 3; kv++) {
+        const mf_attn_kernels *s = mf_attn_kernels_scalar((mf_kv_type)kv), *v = mf_attn_kernels_avx2((mf_kv_type)kv);
+        if (!v || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
+            fprintf(stderr, "no AVX2+FMA+F16C here: AVX2 attention kernels not compared\n");
+            break;
+        }
+        compare_sets((mf_kv_type)kv, s, v);
+    }
+    for (int kv = 0; kv < 3; kv++) op_vs_reference((mf_kv_type)kv, 0, 0);
+    op_vs_reference(MF_KV_F32, 37, 0);
+    op_vs_reference(MF_KV_F16, 8, 20.0f);
+    return test_summary("test_attn_kernels");
+}
