@@ -138,15 +138,17 @@ static void check_dot(int t, int64_t n, const uint8_t *xq, const uint8_t *yq, co
     const size_t xb = mf_row_size(t, n), yb = mf_row_size(ref->vec_dot_type, n);
     float want;
     ref->vec_dot((int)n, &want, xq, yq);
-    uint8_t *xc = malloc(xb + 8), *yc = malloc(yb + 8);
-    memcpy(xc + 1, xq, xb);
-    memcpy(yc + 3, yq, yb);
+    /* copies off vector alignment but on the blocks' C alignment (4 covers
+     * Q8_K's float and F32): odd addresses would be undefined even in C */
+    uint8_t *xc = malloc(xb + 64), *yc = malloc(yb + 64);
+    memcpy(xc + 4, xq, xb);
+    memcpy(yc + 36, yq, yb);
     for (int li = 0; li < N_LEVELS; li++) {
         const mf_type_traits *ft = mf_cpu_traits_for_level(t, k_levels[li]);
         if (!ft) continue;
         float got = NAN, got2 = NAN;
         ft->vec_dot((int)n, &got, xq, yq);
-        ft->vec_dot((int)n, &got2, xc + 1, yc + 3);
+        ft->vec_dot((int)n, &got2, xc + 4, yc + 36);
         CHECK(!memcmp(&got, &want, 4) && !memcmp(&got2, &want, 4),
               "%s %s n=%lld (%s): vec_dot %.9g (misaligned %.9g) != reference %.9g", mf_cpu_level_name(k_levels[li]),
               mf_type_name(t), (long long)n, what, got, got2, want);
@@ -260,7 +262,7 @@ static int g_q_checked[MF_TYPE_COUNT][N_LEVELS];
 static void check_quantize(int t, const float *x, int64_t n, const char *what) {
     const mf_type_traits *ref = mf_type_traits_ref(t);
     const size_t nbytes = mf_row_size(t, n);
-    uint8_t *want = malloc(nbytes + 1), *got = malloc(nbytes + 1);
+    uint8_t *want = malloc(nbytes + 4), *got = malloc(nbytes + 4);
     float *xc = malloc((size_t)n * sizeof(float) + 8);
     memcpy((uint8_t *)xc + 4, x, (size_t)n * sizeof(float));
     ref->from_float(x, want, n);
@@ -274,9 +276,9 @@ static void check_quantize(int t, const float *x, int64_t n, const char *what) {
             if (got[i] != want[i]) first = i;
         CHECK(first == nbytes && got[nbytes] == 0xa5, "%s from_float %s n=%lld (%s): bytes differ from byte %zu",
               mf_cpu_level_name(k_levels[li]), mf_type_name(t), (long long)n, what, first);
-        /* unaligned source, unaligned destination */
-        ft->from_float((const float *)((uint8_t *)xc + 4), got + 1, n);
-        CHECK(!memcmp(got + 1, want, nbytes), "%s from_float %s n=%lld (%s): misaligned bytes differ",
+        /* source and destination off vector alignment */
+        ft->from_float((const float *)((uint8_t *)xc + 4), got + 4, n);
+        CHECK(!memcmp(got + 4, want, nbytes), "%s from_float %s n=%lld (%s): misaligned bytes differ",
               mf_cpu_level_name(k_levels[li]), mf_type_name(t), (long long)n, what);
         g_q_checked[t][li]++;
     }
