@@ -1,41 +1,89 @@
 /* matmul.c - out = x . W^T for weights of any implemented type.
  *
- * The activation rows are converted once to the weight type's vec_dot_type
- * (f32 stays f32, f16 -> f16, q8_0 -> q8_0, K-quants -> q8_K ...), exactly how
- * llama.cpp pairs them, then every output element is one vec_dot.
+ * Two paths, with bitwise-equal results (gemm.h says how):
+ * - vec_dot: the activation rows are converted once to the weight type's
+ *   vec_dot_type (f32 stays f32, f16 -> f16, q8_0 -> q8_0, K-quants -> q8_K
+ *   ...), exactly how llama.cpp pairs them, then every output element is one
+ *   vec_dot. Decode (one row) and types without a GEMM take it.
+ * - GEMM: for batches of at least MF_GEMM_MIN_ROWS rows, the activations are
+ *   converted the same way into token tiles, and each thread packs a range of
+ *   weight panels (decoding each weight block once per call instead of once
+ *   per token) and runs the register-blocked kernel over every tile.
  *
  * Several weights that read the same input (Q/K/V, gate/up) go through one
- * call: the input is converted once per distinct vec_dot_type and the output
- * rows of all of them are split across threads in a single dispatch. Each
+ * call: the input is converted once per distinct activation layout, and the
+ * outputs of all of them are split across threads in a single dispatch. Each
  * output element is computed by exactly one thread with a fixed reduction
- * order, so results do not depend on the thread count. */
+ * order, so results do not depend on the thread count or the split. */
 #include "cpu/cpu.h"
+#include "cpu/gemm.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_W 4
+
+/* Rows from which the GEMM replaces vec_dot: below this, decoding a weight
+ * block per token is cheaper than packing the panels (measured with
+ * tests/cpu/bench_gemm.c, docs/PERFORMANCE.md). */
+#define MF_GEMM_MIN_ROWS 4
+
+typedef struct tileset {
+    mf_gemm_act act;
+    int nt, ntiles;
+    size_t bytes; /* of one tile */
+    uint8_t *base;
+} tileset;
 
 typedef struct matmul_task {
     int nw;
     const gguf_tensor *w[MAX_W];
     const mf_type_traits *tr[MAX_W];
-    const uint8_t *xq[MAX_W];  /* converted activations for weight i */
-    size_t xq_row[MAX_W];      /* bytes per converted row */
     float *out[MAX_W];
-    long row0[MAX_W + 1];      /* prefix sums of output rows: weight i owns [row0[i], row0[i+1]) */
-    /* conversions to run: input x to type conv_type[c] into conv_dst[c] */
     const float *x;
-    int n_in, rows, n_conv;
+    int n_in, rows;
+    /* vec_dot path: converted activations for weight i, and the output rows
+     * it owns in the row split */
+    const uint8_t *xq[MAX_W];
+    size_t xq_row[MAX_W];
+    long row0[MAX_W + 1];
+    int n_conv;
     mf_type conv_type[MAX_W];
     uint8_t *conv_dst[MAX_W];
     size_t conv_row[MAX_W];
+    /* GEMM path: kind and tile set of weight i (NULL: vec_dot), the units
+     * (groups of rows_per_call rows) it owns in the unit split */
+    const mf_gemm_kind *g[MAX_W];
+    int ts_of[MAX_W];
+    long unit0[MAX_W + 1];
+    int n_ts;
+    tileset ts[MAX_W];
+    uint8_t *scratch;   /* per thread: one converted row, then the panels of a unit */
+    size_t scratch_per_thread, tmp_bytes;
 } matmul_task;
 
 static void convert_rows(void *arg, int ith, int nth) {
     matmul_task *t = arg;
-    /* split (conversion, row) pairs so a single-row decode still spreads */
-    long n = (long)t->n_conv * t->rows, j0, j1;
-    mf_split(n, ith, nth, &j0, &j1);
+    /* tiles: split (tile set, tile) pairs */
+    long nt_all = 0;
+    for (int s = 0; s < t->n_ts; s++) nt_all += t->ts[s].ntiles;
+    long j0, j1;
+    mf_split(nt_all, ith, nth, &j0, &j1);
+    uint8_t *tmp = t->scratch + (size_t)ith * t->scratch_per_thread;
+    for (long j = j0; j < j1; j++) {
+        int s = 0;
+        long i = j;
+        while (i >= t->ts[s].ntiles) i -= t->ts[s++].ntiles;
+        const tileset *ts = &t->ts[s];
+        const int tok0 = (int)i * ts->nt;
+        const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;
+        mf_gemm_tile_build(ts->act, ts->nt, t->x + (size_t)tok0 * t->n_in, (size_t)t->n_in, ntok, t->n_in,
+                           mf_type_traits_get(mf_gemm_act_type(ts->act))->from_float, tmp, ts->base + (size_t)i * ts->bytes);
+    }
+    /* rows for the vec_dot path: split (conversion, row) pairs so a
+     * single-row decode still spreads */
+    mf_split((long)t->n_conv * t->rows, ith, nth, &j0, &j1);
     for (long j = j0; j < j1; j++) {
         const int c = (int)(j / t->rows), r = (int)(j % t->rows);
         mf_type_traits_get(t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in, t->conv_dst[c] + (size_t)r * t->conv_row[c],
@@ -46,8 +94,40 @@ static void convert_rows(void *arg, int ith, int nth) {
 /* rows of W per inner block: keeps a few weight rows hot while sweeping tokens */
 #define ROW_BLOCK 16
 
+static void gemm_units(matmul_task *t, int ith, int nth) {
+    long u0, u1;
+    mf_split(t->unit0[t->nw], ith, nth, &u0, &u1);
+    uint8_t *panels = t->scratch + (size_t)ith * t->scratch_per_thread + t->tmp_bytes;
+    for (int wi = 0; wi < t->nw; wi++) {
+        long a = u0 > t->unit0[wi] ? u0 : t->unit0[wi], b = u1 < t->unit0[wi + 1] ? u1 : t->unit0[wi + 1];
+        if (a >= b || !t->g[wi]) continue;
+        const mf_gemm_kind *g = t->g[wi];
+        const gguf_tensor *w = t->w[wi];
+        const int64_t k = w->ne[0], n_out = w->ne[1];
+        const size_t w_row = mf_row_size(w->type, k), pb = g->panel_bytes(k);
+        const tileset *ts = &t->ts[t->ts_of[wi]];
+        for (long u = a - t->unit0[wi]; u < b - t->unit0[wi]; u++) {
+            const long r0 = u * g->rows_per_call;
+            const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+            for (int p = 0; p * g->panel_rows < g->rows_per_call; p++) {
+                int n = nrows - p * g->panel_rows;
+                n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
+                g->pack((const uint8_t *)w->data + (size_t)(r0 + (long)p * g->panel_rows) * w_row * (n > 0), w_row, n, k,
+                        panels + (size_t)p * pb);
+            }
+            for (int i = 0; i < ts->ntiles; i++) {
+                const int tok0 = i * ts->nt;
+                const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;
+                g->kernel(panels, pb, ts->base + (size_t)i * ts->bytes, k, t->out[wi] + (size_t)tok0 * n_out + r0,
+                          (size_t)n_out, nrows, ntok);
+            }
+        }
+    }
+}
+
 static void dot_rows(void *arg, int ith, int nth) {
     matmul_task *t = arg;
+    if (t->unit0[t->nw]) gemm_units(t, ith, nth);
     long o0, o1;
     mf_split(t->row0[t->nw], ith, nth, &o0, &o1);
     for (int wi = 0; wi < t->nw; wi++) {
@@ -72,41 +152,92 @@ static void dot_rows(void *arg, int ith, int nth) {
     }
 }
 
+static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* --verbose: name each GEMM kind the first time a process uses it */
+static atomic_int g_said[MF_TYPE_COUNT];
+static atomic_int g_said_nomem;
+
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out) {
     mf_cpu *cpu = (mf_cpu *)be;
     matmul_task t = {.nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows};
-    t.row0[0] = 0;
-    size_t used = 0;
     for (int i = 0; i < nw; i++) {
         t.w[i] = w[i];
         t.tr[i] = mf_type_traits_get(w[i]->type);
         t.out[i] = out[i];
-        t.row0[i + 1] = t.row0[i] + w[i]->ne[1];
-        const mf_type vt = t.tr[i]->vec_dot_type;
-        if (vt == MF_TYPE_F32) {
-            t.xq[i] = (const uint8_t *)x;
-            t.xq_row[i] = (size_t)t.n_in * sizeof(float);
-            continue;
-        }
-        int c = 0;
-        while (c < t.n_conv && t.conv_type[c] != vt) c++;
-        if (c == t.n_conv) {
-            /* act_buf holds one converted copy of the widest batch per weight slot */
-            t.conv_type[c] = vt;
-            t.conv_row[c] = mf_row_size(vt, t.n_in);
-            t.conv_dst[c] = cpu->act_buf + used;
-            used += ((t.conv_row[c] * (size_t)rows) + 63) & ~(size_t)63;
-            t.n_conv++;
-        }
-        t.xq[i] = t.conv_dst[c];
-        t.xq_row[i] = t.conv_row[c];
+        const mf_gemm_kind *g = rows >= MF_GEMM_MIN_ROWS ? mf_gemm_get(w[i]->type) : NULL;
+        if (g && t.n_in % g->k_multiple) g = NULL;
+        t.g[i] = g;
     }
-    if (used > cpu->act_cap) {
-        /* more distinct conversions than the buffer holds: one weight at a time */
-        for (int i = 0; i < nw; i++) mf_cpu_matmul_n(be, &w[i], 1, x, rows, &out[i]);
-        return;
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0 plans the GEMM; if its buffers do not fit, pass 1 plans
+         * everything on the vec_dot path */
+        size_t used = 0, tmp_bytes = 0, panel_bytes = 0;
+        t.n_ts = t.n_conv = 0;
+        t.row0[0] = t.unit0[0] = 0;
+        for (int i = 0; i < nw; i++) {
+            const mf_gemm_kind *g = t.g[i];
+            t.row0[i + 1] = t.row0[i] + (g ? 0 : w[i]->ne[1]);
+            t.unit0[i + 1] = t.unit0[i] + (g ? (w[i]->ne[1] + g->rows_per_call - 1) / g->rows_per_call : 0);
+            if (g) {
+                int s = 0;
+                while (s < t.n_ts && (t.ts[s].act != g->act || t.ts[s].nt != g->nt)) s++;
+                if (s == t.n_ts) {
+                    tileset *ts = &t.ts[t.n_ts++];
+                    ts->act = g->act;
+                    ts->nt = g->nt;
+                    ts->ntiles = (rows + g->nt - 1) / g->nt;
+                    ts->bytes = align64(mf_gemm_tile_bytes(g->act, g->nt, t.n_in));
+                    ts->base = cpu->act_buf + used;
+                    used += ts->bytes * (size_t)ts->ntiles;
+                    const size_t tb = mf_row_size(mf_gemm_act_type(g->act), t.n_in);
+                    if (tb > tmp_bytes) tmp_bytes = tb;
+                }
+                t.ts_of[i] = s;
+                const size_t pb = g->panel_bytes(t.n_in) * (size_t)(g->rows_per_call / g->panel_rows);
+                if (pb > panel_bytes) panel_bytes = pb;
+                continue;
+            }
+            const mf_type vt = t.tr[i]->vec_dot_type;
+            if (vt == MF_TYPE_F32) {
+                t.xq[i] = (const uint8_t *)x;
+                t.xq_row[i] = (size_t)t.n_in * sizeof(float);
+                continue;
+            }
+            int c = 0;
+            while (c < t.n_conv && t.conv_type[c] != vt) c++;
+            if (c == t.n_conv) {
+                t.conv_type[c] = vt;
+                t.conv_row[c] = mf_row_size(vt, t.n_in);
+                t.conv_dst[c] = cpu->act_buf + used;
+                used += align64(t.conv_row[c] * (size_t)rows);
+                t.n_conv++;
+            }
+            t.xq[i] = t.conv_dst[c];
+            t.xq_row[i] = t.conv_row[c];
+        }
+        t.tmp_bytes = align64(tmp_bytes);
+        t.scratch_per_thread = t.tmp_bytes + align64(panel_bytes);
+        t.scratch = cpu->act_buf + used;
+        used += t.scratch_per_thread * (size_t)cpu->n_threads;
+        if (used <= cpu->act_cap) break;
+        int any = 0;
+        for (int i = 0; i < nw; i++) any |= t.g[i] != NULL, t.g[i] = NULL;
+        if (!any) {
+            /* more distinct conversions than the buffer holds: one weight at a time */
+            for (int i = 0; i < nw; i++) mf_cpu_matmul_n(be, &w[i], 1, x, rows, &out[i]);
+            return;
+        }
+        if (cpu->verbose && !atomic_exchange(&g_said_nomem, 1))
+            fprintf(stderr, "minfer: prefill GEMM off for a %d-row batch of width %d: its buffers exceed the "
+                            "backend's scratch (%zu bytes); using vec_dot\n", rows, t.n_in, cpu->act_cap);
     }
-    if (t.n_conv) mf_pool_run(cpu->pool, convert_rows, &t);
+    if (cpu->verbose)
+        for (int i = 0; i < nw; i++)
+            if (t.g[i] && !atomic_exchange(&g_said[w[i]->type], 1))
+                fprintf(stderr, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows\n",
+                        mf_type_name(w[i]->type), t.g[i]->name, MF_GEMM_MIN_ROWS);
+    if (t.n_conv || t.n_ts) mf_pool_run(cpu->pool, convert_rows, &t);
     mf_pool_run(cpu->pool, dot_rows, &t);
 }
 

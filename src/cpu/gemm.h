@@ -1,0 +1,87 @@
+/* gemm.h - the prefill GEMM: weight rows packed into 16-row panels, activation
+ * rows into token tiles, and register-blocked SIMD kernels that reuse each
+ * decoded weight block across a tile of tokens (private to src/cpu).
+ *
+ * Bitwise contract: every output element equals what the type's vec_dot gives
+ * for that (weight row, token), whatever the tile shape, the batch size or the
+ * thread count. The kernels keep the float orders of quant/lanes.h:
+ *   - K-quants: one float chain per (row, token), one term per super-block in
+ *     super-block order, each term the reference's own expression of exact
+ *     integer sums;
+ *   - 32-element blocks: block b into lane b % 8, lanes folded by
+ *     mf_lanes_fold (the kernels walk the blocks lane by lane: each lane is an
+ *     independent chain in block order, so visiting lane 0's blocks first,
+ *     then lane 1's, ... adds the same values in the same order per lane);
+ *   - F16/F32: element i into lane i % 64 by fma, then mf_lanes_fold.
+ * Integer sums are exact in any order; gemm_kern.h says why no intermediate
+ * overflows.
+ *
+ * Flow of one matmul (matmul.c drives it):
+ *   1. tiles: the activation rows, already converted to the weight type's
+ *      vec_dot_type, are regrouped per tile of nt tokens (mf_gemm_tile_build);
+ *   2. each thread takes a range of panel groups (rows_per_call weight rows),
+ *      packs them (kind->pack, once per call of the matmul) and runs the kernel
+ *      over every token tile. */
+#ifndef MF_CPU_GEMM_H
+#define MF_CPU_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/features.h"
+#include "quant/types.h"
+
+/* Activation tile layouts (gemm_layout.h), one per vec_dot_type a GEMM reads. */
+typedef enum mf_gemm_act {
+    MF_GEMM_ACT_Q8K, /* K-quants: Q8_K */
+    MF_GEMM_ACT_Q80, /* 32-element block types: Q8_0 */
+    MF_GEMM_ACT_F16, /* F16 */
+    MF_GEMM_ACT_COUNT
+} mf_gemm_act;
+
+/* Packs rows [0, nrows) (nrows <= panel_rows; the rest of the panel is
+ * zero) of a weight whose rows are row_bytes apart, k columns, into panel. */
+typedef void (*mf_gemm_pack_fn)(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel);
+
+/* out[t * ldo + r] for r < nrows, t < ntok: the products of the
+ * rows_per_call rows packed in `panels` (consecutive panels of panel_bytes)
+ * with the nt tokens of `tile`. Rows and tokens past nrows / ntok are padding
+ * and never stored. */
+typedef void (*mf_gemm_kernel_fn)(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k,
+                                  float *out, size_t ldo, int nrows, int ntok);
+
+typedef struct mf_gemm_kind {
+    const char *name;       /* e.g. "q4_K 32x6 AVX-512 VNNI" */
+    mf_gemm_act act;
+    int nt;                 /* tokens per tile */
+    int panel_rows;         /* weight rows per packed panel */
+    int rows_per_call;      /* weight rows per kernel call (a multiple of panel_rows) */
+    int k_multiple;         /* k must be a multiple of this (else: vec_dot) */
+    size_t (*panel_bytes)(int64_t k);
+    mf_gemm_pack_fn pack;
+    mf_gemm_kernel_fn kernel;
+} mf_gemm_kind;
+
+/* The GEMM of weight type `type` at the SIMD level mf_cpu_init chose; NULL
+ * when there is none (the matmul then uses vec_dot) or MINFER_NO_GEMM is set. */
+const mf_gemm_kind *mf_gemm_get(mf_type type);
+/* The GEMM that `level` would use (NULL if none or the CPU lacks the level);
+ * for tests and benchmarks that compare levels in one process. */
+const mf_gemm_kind *mf_gemm_get_level(mf_type type, mf_cpu_level level);
+
+/* Bytes of one tile of nt tokens over k columns. */
+size_t mf_gemm_tile_bytes(mf_gemm_act act, int nt, int64_t k);
+/* The type a tile layout is built from (Q8_K, Q8_0, F16). */
+mf_type mf_gemm_act_type(mf_gemm_act act);
+/* Builds one tile of nt tokens from ntok <= nt rows of k floats (ld apart):
+ * each row goes through from_float (the conversion vec_dot would see) into
+ * tmp (one converted row), then into the tile; tokens past ntok are zero. */
+void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int ntok, int64_t k,
+                        mf_from_float_fn from_float, uint8_t *tmp, uint8_t *tile);
+
+/* Per-level tables, filled by the ISA files (gemm_*_avx2.c / *_avx512.c). */
+void mf_gemm_reg_avx2(const mf_gemm_kind **tab);
+void mf_gemm_reg_avx512(const mf_gemm_kind **tab);
+void mf_gemm_reg_vnni_avx512(const mf_gemm_kind **tab);
+
+#endif

@@ -1,0 +1,797 @@
+/* gemm_kern.h - the GEMM panel packers and register-blocked kernels, written
+ * once and compiled per SIMD level: gemm_avx2.c (MF_GEMM_W 256, no VNNI),
+ * gemm_avx512.c (512, no VNNI: maddubs + madd) and gemm_vnni_avx512.c (512,
+ * vpdpbusd + vpdpwssd). Everything here is static; each includer registers
+ * its own copies (gemm.h describes the flow and the bitwise contract).
+ *
+ * Integer kernels keep weight rows in vector lanes. A panel stores, per step
+ * of 4 columns, the unsigned levels of 16 rows as 16 words of 4 bytes; the
+ * tile stores, per step, one word of 4 signed activation bytes per token.
+ * One vpdpbusd (or maddubs) of a panel step with a broadcast token word adds
+ * 4 products to each row's sum, so a loaded weight vector serves NT tokens
+ * and a broadcast token word serves JV weight vectors.
+ *
+ * Exactness of the integer part (activation bytes are in [-127, 127]: the
+ * Q8_0 / Q8_K quantizers never write -128):
+ * - vpdpbusd sums into int32 without intermediate saturation.
+ * - Sub-block scales are applied by vpdpwssd / vpmaddwd, which read the
+ *   partial sum as int16: every partial sum a kernel scales fits int16:
+ *     Q4_K: 16 columns of levels 0..15: |sum| <= 15*127*16 = 30480;
+ *     Q5_K: 16 columns of levels 0..31 minus 16 (the offset enters through
+ *           the unit's start value -16 * bsum): |sum| <= 16*127*16 = 32512;
+ *     Q6_K: 8 columns of levels 0..63 minus 32 (start value -32 * sum of the
+ *           8 activations, the reference's own offset): 32*127*8 = 32512.
+ *   With VNNI the int32 partial is multiplied by the pair (scale, 0), i.e.
+ *   its low 16 bits (the whole value) times the scale.
+ * - maddubs (no VNNI) saturates int16 pair sums; levels <= 63 keep a pair
+ *   below 63*127*2 = 16002, and the kernels add at most floor(32767 / pair
+ *   bound) steps in int16 before widening: 4 steps for levels <= 31, 2 for
+ *   levels <= 63, 8 for levels <= 15. Signed-weight types (Q8_0, IQ4_NL)
+ *   need VNNI (levels biased by +128 exceed maddubs' range).
+ * Float parts are the references' expressions, lane for lane (no FMA
+ * contraction: the build uses -ffp-contract=off). */
+#ifndef MF_GEMM_W
+#error "define MF_GEMM_W (256 or 512) and MF_GEMM_VNNI before including gemm_kern.h"
+#endif
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/gemm.h"
+#include "cpu/gemm_layout.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+#include "quant/qsearch.h"
+
+static inline int32_t ld32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+#define AI static inline __attribute__((always_inline))
+
+#if MF_GEMM_W == 512
+typedef __m512i vi;
+typedef __m512 vf;
+#define VL 16
+#define VI_ZERO() _mm512_setzero_si512()
+#define VI_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define VI_BCAST(p) _mm512_set1_epi32(ld32(p))
+#define VI_ADD32 _mm512_add_epi32
+#define VI_ADD16 _mm512_add_epi16
+#define VI_MADDUBS _mm512_maddubs_epi16
+#define VI_MADD _mm512_madd_epi16
+#define VI_SLLI32 _mm512_slli_epi32
+#define VI_SET16(v) _mm512_set1_epi16(v)
+#define VF_ZERO() _mm512_setzero_ps()
+#define VF_CVT _mm512_cvtepi32_ps
+#define VF_LOAD(p) _mm512_loadu_ps(p)
+#define VF_BCAST(p) _mm512_set1_ps(*(const float *)(p))
+#define VF_MUL _mm512_mul_ps
+#define VF_ADD _mm512_add_ps
+#define VF_SUB _mm512_sub_ps
+#define VF_FMA _mm512_fmadd_ps
+#define VF_STORE(p, v) _mm512_storeu_ps(p, v)
+#define VF_CVTPH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#if MF_GEMM_VNNI
+#define VI_DPBUSD _mm512_dpbusd_epi32
+#define VI_DPWSSD _mm512_dpwssd_epi32
+#endif
+#elif MF_GEMM_W == 256
+typedef __m256i vi;
+typedef __m256 vf;
+#define VL 8
+#define VI_ZERO() _mm256_setzero_si256()
+#define VI_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VI_BCAST(p) _mm256_set1_epi32(ld32(p))
+#define VI_ADD32 _mm256_add_epi32
+#define VI_ADD16 _mm256_add_epi16
+#define VI_MADDUBS _mm256_maddubs_epi16
+#define VI_MADD _mm256_madd_epi16
+#define VI_SLLI32 _mm256_slli_epi32
+#define VI_SET16(v) _mm256_set1_epi16(v)
+#define VF_ZERO() _mm256_setzero_ps()
+#define VF_CVT _mm256_cvtepi32_ps
+#define VF_LOAD(p) _mm256_loadu_ps(p)
+#define VF_BCAST(p) _mm256_set1_ps(*(const float *)(p))
+#define VF_MUL _mm256_mul_ps
+#define VF_ADD _mm256_add_ps
+#define VF_SUB _mm256_sub_ps
+#define VF_FMA _mm256_fmadd_ps
+#define VF_STORE(p, v) _mm256_storeu_ps(p, v)
+#define VF_CVTPH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#if MF_GEMM_VNNI
+#error "VNNI kernels are 512-bit only"
+#endif
+#else
+#error "MF_GEMM_W must be 256 or 512"
+#endif
+
+/* Panels are 16 rows; a 256-bit vector covers half of each 64-byte record. */
+#define HALVES (16 / VL)
+#define REC 64 /* bytes of one panel record: 16 rows x 4 bytes */
+
+/* Register tiles are arrays of these fixed sizes (GCC keeps an array in
+ * registers only when its size is a constant and every index folds);
+ * kernels use the first JV x NT entries. */
+#define JVMAX 2
+#define NTMAX 6
+#define RMAX 8
+#define TVMAX 3
+
+/* ======================= packing ======================= */
+
+/* levels of 16 rows (row r at lv + r * stride, nsteps * 4 bytes each) into
+ * nsteps records of 16 words: word r of record s = bytes 4s..4s+3 of row r */
+static void put_steps(const uint8_t *lv, size_t stride, int nsteps, uint8_t *out) {
+    for (int s = 0; s < nsteps; s++)
+        for (int r = 0; r < 16; r++) memcpy(out + (size_t)s * REC + 4 * r, lv + (size_t)r * stride + 4 * s, 4);
+}
+
+/* One record of 16 int32 / int16 pairs / floats. */
+static inline void rec_i32(uint8_t *out, const int32_t v[16]) { memcpy(out, v, REC); }
+static inline void rec_pair(uint8_t *out, const int16_t lo[16], const int16_t hi[16]) {
+    int16_t p[32];
+    for (int r = 0; r < 16; r++) p[2 * r] = lo[r], p[2 * r + 1] = hi[r];
+    memcpy(out, p, REC);
+}
+static inline void rec_f32(uint8_t *out, const float v[16]) { memcpy(out, v, REC); }
+
+/* 32 nibbles of 16 bytes: low nibbles are elements 0..15, high 16..31 */
+static inline __m256i nib32(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1),
+                            _mm256_set1_epi8(0x0f));
+}
+
+/* byte j = 0x10 where bit j of bits is set */
+static inline __m256i bits_0x10(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static inline void st32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+
+/* ---- K-quant panels: per super-block of 256 columns ----
+ * [64 level records][NSC scale records][NPRE pre records][4 min records if
+ * the type has mins][d record][dmin record if mins]. */
+
+/* Q4_K: 16 units of 16 columns, scale of sub-block u/2. */
+#define Q4K_NSC 8
+#define Q4K_NPRE 0
+#define Q4K_SB (REC * (64 + Q4K_NSC + Q4K_NPRE + 4 + 2))
+/* Q5_K: as Q4_K; with VNNI 4 pre records (16 * scale pairs) undo the -16
+ * offsets the units start from. */
+#define Q5K_NSC 8
+#define Q5K_NPRE (MF_GEMM_VNNI ? 4 : 0)
+#define Q5K_SB (REC * (64 + Q5K_NSC + Q5K_NPRE + 4 + 2))
+/* Q6_K: 32 units of 8 columns, scale of group u/2; without VNNI 8 pre
+ * records (-32 * scale pairs) against the bsum pairs carry the offset. */
+#define Q6K_NSC 16
+#define Q6K_NPRE (MF_GEMM_VNNI ? 0 : 8)
+#define Q6K_SB (REC * (64 + Q6K_NSC + Q6K_NPRE + 1))
+
+static size_t panel_bytes_q4k(int64_t k) { return (size_t)(k / QK_K) * Q4K_SB; }
+static size_t panel_bytes_q5k(int64_t k) { return (size_t)(k / QK_K) * Q5K_SB; }
+static size_t panel_bytes_q6k(int64_t k) { return (size_t)(k / QK_K) * Q6K_SB; }
+
+/* the scale pair of a unit: (sc, 0) for vpdpwssd of an int32 partial that
+ * fits int16, (sc, sc) for vpmaddwd of two int16 pair sums */
+static inline void rec_scale(uint8_t *out, const int16_t sc[16]) {
+    static const int16_t zero[16];
+    rec_pair(out, sc, MF_GEMM_VNNI ? zero : sc);
+}
+
+static void decode_q4k_levels(const block_q4_K *b, uint8_t lv[QK_K]) {
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        st32(lv + 64 * c, _mm256_and_si256(v, _mm256_set1_epi8(0x0f)));
+        st32(lv + 64 * c + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)));
+    }
+}
+
+static void decode_q5k_levels(const block_q5_K *b, uint8_t lv[QK_K]) {
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)b->qh);
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+        const __m256i h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), _mm256_set1_epi8(0x10));
+        const __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), _mm256_set1_epi8(0x10));
+        st32(lv + 64 * c, _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)), h0));
+        st32(lv + 64 * c + 32,
+             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)), h1));
+    }
+}
+
+static void decode_q6k_levels(const block_q6_K *b, uint8_t lv[QK_K]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        uint8_t *o = lv + 128 * h;
+        /* quarter k: low 4 bits from l0/l1 (k odd), nibble k / 2; high 2 bits at 2k of qh */
+        st32(o, _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(q, m2), 4)));
+        st32(o + 32, _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 2), m2), 4)));
+        st32(o + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m2), 4)));
+        st32(o + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 6), m2), 4)));
+    }
+}
+
+/* Q4_K and Q5_K share everything but the levels and (with VNNI) the pre records */
+static void pack_k4(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel, int five) {
+    const int64_t nsb = k / QK_K;
+    const size_t sbb = five ? Q5K_SB : Q4K_SB;
+    const int npre = five ? Q5K_NPRE : Q4K_NPRE;
+    _Alignas(64) uint8_t lv[16][QK_K];
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *o = panel + sb * sbb;
+        int16_t sc[8][16] = {{0}}, mn[8][16] = {{0}};
+        float d[16] = {0}, dm[16] = {0};
+        for (int r = 0; r < 16; r++) {
+            if (r >= nrows) {
+                memset(lv[r], 0, QK_K);
+                continue;
+            }
+            const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)sb * (five ? sizeof(block_q5_K) : sizeof(block_q4_K));
+            const uint8_t *scales;
+            mf_fp16 hd, hdm;
+            if (five) {
+                const block_q5_K *b = (const block_q5_K *)blk;
+                decode_q5k_levels(b, lv[r]);
+                scales = b->scales, hd = b->d, hdm = b->dmin;
+            } else {
+                const block_q4_K *b = (const block_q4_K *)blk;
+                decode_q4k_levels(b, lv[r]);
+                scales = b->scales, hd = b->d, hdm = b->dmin;
+            }
+            for (int j = 0; j < 8; j++) {
+                uint8_t s, m;
+                mf_k4_scale_min(j, scales, &s, &m);
+                sc[j][r] = s, mn[j][r] = m;
+            }
+            d[r] = mf_fp16_to_fp32(hd), dm[r] = mf_fp16_to_fp32(hdm);
+        }
+        put_steps(&lv[0][0], QK_K, 64, o);
+        o += 64 * REC;
+        for (int j = 0; j < 8; j++, o += REC) rec_scale(o, sc[j]);
+        for (int m = 0; m < npre; m++, o += REC) {
+            int16_t a[16], b[16];
+            for (int r = 0; r < 16; r++) a[r] = (int16_t)(16 * sc[2 * m][r]), b[r] = (int16_t)(16 * sc[2 * m + 1][r]);
+            rec_pair(o, a, b);
+        }
+        for (int m = 0; m < 4; m++, o += REC) rec_pair(o, mn[2 * m], mn[2 * m + 1]);
+        rec_f32(o, d);
+        rec_f32(o + REC, dm);
+    }
+}
+
+static void pack_q4k(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) { pack_k4(w, rb, nrows, k, panel, 0); }
+static void pack_q5k(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) { pack_k4(w, rb, nrows, k, panel, 1); }
+
+static void pack_q6k(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
+    const int64_t nsb = k / QK_K;
+    _Alignas(64) uint8_t lv[16][QK_K];
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *o = panel + sb * Q6K_SB;
+        int16_t sc[16][16] = {{0}};
+        float d[16] = {0};
+        for (int r = 0; r < 16; r++) {
+            if (r >= nrows) {
+                memset(lv[r], 0, QK_K);
+                continue;
+            }
+            const block_q6_K *b = (const block_q6_K *)(w + (size_t)r * row_bytes) + sb;
+            decode_q6k_levels(b, lv[r]);
+            for (int g = 0; g < 16; g++) sc[g][r] = b->scales[g];
+            d[r] = mf_fp16_to_fp32(b->d);
+        }
+        put_steps(&lv[0][0], QK_K, 64, o);
+        o += 64 * REC;
+        for (int g = 0; g < 16; g++, o += REC) rec_scale(o, sc[g]);
+        for (int m = 0; m < Q6K_NPRE; m++, o += REC) {
+            int16_t a[16], b[16];
+            for (int r = 0; r < 16; r++) a[r] = (int16_t)(-32 * sc[2 * m][r]), b[r] = (int16_t)(-32 * sc[2 * m + 1][r]);
+            rec_pair(o, a, b);
+        }
+        rec_f32(o, d);
+    }
+}
+
+/* ---- 32-element block panels: per block, in lane order ----
+ * [8 level records][d record] */
+#define B32_BYTES (REC * 9)
+static size_t panel_bytes_b32(int64_t k) { return (size_t)(k / 32) * B32_BYTES; }
+
+typedef void (*decode32_fn)(const uint8_t *blk, uint8_t lv[32], float *d);
+
+static void decode_q4_0(const uint8_t *blk, uint8_t lv[32], float *d) {
+    const block_q4_0 *b = (const block_q4_0 *)blk;
+    st32(lv, nib32(b->qs));
+    *d = mf_fp16_to_fp32(b->d);
+}
+static void decode_q5_0(const uint8_t *blk, uint8_t lv[32], float *d) {
+    const block_q5_0 *b = (const block_q5_0 *)blk;
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    st32(lv, _mm256_or_si256(nib32(b->qs), bits_0x10(qh)));
+    *d = mf_fp16_to_fp32(b->d);
+}
+#if MF_GEMM_VNNI
+static void decode_q8_0(const uint8_t *blk, uint8_t lv[32], float *d) {
+    const block_q8_0 *b = (const block_q8_0 *)blk;
+    st32(lv, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), _mm256_set1_epi8((char)0x80)));
+    *d = mf_fp16_to_fp32(b->d);
+}
+static void decode_iq4_nl(const uint8_t *blk, uint8_t lv[32], float *d) {
+    const block_iq4_nl *b = (const block_iq4_nl *)blk;
+    /* table value + 128 as an unsigned level */
+    const __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)mf_iq4nl_values), _mm_set1_epi8((char)0x80));
+    st32(lv, _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), nib32(b->qs)));
+    *d = mf_fp16_to_fp32(b->d);
+}
+#endif
+
+static void pack_b32(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel, size_t bsize,
+                     decode32_fn dec) {
+    const int64_t nb = k / 32;
+    _Alignas(64) uint8_t lv[16][32];
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = panel + mf_gemm_lane_pos(b, nb) * B32_BYTES;
+        float d[16] = {0};
+        for (int r = 0; r < 16; r++) {
+            if (r < nrows) dec(w + (size_t)r * row_bytes + (size_t)b * bsize, lv[r], &d[r]);
+            else memset(lv[r], 0, 32);
+        }
+        put_steps(&lv[0][0], 32, 8, o);
+        rec_f32(o + 8 * REC, d);
+    }
+}
+
+static void pack_q4_0(const uint8_t *w, size_t rb, int n, int64_t k, uint8_t *p) { pack_b32(w, rb, n, k, p, sizeof(block_q4_0), decode_q4_0); }
+static void pack_q5_0(const uint8_t *w, size_t rb, int n, int64_t k, uint8_t *p) { pack_b32(w, rb, n, k, p, sizeof(block_q5_0), decode_q5_0); }
+#if MF_GEMM_VNNI
+static void pack_q8_0(const uint8_t *w, size_t rb, int n, int64_t k, uint8_t *p) { pack_b32(w, rb, n, k, p, sizeof(block_q8_0), decode_q8_0); }
+static void pack_iq4_nl(const uint8_t *w, size_t rb, int n, int64_t k, uint8_t *p) { pack_b32(w, rb, n, k, p, sizeof(block_iq4_nl), decode_iq4_nl); }
+#endif
+
+/* ======================= output ======================= */
+
+/* f holds JV vectors x NT tokens of VL floats: rows v0*VL.. of the call */
+AI void store_rows(float *out, size_t ldo, const float *f, int jv, int nt, int v0, int nrows, int ntok) {
+    for (int j = 0; j < jv; j++) {
+        const int r0 = (v0 + j) * VL;
+        int n = nrows - r0;
+        if (n <= 0) continue;
+        if (n > VL) n = VL;
+        for (int t = 0; t < ntok; t++) memcpy(out + (size_t)t * ldo + r0, f + ((size_t)j * nt + t) * VL, (size_t)n * 4);
+    }
+}
+
+/* base of vector v of a call: panel v / HALVES, half v % HALVES */
+AI const uint8_t *vec_base(const uint8_t *panels, size_t panel_bytes, int v) {
+    return panels + (size_t)(v / HALVES) * panel_bytes + (size_t)(v % HALVES) * (VL * 4);
+}
+
+/* ======================= K-quant kernel ======================= */
+
+/* One call: NV = rows / VL vectors, JV at a time, NT tokens.
+ * UNIT: steps per unit (one int16-safe partial, see the top comment);
+ * INIT_T: tile entry of the units' start values (VNNI; -1 = start at 0);
+ * NSC/NPRE: scale / pre records; HAS_MIN: Q4_K/Q5_K min term. */
+AI void kq_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                  int nrows, int ntok, const int NV, const int JV, const int NT, const int UNIT, const int INIT_T,
+                  const int NSC, const int NPRE, const int PRE_T, const int HAS_MIN, const size_t SB) {
+    const int64_t nsb = k / QK_K;
+    const size_t tsb = (size_t)MF_T8K_WORDS * 4 * NT;
+    const int NU = 64 / UNIT;
+    const size_t SC_OFF = 64 * REC, PRE_OFF = SC_OFF + (size_t)NSC * REC, MN_OFF = PRE_OFF + (size_t)NPRE * REC;
+    const size_t D_OFF = MN_OFF + (HAS_MIN ? 4 * REC : 0);
+    for (int v0 = 0; v0 < NV; v0 += JV) {
+        _Alignas(64) float f[JVMAX * NTMAX * VL];
+        for (int i = 0; i < JV * NT * VL; i++) f[i] = 0.0f;
+        const uint8_t *wb[JVMAX];
+        for (int j = 0; j < JV; j++) wb[j] = vec_base(panels, panel_bytes, v0 + j);
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            const uint8_t *ts = tile + (size_t)sb * tsb;
+            const uint8_t *w[JVMAX];
+            for (int j = 0; j < JV; j++) w[j] = wb[j] + (size_t)sb * SB;
+            vi isum[JVMAX][NTMAX], tmp[JVMAX][NTMAX];
+#pragma GCC unroll 16
+            for (int j = 0; j < JV; j++)
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) isum[j][t] = VI_ZERO();
+            for (int m = 0; m < NPRE; m++) {
+                vi pv[JVMAX];
+#pragma GCC unroll 16
+                for (int j = 0; j < JV; j++) pv[j] = VI_LOAD(w[j] + PRE_OFF + (size_t)m * REC);
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) {
+                    const vi b = VI_BCAST(ts + ((size_t)(PRE_T + m) * NT + t) * 4);
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++)
+#if MF_GEMM_VNNI
+                        isum[j][t] = VI_DPWSSD(isum[j][t], pv[j], b);
+#else
+                        isum[j][t] = VI_ADD32(isum[j][t], VI_MADD(pv[j], b));
+#endif
+                }
+            }
+            for (int u = 0; u < NU; u++) {
+#if MF_GEMM_VNNI
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) {
+                    const vi s0 = INIT_T >= 0 ? VI_BCAST(ts + ((size_t)(INIT_T + u) * NT + t) * 4) : VI_ZERO();
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++) tmp[j][t] = s0;
+                }
+#endif
+#pragma GCC unroll 8
+                for (int s = 0; s < UNIT; s++) {
+                    const int step = u * UNIT + s;
+                    vi wv[JVMAX];
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++) wv[j] = VI_LOAD(w[j] + (size_t)step * REC);
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++) {
+                        const vi a = VI_BCAST(ts + ((size_t)step * NT + t) * 4);
+#pragma GCC unroll 16
+                        for (int j = 0; j < JV; j++) {
+#if MF_GEMM_VNNI
+                            tmp[j][t] = VI_DPBUSD(tmp[j][t], wv[j], a);
+#else
+                            const vi p = VI_MADDUBS(wv[j], a);
+                            tmp[j][t] = s == 0 ? p : VI_ADD16(tmp[j][t], p);
+#endif
+                        }
+                    }
+                }
+#pragma GCC unroll 16
+                for (int j = 0; j < JV; j++) {
+                    const vi sc = VI_LOAD(w[j] + SC_OFF + (size_t)(u * NSC / NU) * REC);
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++)
+#if MF_GEMM_VNNI
+                        isum[j][t] = VI_DPWSSD(isum[j][t], tmp[j][t], sc);
+#else
+                        isum[j][t] = VI_ADD32(isum[j][t], VI_MADD(tmp[j][t], sc));
+#endif
+                }
+            }
+            if (HAS_MIN) {
+#pragma GCC unroll 16
+                for (int j = 0; j < JV; j++)
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++) tmp[j][t] = VI_ZERO();
+                for (int m = 0; m < 4; m++) {
+                    vi mv[JVMAX];
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++) mv[j] = VI_LOAD(w[j] + MN_OFF + (size_t)m * REC);
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++) {
+                        const vi b = VI_BCAST(ts + ((size_t)(MF_T8K_BS32P + m) * NT + t) * 4);
+#pragma GCC unroll 16
+                        for (int j = 0; j < JV; j++)
+#if MF_GEMM_VNNI
+                            tmp[j][t] = VI_DPWSSD(tmp[j][t], mv[j], b);
+#else
+                            tmp[j][t] = VI_ADD32(tmp[j][t], VI_MADD(mv[j], b));
+#endif
+                    }
+                }
+            }
+            /* the reference's super-block term: sum += d * isum - dmin * summ
+             * with d = f16(x.d) * y.d, dmin = f16(x.dmin) * y.d */
+#pragma GCC unroll 16
+            for (int j = 0; j < JV; j++) {
+                const vf xd = VF_LOAD((const float *)(w[j] + D_OFF));
+                const vf xm = HAS_MIN ? VF_LOAD((const float *)(w[j] + D_OFF + REC)) : VF_ZERO();
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) {
+                    const vf yd = VF_BCAST(ts + ((size_t)MF_T8K_D * NT + t) * 4);
+                    float *fp = f + ((size_t)j * NT + t) * VL;
+                    vf term = VF_MUL(VF_MUL(xd, yd), VF_CVT(isum[j][t]));
+                    if (HAS_MIN) term = VF_SUB(term, VF_MUL(VF_MUL(xm, yd), VF_CVT(tmp[j][t])));
+                    VF_STORE(fp, VF_ADD(VF_LOAD(fp), term));
+                }
+            }
+        }
+        store_rows(out, ldo, f, JV, NT, v0, nrows, ntok);
+    }
+}
+
+/* ======================= 32-element block kernel ======================= */
+
+/* SHIFT: log2 of the level offset (Q4_0 8, Q5_0 16, Q8_0 / IQ4_NL 128), which
+ * enters as the start value -sum(a) << SHIFT. SUMI_FIRST: the reference's
+ * value is (sumi * dx) * dy (Q4_0) rather than (dx * dy) * sumi. CH (no VNNI):
+ * steps summed in int16 before widening. */
+AI void b32_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                   int nrows, int ntok, const int NV, const int JV, const int NT, const int SHIFT,
+                   const int SUMI_FIRST, const int CH) {
+    const int64_t nb = k / 32;
+    const size_t tb = (size_t)MF_T80_WORDS * 4 * NT;
+    for (int v0 = 0; v0 < NV; v0 += JV) {
+        _Alignas(64) float lanes[8][JVMAX * NTMAX * VL];
+        const uint8_t *wb[JVMAX];
+        for (int j = 0; j < JV; j++) wb[j] = vec_base(panels, panel_bytes, v0 + j);
+        int64_t p = 0;
+        for (int l = 0; l < 8; l++) {
+            vf acc[JVMAX][NTMAX];
+#pragma GCC unroll 16
+            for (int j = 0; j < JV; j++)
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) acc[j][t] = VF_ZERO();
+            for (int64_t e = l < nb ? (nb - l + 7) / 8 : 0; e > 0; e--, p++) {
+                const uint8_t *ts = tile + (size_t)p * tb;
+                const uint8_t *w[JVMAX];
+                for (int j = 0; j < JV; j++) w[j] = wb[j] + (size_t)p * B32_BYTES;
+                vi tmp[JVMAX][NTMAX];
+#if MF_GEMM_VNNI
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) {
+                    const vi s0 = VI_SLLI32(VI_BCAST(ts + ((size_t)MF_T80_NEG * NT + t) * 4), SHIFT);
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++) tmp[j][t] = s0;
+                }
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; s++) {
+                    vi wv[JVMAX];
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++) wv[j] = VI_LOAD(w[j] + (size_t)s * REC);
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++) {
+                        const vi a = VI_BCAST(ts + ((size_t)s * NT + t) * 4);
+#pragma GCC unroll 16
+                        for (int j = 0; j < JV; j++) tmp[j][t] = VI_DPBUSD(tmp[j][t], wv[j], a);
+                    }
+                }
+#else
+                vi p16[JVMAX][NTMAX];
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; s++) {
+                    vi wv[JVMAX];
+#pragma GCC unroll 16
+                    for (int j = 0; j < JV; j++) wv[j] = VI_LOAD(w[j] + (size_t)s * REC);
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++) {
+                        const vi a = VI_BCAST(ts + ((size_t)s * NT + t) * 4);
+#pragma GCC unroll 16
+                        for (int j = 0; j < JV; j++) {
+                            const vi q = VI_MADDUBS(wv[j], a);
+                            p16[j][t] = s % CH == 0 ? q : VI_ADD16(p16[j][t], q);
+                        }
+                    }
+                    if (s % CH == CH - 1) {
+#pragma GCC unroll 16
+                        for (int t = 0; t < NT; t++) {
+                            const vi s0 = s < CH ? VI_SLLI32(VI_BCAST(ts + ((size_t)MF_T80_NEG * NT + t) * 4), SHIFT)
+                                                 : VI_ZERO();
+#pragma GCC unroll 16
+                            for (int j = 0; j < JV; j++) {
+                                const vi wide = VI_MADD(p16[j][t], VI_SET16(1));
+                                tmp[j][t] = VI_ADD32(s < CH ? s0 : tmp[j][t], wide);
+                            }
+                        }
+                    }
+                }
+#endif
+#pragma GCC unroll 16
+                for (int j = 0; j < JV; j++) {
+                    const vf dx = VF_LOAD((const float *)(w[j] + 8 * REC));
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; t++) {
+                        const vf dy = VF_BCAST(ts + ((size_t)MF_T80_D * NT + t) * 4);
+                        const vf sf = VF_CVT(tmp[j][t]);
+                        const vf val = SUMI_FIRST ? VF_MUL(VF_MUL(sf, dx), dy) : VF_MUL(VF_MUL(dx, dy), sf);
+                        acc[j][t] = VF_ADD(acc[j][t], val);
+                    }
+                }
+            }
+#pragma GCC unroll 16
+            for (int j = 0; j < JV; j++)
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; t++) VF_STORE(&lanes[l][((size_t)j * NT + t) * VL], acc[j][t]);
+        }
+        /* mf_lanes_fold over the 8 lanes, each (row, token) in its vector lane */
+        for (int h = 4; h >= 1; h /= 2)
+            for (int l = 0; l < h; l++)
+                for (int i = 0; i < JV * NT; i++)
+                    VF_STORE(&lanes[l][(size_t)i * VL],
+                             VF_ADD(VF_LOAD(&lanes[l][(size_t)i * VL]), VF_LOAD(&lanes[l + h][(size_t)i * VL])));
+        store_rows(out, ldo, lanes[0], JV, NT, v0, nrows, ntok);
+    }
+}
+
+/* ======================= F16 kernel ======================= */
+
+/* Tokens in vector lanes, weights broadcast: a panel of R rows holds, per
+ * column in the F16 order of gemm_layout.h, the R weights as floats; a tile
+ * column holds NT = TV * VL f16 activations. lane(row, token) of quant/lanes.h
+ * is an fma chain per (row, token) over that lane's columns; lanes finish in
+ * the bit-reversed order and fold on a stack (gemm_layout.h). */
+static size_t f16_panel_bytes_r(int64_t k, int r) { return (size_t)k * (size_t)r * sizeof(float); }
+
+static void pack_f16_r(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel, const int R) {
+    float *o = (float *)panel;
+    int64_t pos = 0;
+    for (int kk = 0; kk < 64; kk++) {
+        const int l = mf_gemm_rev6(kk);
+        for (int64_t c = l; c < k; c += 64, pos++) {
+            uint16_t h[8] = {0};
+            for (int r = 0; r < R; r++) {
+                if (r < nrows) memcpy(&h[r], w + (size_t)r * row_bytes + (size_t)c * 2, 2);
+                else h[r] = 0;
+            }
+            const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+            if (R == 8) _mm256_storeu_ps(o + pos * R, v);
+            else {
+                float tmp[8];
+                _mm256_storeu_ps(tmp, v);
+                memcpy(o + pos * R, tmp, (size_t)R * sizeof(float));
+            }
+        }
+    }
+}
+
+AI void f16_kernel(const uint8_t *panel, const uint8_t *tile, int64_t k, float *out, size_t ldo, int nrows, int ntok,
+                   const int R, const int TV) {
+    const int NT = TV * VL;
+    _Alignas(64) float stk[6][RMAX * TVMAX * VL];
+    int depth = 0;
+    const float *wp = (const float *)panel;
+    const uint8_t *tp = tile;
+    for (int kk = 0; kk < 64; kk++) {
+        vf acc[RMAX][TVMAX];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) acc[r][v] = VF_ZERO();
+        for (int64_t n = mf_gemm_lane_count(mf_gemm_rev6(kk), k); n > 0; n--, wp += R, tp += (size_t)NT * 2) {
+            vf a[TVMAX];
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) a[v] = VF_CVTPH(tp + (size_t)v * VL * 2);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++) {
+                const vf b = VF_BCAST(wp + r);
+#pragma GCC unroll 4
+                for (int v = 0; v < TV; v++) acc[r][v] = VF_FMA(b, a[v], acc[r][v]);
+            }
+        }
+        /* the pairwise fold as a binary counter: a finished pair of subtrees
+         * (earlier one on the stack, later one in acc) adds as earlier + later */
+        for (int c = kk + 1; (c & 1) == 0; c >>= 1) {
+            depth--;
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < TV; v++)
+                    acc[r][v] = VF_ADD(VF_LOAD(&stk[depth][((size_t)r * TV + v) * VL]), acc[r][v]);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) VF_STORE(&stk[depth][((size_t)r * TV + v) * VL], acc[r][v]);
+        depth++;
+    }
+    for (int r = 0; r < R && r < nrows; r++)
+        for (int t = 0; t < ntok; t++) out[(size_t)t * ldo + r] = stk[0][(size_t)r * NT + t];
+}
+
+/* ======================= the kinds ======================= */
+
+#if MF_GEMM_VNNI
+#define LVL_NAME "AVX-512 VNNI"
+#elif MF_GEMM_W == 512
+#define LVL_NAME "AVX-512"
+#else
+#define LVL_NAME "AVX2"
+#endif
+
+/* K-quants: 32 rows (2 panels) x 6 tokens with 32 registers, 16 rows (two
+ * 8-row halves one after the other) x 6 tokens with 16 */
+#if MF_GEMM_W == 512
+#define KQ_NV 2
+#define KQ_JV 2
+#define KQ_ROWS 32
+#else
+#define KQ_NV 2
+#define KQ_JV 1
+#define KQ_ROWS 16
+#endif
+#define KQ_NT 6
+
+#define DEF_KQ(NAME, UNIT, INIT_T, NSC, NPRE, PRE_T, HAS_MIN, SB)                                                    \
+    static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
+                            int nrows, int ntok) {                                                                   \
+        kq_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, KQ_NV, KQ_JV, KQ_NT, UNIT, INIT_T, NSC, NPRE, PRE_T,  \
+                  HAS_MIN, SB);                                                                                      \
+    }
+
+DEF_KQ(q4k, 4, -1, Q4K_NSC, Q4K_NPRE, 0, 1, Q4K_SB)
+#if MF_GEMM_VNNI
+DEF_KQ(q5k, 4, MF_T8K_N16, Q5K_NSC, Q5K_NPRE, MF_T8K_BS32P, 1, Q5K_SB)
+DEF_KQ(q6k, 2, MF_T8K_N32, Q6K_NSC, Q6K_NPRE, 0, 0, Q6K_SB)
+#else
+DEF_KQ(q5k, 4, -1, Q5K_NSC, Q5K_NPRE, 0, 1, Q5K_SB)
+DEF_KQ(q6k, 2, -1, Q6K_NSC, Q6K_NPRE, MF_T8K_BSP, 0, Q6K_SB)
+#endif
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define KQ_KIND(TNAME, NAME)                                                                                     \
+    static const mf_gemm_kind kind_##NAME = {TNAME " " STR(KQ_ROWS) "x" STR(KQ_NT) " " LVL_NAME, MF_GEMM_ACT_Q8K, KQ_NT, 16, 16 * KQ_NV / HALVES, \
+                                             QK_K, panel_bytes_##NAME, pack_##NAME, kern_##NAME};
+KQ_KIND("q4_K", q4k)
+KQ_KIND("q5_K", q5k)
+KQ_KIND("q6_K", q6k)
+
+/* 32-element blocks: as the K-quants; without VNNI Q5_0 keeps a third
+ * register per (row vector, token) for its two int16 chunks */
+#if MF_GEMM_W == 512
+#define B_NV 2
+#define B_JV 2
+#else
+#define B_NV 2
+#define B_JV 1
+#endif
+#define B_NT 6
+#if MF_GEMM_VNNI
+#define B_NT5 6
+#else
+#define B_NT5 4
+#endif
+
+#define DEF_B32(NAME, NT, SHIFT, SUMI_FIRST, CH)                                                                   \
+    static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
+                            int nrows, int ntok) {                                                                   \
+        b32_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, B_NV, B_JV, NT, SHIFT, SUMI_FIRST, CH);              \
+    }                                                                                                                \
+    static const mf_gemm_kind kind_##NAME = {#NAME " " STR(KQ_ROWS) "x" STR(NT) " " LVL_NAME, MF_GEMM_ACT_Q80, NT, 16, 16 * B_NV / HALVES, 32,      \
+                                             panel_bytes_b32, pack_##NAME, kern_##NAME};
+
+DEF_B32(q4_0, B_NT, 3, 1, 8)
+DEF_B32(q5_0, B_NT5, 4, 0, 4)
+#if MF_GEMM_VNNI
+DEF_B32(q8_0, B_NT, 7, 0, 8)
+DEF_B32(iq4_nl, B_NT, 7, 0, 8)
+#endif
+
+/* F16: 8 rows x 48 tokens (24 accumulators) with 32 registers, 4 x 24 with 16 */
+#if MF_GEMM_W == 512
+#define F_R 8
+#define F_TV 3
+#else
+#define F_R 4
+#define F_TV 3
+#endif
+static size_t panel_bytes_f16(int64_t k) { return f16_panel_bytes_r(k, F_R); }
+static void pack_f16(const uint8_t *w, size_t rb, int n, int64_t k, uint8_t *p) { pack_f16_r(w, rb, n, k, p, F_R); }
+static void kern_f16(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                     int nrows, int ntok) {
+    (void)pb;
+    f16_kernel(panels, tile, k, out, ldo, nrows, ntok, F_R, F_TV);
+}
+static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_F16, F_TV * VL, F_R, F_R, 1,
+                                      panel_bytes_f16, pack_f16, kern_f16};
+
+static void register_gemm(const mf_gemm_kind **tab) {
+    tab[MF_TYPE_Q4_K] = &kind_q4k;
+    tab[MF_TYPE_Q5_K] = &kind_q5k;
+    tab[MF_TYPE_Q6_K] = &kind_q6k;
+    tab[MF_TYPE_Q4_0] = &kind_q4_0;
+    tab[MF_TYPE_Q5_0] = &kind_q5_0;
+#if MF_GEMM_VNNI
+    tab[MF_TYPE_Q8_0] = &kind_q8_0;
+    tab[MF_TYPE_IQ4_NL] = &kind_iq4_nl;
+#endif
+    tab[MF_TYPE_F16] = &kind_f16;
+}

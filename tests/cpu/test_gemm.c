@@ -1,0 +1,281 @@
+/* test_gemm.c - the prefill GEMM against vec_dot, bitwise (memcmp):
+ *   - every GEMM kernel of every SIMD level the CPU has, driven directly
+ *     (panels, tiles, kernel), against the scalar reference vec_dot of each
+ *     (weight row, token) on the same converted activations: odd row and
+ *     token counts (partial panels, partial tiles), super-block / block /
+ *     lane counts that leave partial 8-block lane groups and ragged F16
+ *     lanes; weights quantized from random data, raw random block bytes, and
+ *     all-maximum / all-zero levels against all-+-127 activations (the int16
+ *     bounds in gemm_kern.h); outputs outside the tile must stay untouched;
+ *   - the matmul op end to end (mf_cpu_matmul_n with Q/K/V-style weight
+ *     groups of mixed types) at 1, 2 and 3 threads against the same rows
+ *     computed one token at a time (the decode path).
+ * A level the CPU lacks, or a type a level has no GEMM for, is noted and
+ * skipped. */
+#include "testutil.h"
+#include "../quant/qrand.h"
+
+#include "cpu/features.h"
+#include "cpu/gemm.h"
+#include "engine/backend.h"
+#include "quant/blocks.h"
+#include "quant/types.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0,
+                                  MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_IQ4_NL, MF_TYPE_F16};
+#define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
+static const mf_cpu_level k_levels[] = {MF_CPU_AVX2, MF_CPU_AVX512, MF_CPU_AVX512_VNNI};
+
+enum { W_QUANT, W_RAW, W_MAX, W_ZERO, W_MODES };
+enum { A_GAUSS, A_ONES, A_ALT, A_HEAVY, A_MODES };
+
+static mf_fp16 rand_f16(qrand *r, int lo, int hi) {
+    const double e = lo + qrand_uniform(r) * (hi - lo);
+    const double v = ldexp(1.0 + qrand_uniform(r), (int)floor(e)) * (qrand_uniform(r) < 0.5 ? -1 : 1);
+    return mf_fp32_to_fp16((float)v);
+}
+
+/* n_out rows of k columns of type t */
+static void make_weights(qrand *r, mf_type t, int wmode, int64_t k, int n_out, uint8_t *w) {
+    const size_t rb = mf_row_size(t, k);
+    const mf_type_geom *g = mf_type_geom_get(t);
+    if (wmode == W_QUANT) {
+        float *x = malloc(sizeof(float) * (size_t)k);
+        for (int i = 0; i < n_out; i++) {
+            qrand_fill(r, x, k, (qdata)(i % QDATA_COUNT), 0.5 + i % 3);
+            mf_type_traits_ref(t)->from_float_ref(x, w + (size_t)i * rb, k);
+        }
+        free(x);
+        return;
+    }
+    for (size_t i = 0; i < rb * (size_t)n_out; i++)
+        w[i] = wmode == W_MAX ? 0xff : wmode == W_ZERO ? 0 : (uint8_t)(qrand_uniform(r) * 256);
+    const int64_t nb = (int64_t)n_out * (k / g->blck);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = w + (size_t)b * (size_t)g->size;
+        /* finite scales (raw f16 bytes are often inf / NaN) */
+        switch (t) {
+        case MF_TYPE_F16: *(mf_fp16 *)p = wmode == W_RAW ? rand_f16(r, -8, 8) : mf_fp32_to_fp16(wmode == W_MAX ? 3.0f : 0.0f); break;
+        case MF_TYPE_Q4_0: ((block_q4_0 *)p)->d = rand_f16(r, -14, 4); break;
+        case MF_TYPE_Q5_0: ((block_q5_0 *)p)->d = rand_f16(r, -14, 4); break;
+        case MF_TYPE_Q8_0: ((block_q8_0 *)p)->d = rand_f16(r, -14, 4); break;
+        case MF_TYPE_IQ4_NL: ((block_iq4_nl *)p)->d = rand_f16(r, -14, 4); break;
+        case MF_TYPE_Q4_K: ((block_q4_K *)p)->d = rand_f16(r, -14, 0), ((block_q4_K *)p)->dmin = rand_f16(r, -14, 0); break;
+        case MF_TYPE_Q5_K: ((block_q5_K *)p)->d = rand_f16(r, -14, 0), ((block_q5_K *)p)->dmin = rand_f16(r, -14, 0); break;
+        case MF_TYPE_Q6_K: ((block_q6_K *)p)->d = rand_f16(r, -14, 0); break;
+        default: break;
+        }
+    }
+}
+
+static void make_acts(qrand *r, int amode, int64_t k, int ntok, float *x) {
+    for (int t = 0; t < ntok; t++) {
+        float *row = x + (size_t)t * (size_t)k;
+        switch (amode) {
+        case A_ONES: /* every quant -127 (Q8_K) or +127 (Q8_0) */
+            for (int64_t i = 0; i < k; i++) row[i] = 1.0f;
+            break;
+        case A_ALT:
+            for (int64_t i = 0; i < k; i++) row[i] = (i + t) % 2 ? -2.0f : 2.0f;
+            break;
+        default: qrand_fill(r, row, k, amode == A_HEAVY ? QDATA_HEAVY : QDATA_GAUSS, 1.0 + t % 4); break;
+        }
+    }
+}
+
+static int g_checked[N_TYPES][3];
+
+/* The kernel of (type, level) on n_out rows x ntok tokens against the
+ * reference vec_dot; returns the number of mismatching outputs. */
+static int kernel_case(int ti, int li, int64_t k, int n_out, int ntok, int wmode, int amode, qrand *r) {
+    const mf_type t = k_types[ti];
+    const mf_gemm_kind *g = mf_gemm_get_level(t, k_levels[li]);
+    if (!g || k % g->k_multiple) return 0;
+    const mf_type at = mf_gemm_act_type(g->act);
+    const mf_type_traits *live_act = mf_type_traits_get(at);
+    const size_t wrb = mf_row_size(t, k), arb = mf_row_size(at, k);
+    uint8_t *w = malloc(wrb * (size_t)n_out);
+    float *x = malloc(sizeof(float) * (size_t)k * (size_t)ntok);
+    make_weights(r, t, wmode, k, n_out, w);
+    make_acts(r, amode, k, ntok, x);
+
+    /* expected: reference vec_dot on the conversion the matmul makes */
+    uint8_t *xq = malloc(arb * (size_t)ntok);
+    float *want = malloc(sizeof(float) * (size_t)n_out * (size_t)ntok);
+    for (int j = 0; j < ntok; j++) live_act->from_float(x + (size_t)j * (size_t)k, xq + (size_t)j * arb, k);
+    for (int j = 0; j < ntok; j++)
+        for (int i = 0; i < n_out; i++)
+            mf_type_traits_ref(t)->vec_dot((int)k, &want[(size_t)j * n_out + i], w + (size_t)i * wrb, xq + (size_t)j * arb);
+
+    /* the GEMM, with 3 guard columns after each output row */
+    const size_t ldo = (size_t)n_out + 3;
+    float *got = malloc(sizeof(float) * ldo * (size_t)ntok);
+    const float sentinel = -12345.5f;
+    for (size_t i = 0; i < ldo * (size_t)ntok; i++) got[i] = sentinel;
+    const int ntiles = (ntok + g->nt - 1) / g->nt;
+    const size_t tb = mf_gemm_tile_bytes(g->act, g->nt, k);
+    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(arb);
+    for (int i = 0; i < ntiles; i++) {
+        const int n = ntok - i * g->nt < g->nt ? ntok - i * g->nt : g->nt;
+        mf_gemm_tile_build(g->act, g->nt, x + (size_t)i * g->nt * (size_t)k, (size_t)k, n, k, live_act->from_float, tmp,
+                           tiles + (size_t)i * tb);
+    }
+    const size_t pb = g->panel_bytes(k);
+    const int npan = g->rows_per_call / g->panel_rows;
+    uint8_t *panels = malloc(pb * (size_t)npan);
+    for (int r0 = 0; r0 < n_out; r0 += g->rows_per_call) {
+        const int nrows = n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call;
+        for (int p = 0; p < npan; p++) {
+            int n = nrows - p * g->panel_rows;
+            n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
+            g->pack(n ? w + (size_t)(r0 + p * g->panel_rows) * wrb : w, wrb, n, k, panels + (size_t)p * pb);
+        }
+        for (int i = 0; i < ntiles; i++) {
+            const int n = ntok - i * g->nt < g->nt ? ntok - i * g->nt : g->nt;
+            g->kernel(panels, pb, tiles + (size_t)i * tb, k, got + (size_t)i * g->nt * ldo + r0, ldo, nrows, n);
+        }
+    }
+    int bad = 0;
+    for (int j = 0; j < ntok; j++) {
+        for (int i = 0; i < n_out; i++) {
+            const float a = want[(size_t)j * n_out + i], b = got[(size_t)j * ldo + i];
+            if (memcmp(&a, &b, 4)) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s: k %lld, %d x %d, w%d a%d: row %d token %d: gemm %.9g, vec_dot %.9g\n", g->name,
+                            (long long)k, n_out, ntok, wmode, amode, i, j, b, a);
+                bad++;
+            }
+        }
+        for (size_t i = (size_t)n_out; i < ldo; i++) bad += got[(size_t)j * ldo + i] != sentinel;
+    }
+    CHECK(!bad, "%s: k %lld, %d rows x %d tokens, weights %d, acts %d: %d outputs differ", g->name, (long long)k, n_out,
+          ntok, wmode, amode, bad);
+    g_checked[ti][li]++;
+    free(w), free(x), free(xq), free(want), free(got), free(tiles), free(tmp), free(panels);
+    return bad;
+}
+
+static void kernel_tests(void) {
+    qrand r = {0x9e3779b97f4a7c15ull};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const mf_type t = k_types[ti];
+        const int blk = mf_type_geom_get(t)->blck;
+        /* column counts: blocks/super-blocks 1, 2, 3, 9 (partial 8-block lane
+         * groups), and a long row; F16 ragged lanes */
+        int64_t ks[6];
+        int nk;
+        if (blk == QK_K) ks[0] = 256, ks[1] = 768, ks[2] = 2304, ks[3] = 4096, nk = 4;
+        else if (blk == 32) ks[0] = 32, ks[1] = 96, ks[2] = 288, ks[3] = 800, ks[4] = 4096, nk = 5;
+        else ks[0] = 1, ks[1] = 33, ks[2] = 64, ks[3] = 200, ks[4] = 896, ks[5] = 1000, nk = 6;
+        static const int shapes[][2] = {{1, 1}, {17, 5}, {16, 6}, {33, 7}, {40, 13}, {77, 49}, {5, 50}};
+        for (int li = 0; li < 3; li++) {
+            if (k_levels[li] > mf_cpu_level_supported()) continue;
+            for (int ki = 0; ki < nk; ki++)
+                for (int si = 0; si < 7; si++) {
+                    if (ks[ki] >= 2304 && si != 4) continue; /* long rows: one shape is enough */
+                    kernel_case(ti, li, ks[ki], shapes[si][0], shapes[si][1], (ki + si) % 2 ? W_RAW : W_QUANT,
+                                (ki + si) % 3 ? A_GAUSS : A_HEAVY, &r);
+                }
+            /* extremes of levels and activations */
+            const int64_t k = blk == QK_K ? 512 : blk == 32 ? 288 : 256;
+            for (int wm = W_MAX; wm <= W_ZERO; wm++)
+                for (int am = A_ONES; am <= A_ALT; am++) kernel_case(ti, li, k, 20, 9, wm, am, &r);
+        }
+    }
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int li = 0; li < 3; li++) {
+            if (k_levels[li] > mf_cpu_level_supported()) printf("note: %s level absent on this CPU, skipped\n", mf_cpu_level_name(k_levels[li]));
+            else if (!g_checked[ti][li])
+                printf("note: no %s GEMM at %s (vec_dot)\n", mf_type_name(k_types[ti]), mf_cpu_level_name(k_levels[li]));
+            else printf("%-7s %-13s %3d kernel cases bitwise equal\n", mf_type_name(k_types[ti]),
+                        mf_cpu_level_name(k_levels[li]), g_checked[ti][li]);
+        }
+}
+
+/* ---------------- the matmul op ---------------- */
+
+typedef struct {
+    gguf_tensor t;
+    uint8_t *data;
+} wbuf;
+
+static void make_tensor(wbuf *b, qrand *r, mf_type type, int64_t k, int n_out) {
+    memset(b, 0, sizeof *b);
+    b->data = malloc(mf_row_size(type, k) * (size_t)n_out);
+    make_weights(r, type, W_QUANT, k, n_out, b->data);
+    b->t.name = "w";
+    b->t.n_dims = 2;
+    b->t.ne[0] = k, b->t.ne[1] = n_out, b->t.ne[2] = b->t.ne[3] = 1;
+    b->t.type = type;
+    b->t.n_elements = k * n_out;
+    b->t.nbytes = mf_row_size(type, k) * (size_t)n_out;
+    b->t.data = b->data;
+}
+
+/* nw weights of the given types reading one input of `rows` tokens */
+static void matmul_case(const mf_type *types, int nw, int64_t k, const int *n_out, int rows, qrand *r) {
+    wbuf wb[4];
+    mf_weight w[4];
+    float *out[4], *one[4];
+    float *x = malloc(sizeof(float) * (size_t)k * (size_t)rows);
+    make_acts(r, A_GAUSS, k, rows, x);
+    for (int i = 0; i < nw; i++) {
+        make_tensor(&wb[i], r, types[i], k, n_out[i]);
+        w[i] = &wb[i].t;
+        out[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+        one[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+    }
+    /* the decode path: one token per call, one thread */
+    mf_backend *be1 = mf_cpu_backend_new(1, rows, (int)k, 64, false);
+    for (int j = 0; j < rows; j++) {
+        float *o[4];
+        for (int i = 0; i < nw; i++) o[i] = one[i] + (size_t)j * n_out[i];
+        be1->ops->matmul_n(be1, w, nw, x + (size_t)j * (size_t)k, 1, o);
+    }
+    be1->ops->destroy(be1);
+    for (int nth = 1; nth <= 3; nth++) {
+        mf_backend *be = mf_cpu_backend_new(nth, rows, (int)k, 64, false);
+        be->ops->matmul_n(be, w, nw, x, rows, out);
+        be->ops->destroy(be);
+        for (int i = 0; i < nw; i++) {
+            const size_t n = (size_t)n_out[i] * (size_t)rows;
+            CHECK(!memcmp(out[i], one[i], n * sizeof(float)),
+                  "matmul_n %s (weight %d of %d), k %lld, %d rows x %d tokens, %d threads: batch differs from one token "
+                  "at a time", mf_type_name(types[i]), i, nw, (long long)k, n_out[i], rows, nth);
+        }
+    }
+    for (int i = 0; i < nw; i++) free(wb[i].data), free(out[i]), free(one[i]);
+    free(x);
+    printf("matmul_n %-7s x%d, k %5lld, %3d tokens: batch == one token at a time at 1, 2, 3 threads\n",
+           mf_type_name(types[0]), nw, (long long)k, rows);
+}
+
+static void matmul_tests(void) {
+    qrand r = {12345};
+    /* Qwen2-style Q4_K_M fallbacks: q/k in Q5_0, v in Q8_0 */
+    const mf_type qkv[] = {MF_TYPE_Q5_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0};
+    const int nqkv[] = {96, 32, 32};
+    matmul_case(qkv, 3, 896, nqkv, 37, &r);
+    /* K-quants and F16 of one input, odd sizes */
+    const mf_type kq[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q5_K};
+    const int nkq[] = {70, 33, 17};
+    matmul_case(kq, 3, 512, nkq, 23, &r);
+    const mf_type f[] = {MF_TYPE_F16, MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q4_1};
+    const int nf[] = {45, 20, 19, 9};
+    matmul_case(f, 4, 256, nf, 50, &r);
+    const mf_type single[] = {MF_TYPE_Q6_K};
+    const int ns[] = {200};
+    matmul_case(single, 1, 1024, ns, 4, &r);
+    matmul_case(single, 1, 1024, ns, 3, &r); /* below the GEMM threshold */
+}
+
+int main(void) {
+    mf_cpu_init();
+    kernel_tests();
+    matmul_tests();
+    return test_summary("cpu_gemm");
+}
