@@ -77,6 +77,10 @@ typedef __m512 vf;
 #if MF_GEMM_VNNI
 #define VI_DPBUSD _mm512_dpbusd_epi32
 #define VI_DPWSSD _mm512_dpwssd_epi32
+/* acc + dpbusd(w, the 4 bytes at p in every lane). (The {1to16} memory
+ * form of vpdpbusd, through inline asm, measured 15% slower here: with two
+ * weight vectors per token each broadcast is loaded twice.) */
+AI vi dpbusd_bcast(vi acc, vi w, const uint8_t *p) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(ld32(p))); }
 #endif
 #elif MF_GEMM_W == 256
 typedef __m256i vi;
@@ -115,18 +119,41 @@ typedef __m256 vf;
 /* Register tiles are arrays of these fixed sizes (GCC keeps an array in
  * registers only when its size is a constant and every index folds);
  * kernels use the first JV x NT entries. */
+#ifndef JVMAX
 #define JVMAX 2
 #define NTMAX 6
-#define RMAX 8
+#endif
+#ifndef RMAX
+#define RMAX 14
 #define TVMAX 3
+#endif
 
 /* ======================= packing ======================= */
 
-/* levels of 16 rows (row r at lv + r * stride, nsteps * 4 bytes each) into
- * nsteps records of 16 words: word r of record s = bytes 4s..4s+3 of row r */
+/* levels of 16 rows (row r at lv + r * stride, nsteps * 4 bytes each, nsteps
+ * a multiple of 8) into nsteps records of 16 words: word r of record s =
+ * bytes 4s..4s+3 of row r. 8 x 8 word transposes, rows 0-7 then 8-15. */
 static void put_steps(const uint8_t *lv, size_t stride, int nsteps, uint8_t *out) {
-    for (int s = 0; s < nsteps; s++)
-        for (int r = 0; r < 16; r++) memcpy(out + (size_t)s * REC + 4 * r, lv + (size_t)r * stride + 4 * s, 4);
+    for (int s0 = 0; s0 < nsteps; s0 += 8)
+        for (int h = 0; h < 2; h++) {
+            __m256i r[8], t[8], u[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(lv + (size_t)(8 * h + i) * stride + 4 * s0));
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+                u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+                u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+                u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+            }
+            /* u[i] (i < 4) holds steps i and i + 4 of rows 0-3 / 4-7 in its halves */
+            for (int i = 0; i < 4; i++) {
+                _mm256_storeu_si256((__m256i *)(out + (size_t)(s0 + i) * REC + 32 * h), _mm256_permute2x128_si256(u[i], u[i + 4], 0x20));
+                _mm256_storeu_si256((__m256i *)(out + (size_t)(s0 + i + 4) * REC + 32 * h), _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
+            }
+        }
 }
 
 /* One record of 16 int32 / int16 pairs / floats. */
@@ -442,16 +469,18 @@ AI void kq_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile
                     for (int j = 0; j < JV; j++) wv[j] = VI_LOAD(w[j] + (size_t)step * REC);
 #pragma GCC unroll 16
                     for (int t = 0; t < NT; t++) {
-                        const vi a = VI_BCAST(ts + ((size_t)step * NT + t) * 4);
+                        const uint8_t *ap = ts + ((size_t)step * NT + t) * 4;
+#if MF_GEMM_VNNI
+#pragma GCC unroll 16
+                        for (int j = 0; j < JV; j++) tmp[j][t] = dpbusd_bcast(tmp[j][t], wv[j], ap);
+#else
+                        const vi a = VI_BCAST(ap);
 #pragma GCC unroll 16
                         for (int j = 0; j < JV; j++) {
-#if MF_GEMM_VNNI
-                            tmp[j][t] = VI_DPBUSD(tmp[j][t], wv[j], a);
-#else
                             const vi p = VI_MADDUBS(wv[j], a);
                             tmp[j][t] = s == 0 ? p : VI_ADD16(tmp[j][t], p);
-#endif
                         }
+#endif
                     }
                 }
 #pragma GCC unroll 16
@@ -548,11 +577,10 @@ AI void b32_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *til
 #pragma GCC unroll 16
                     for (int j = 0; j < JV; j++) wv[j] = VI_LOAD(w[j] + (size_t)s * REC);
 #pragma GCC unroll 16
-                    for (int t = 0; t < NT; t++) {
-                        const vi a = VI_BCAST(ts + ((size_t)s * NT + t) * 4);
+                    for (int t = 0; t < NT; t++)
 #pragma GCC unroll 16
-                        for (int j = 0; j < JV; j++) tmp[j][t] = VI_DPBUSD(tmp[j][t], wv[j], a);
-                    }
+                        for (int j = 0; j < JV; j++)
+                            tmp[j][t] = dpbusd_bcast(tmp[j][t], wv[j], ts + ((size_t)s * NT + t) * 4);
                 }
 #else
                 vi p16[JVMAX][NTMAX];
@@ -620,25 +648,58 @@ AI void b32_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *til
  * the bit-reversed order and fold on a stack (gemm_layout.h). */
 static size_t f16_panel_bytes_r(int64_t k, int r) { return (size_t)k * (size_t)r * sizeof(float); }
 
+/* 8 x 8 float transpose in registers */
+static inline void transpose8_ps(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* R rows into the F16 panel: column c of lane l = c % 64 goes to position
+ * start[l] + c / 64, its R rows side by side as floats. Whole groups of 64
+ * columns (one per lane) go through 8 x 8 transposes of 8 rows at a time;
+ * the last partial group and the rows of an R < 8 panel column by column. */
 static void pack_f16_r(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel, const int R) {
     float *o = (float *)panel;
-    int64_t pos = 0;
+    int64_t start[64], pos = 0;
     for (int kk = 0; kk < 64; kk++) {
         const int l = mf_gemm_rev6(kk);
-        for (int64_t c = l; c < k; c += 64, pos++) {
-            uint16_t h[8] = {0};
-            for (int r = 0; r < R; r++) {
-                if (r < nrows) memcpy(&h[r], w + (size_t)r * row_bytes + (size_t)c * 2, 2);
-                else h[r] = 0;
-            }
-            const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
-            if (R == 8) _mm256_storeu_ps(o + pos * R, v);
-            else {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, v);
-                memcpy(o + pos * R, tmp, (size_t)R * sizeof(float));
+        start[l] = pos;
+        pos += mf_gemm_lane_count(l, k);
+    }
+    const int64_t full = R >= 8 ? k / 64 * 64 : 0;
+    for (int r0 = 0; r0 < R && full; r0 += 8) {
+        const int nr = R - r0 < 8 ? R - r0 : 8; /* rows stored from this group */
+        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int64_t c0 = 0; c0 < full; c0 += 8) {
+            __m256 v[8];
+            for (int i = 0; i < 8; i++)
+                v[i] = r0 + i < nrows ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)(r0 + i) * row_bytes + (size_t)c0 * 2)))
+                                      : _mm256_setzero_ps();
+            transpose8_ps(v); /* v[i]: column c0 + i, rows r0 .. r0 + 7 */
+            for (int i = 0; i < 8; i++) {
+                float *dst = o + (start[(c0 + i) % 64] + (c0 + i) / 64) * R + r0;
+                if (nr == 8) _mm256_storeu_ps(dst, v[i]);
+                else _mm256_maskstore_ps(dst, keep, v[i]);
             }
         }
+    }
+    for (int64_t c = full; c < k; c++) {
+        uint16_t h[16] = {0};
+        for (int r = 0; r < R && r < nrows; r++) memcpy(&h[r], w + (size_t)r * row_bytes + (size_t)c * 2, 2);
+        float f[16];
+        _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+        _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8))));
+        memcpy(o + (start[c % 64] + c / 64) * R, f, (size_t)R * sizeof(float));
     }
 }
 
@@ -698,16 +759,18 @@ AI void f16_kernel(const uint8_t *panel, const uint8_t *tile, int64_t k, float *
 
 /* K-quants: 32 rows (2 panels) x 6 tokens with 32 registers, 16 rows (two
  * 8-row halves one after the other) x 6 tokens with 16 */
+#ifndef KQ_JV
 #if MF_GEMM_W == 512
 #define KQ_NV 2
 #define KQ_JV 2
-#define KQ_ROWS 32
+#define KQ_ROWS 32 /* KQ_NV * VL, spelled out for the kind's name */
 #else
 #define KQ_NV 2
 #define KQ_JV 1
 #define KQ_ROWS 16
 #endif
 #define KQ_NT 6
+#endif
 
 #define DEF_KQ(NAME, UNIT, INIT_T, NSC, NPRE, PRE_T, HAS_MIN, SB)                                                    \
     static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
@@ -736,12 +799,15 @@ KQ_KIND("q6_K", q6k)
 
 /* 32-element blocks: as the K-quants; without VNNI Q5_0 keeps a third
  * register per (row vector, token) for its two int16 chunks */
+#ifndef B_JV
 #if MF_GEMM_W == 512
 #define B_NV 2
 #define B_JV 2
+#define B_ROWS 32
 #else
 #define B_NV 2
 #define B_JV 1
+#define B_ROWS 16
 #endif
 #define B_NT 6
 #if MF_GEMM_VNNI
@@ -749,13 +815,14 @@ KQ_KIND("q6_K", q6k)
 #else
 #define B_NT5 4
 #endif
+#endif
 
 #define DEF_B32(NAME, NT, SHIFT, SUMI_FIRST, CH)                                                                   \
     static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
                             int nrows, int ntok) {                                                                   \
         b32_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, B_NV, B_JV, NT, SHIFT, SUMI_FIRST, CH);              \
     }                                                                                                                \
-    static const mf_gemm_kind kind_##NAME = {#NAME " " STR(KQ_ROWS) "x" STR(NT) " " LVL_NAME, MF_GEMM_ACT_Q80, NT, 16, 16 * B_NV / HALVES, 32,      \
+    static const mf_gemm_kind kind_##NAME = {#NAME " " STR(B_ROWS) "x" STR(NT) " " LVL_NAME, MF_GEMM_ACT_Q80, NT, 16, 16 * B_NV / HALVES, 32,      \
                                              panel_bytes_b32, pack_##NAME, kern_##NAME};
 
 DEF_B32(q4_0, B_NT, 3, 1, 8)
@@ -765,10 +832,13 @@ DEF_B32(q8_0, B_NT, 7, 0, 8)
 DEF_B32(iq4_nl, B_NT, 7, 0, 8)
 #endif
 
-/* F16: 8 rows x 48 tokens (24 accumulators) with 32 registers, 4 x 24 with 16 */
-#if MF_GEMM_W == 512
-#define F_R 8
-#define F_TV 3
+/* F16: 14 rows x 32 tokens (28 accumulators) with 32 registers: more rows
+ * per call mean fewer tile bytes per FMA (2.3 instead of 4 at 8 x 48), which
+ * is what large F16 products are bound by; 4 x 24 with 16 registers */
+#ifdef F_R
+#elif MF_GEMM_W == 512
+#define F_R 14
+#define F_TV 2
 #else
 #define F_R 4
 #define F_TV 3

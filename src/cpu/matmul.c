@@ -59,8 +59,9 @@ typedef struct matmul_task {
     long unit0[MAX_W + 1];
     int n_ts;
     tileset ts[MAX_W];
-    uint8_t *scratch;   /* per thread: one converted row, then the panels of a unit */
+    uint8_t *scratch;   /* per thread: one converted row, then the panels of a chunk */
     size_t scratch_per_thread, tmp_bytes;
+    long chunk_groups;  /* panel groups per chunk */
 } matmul_task;
 
 static void convert_rows(void *arg, int ith, int nth) {
@@ -94,6 +95,11 @@ static void convert_rows(void *arg, int ith, int nth) {
 /* rows of W per inner block: keeps a few weight rows hot while sweeping tokens */
 #define ROW_BLOCK 16
 
+/* Weight bytes a thread packs before sweeping the tiles over them: a tile
+ * is then read from cache by every panel group of the chunk instead of
+ * from memory by each (F16 tiles are large: 2 bytes per token and column). */
+#define MF_GEMM_CHUNK_BYTES (256 * 1024)
+
 static void gemm_units(matmul_task *t, int ith, int nth) {
     long u0, u1;
     mf_split(t->unit0[t->nw], ith, nth, &u0, &u1);
@@ -105,21 +111,31 @@ static void gemm_units(matmul_task *t, int ith, int nth) {
         const gguf_tensor *w = t->w[wi];
         const int64_t k = w->ne[0], n_out = w->ne[1];
         const size_t w_row = mf_row_size(w->type, k), pb = g->panel_bytes(k);
+        const int npan = g->rows_per_call / g->panel_rows;
+        const size_t group = pb * (size_t)npan;
         const tileset *ts = &t->ts[t->ts_of[wi]];
-        for (long u = a - t->unit0[wi]; u < b - t->unit0[wi]; u++) {
-            const long r0 = u * g->rows_per_call;
-            const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
-            for (int p = 0; p * g->panel_rows < g->rows_per_call; p++) {
-                int n = nrows - p * g->panel_rows;
-                n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
-                g->pack((const uint8_t *)w->data + (size_t)(r0 + (long)p * g->panel_rows) * w_row * (n > 0), w_row, n, k,
-                        panels + (size_t)p * pb);
+        const long chunk = t->chunk_groups;
+        for (long c0 = a - t->unit0[wi]; c0 < b - t->unit0[wi]; c0 += chunk) {
+            const long c1 = c0 + chunk < b - t->unit0[wi] ? c0 + chunk : b - t->unit0[wi];
+            for (long u = c0; u < c1; u++) {
+                const long r0 = u * g->rows_per_call;
+                const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+                for (int p = 0; p < npan; p++) {
+                    int n = nrows - p * g->panel_rows;
+                    n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
+                    g->pack((const uint8_t *)w->data + (size_t)(r0 + (long)p * g->panel_rows) * w_row * (n > 0), w_row,
+                            n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
+                }
             }
             for (int i = 0; i < ts->ntiles; i++) {
                 const int tok0 = i * ts->nt;
                 const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;
-                g->kernel(panels, pb, ts->base + (size_t)i * ts->bytes, k, t->out[wi] + (size_t)tok0 * n_out + r0,
-                          (size_t)n_out, nrows, ntok);
+                for (long u = c0; u < c1; u++) {
+                    const long r0 = u * g->rows_per_call;
+                    const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+                    g->kernel(panels + (size_t)(u - c0) * group, pb, ts->base + (size_t)i * ts->bytes, k,
+                              t->out[wi] + (size_t)tok0 * n_out + r0, (size_t)n_out, nrows, ntok);
+                }
             }
         }
     }
@@ -172,7 +188,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
     for (int pass = 0; pass < 2; pass++) {
         /* pass 0 plans the GEMM; if its buffers do not fit, pass 1 plans
          * everything on the vec_dot path */
-        size_t used = 0, tmp_bytes = 0, panel_bytes = 0;
+        size_t used = 0, tmp_bytes = 0, group_bytes = 0;
         t.n_ts = t.n_conv = 0;
         t.row0[0] = t.unit0[0] = 0;
         for (int i = 0; i < nw; i++) {
@@ -195,7 +211,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
                 }
                 t.ts_of[i] = s;
                 const size_t pb = g->panel_bytes(t.n_in) * (size_t)(g->rows_per_call / g->panel_rows);
-                if (pb > panel_bytes) panel_bytes = pb;
+                if (pb > group_bytes) group_bytes = pb;
                 continue;
             }
             const mf_type vt = t.tr[i]->vec_dot_type;
@@ -217,7 +233,9 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
             t.xq_row[i] = t.conv_row[c];
         }
         t.tmp_bytes = align64(tmp_bytes);
-        t.scratch_per_thread = t.tmp_bytes + align64(panel_bytes);
+        t.chunk_groups = group_bytes ? (long)(MF_GEMM_CHUNK_BYTES / group_bytes) : 1;
+        if (t.chunk_groups < 1) t.chunk_groups = 1;
+        t.scratch_per_thread = t.tmp_bytes + align64(group_bytes * (size_t)t.chunk_groups);
         t.scratch = cpu->act_buf + used;
         used += t.scratch_per_thread * (size_t)cpu->n_threads;
         if (used <= cpu->act_cap) break;

@@ -1,0 +1,262 @@
+/* bench_gemm.c - prefill GEMM micro-benchmark (not a ctest): GFLOP/s of the
+ * vec_dot path and of the GEMM for each type at each SIMD level, on weights
+ * of a real shape against a batch of tokens, plus the machine's measured
+ * int8 (vpdpbusd) and f32 FMA peaks so the kernels read as a fraction of a
+ * ceiling (../shared/BENCHMARKING.md).
+ *
+ *   bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p]
+ *     default: the 896 x 4864 and 2048 x 8192 weights (k x n_out) against 512
+ *     tokens, all types; -p: only the peaks.
+ *
+ * Single-thread figures use the thread's CPU time (other processes sharing
+ * the cores do not count against a kernel); "op 2t" is the matmul op on a
+ * 2-thread backend in wall time, as the engine runs it. A FLOP is one
+ * multiply or one add (2 * k * n_out * tokens per product). */
+#include "../quant/qrand.h"
+
+#include "cpu/features.h"
+#include "cpu/gemm.h"
+#include "engine/backend.h"
+#include "quant/blocks.h"
+#include "quant/types.h"
+
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+static double now_wall(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---------------- peaks ---------------- */
+
+/* 12 independent accumulators: throughput, not latency */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static double peak_vpdpbusd(void) {
+    /* distinct starts, or the compiler merges identical chains */
+    __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2), a3 = _mm512_set1_epi32(3),
+            a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5), a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7),
+            a8 = _mm512_set1_epi32(8), a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10), a11 = _mm512_set1_epi32(11);
+    __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-5);
+    const long n = 20000000;
+    const double t0 = now_cpu();
+    for (long i = 0; i < n; i++) {
+        a0 = _mm512_dpbusd_epi32(a0, x, y), a1 = _mm512_dpbusd_epi32(a1, x, y), a2 = _mm512_dpbusd_epi32(a2, x, y);
+        a3 = _mm512_dpbusd_epi32(a3, x, y), a4 = _mm512_dpbusd_epi32(a4, x, y), a5 = _mm512_dpbusd_epi32(a5, x, y);
+        a6 = _mm512_dpbusd_epi32(a6, x, y), a7 = _mm512_dpbusd_epi32(a7, x, y), a8 = _mm512_dpbusd_epi32(a8, x, y);
+        a9 = _mm512_dpbusd_epi32(a9, x, y), a10 = _mm512_dpbusd_epi32(a10, x, y), a11 = _mm512_dpbusd_epi32(a11, x, y);
+        __asm__ volatile("" : "+v"(x));
+    }
+    const double dt = now_cpu() - t0;
+    volatile int sink = _mm512_reduce_add_epi32(_mm512_add_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)),
+                         _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)))));
+    (void)sink;
+    return (double)n * 12 * 64 * 2 / dt * 1e-9; /* 64 multiply-adds per instruction */
+}
+
+__attribute__((target("avx512f"))) static double peak_fma512(void) {
+    __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1), a2 = _mm512_set1_ps(2), a3 = _mm512_set1_ps(3),
+           a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5), a6 = _mm512_set1_ps(6), a7 = _mm512_set1_ps(7),
+           a8 = _mm512_set1_ps(8), a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
+    __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
+    const long n = 20000000;
+    const double t0 = now_cpu();
+    for (long i = 0; i < n; i++) {
+        a0 = _mm512_fmadd_ps(x, y, a0), a1 = _mm512_fmadd_ps(x, y, a1), a2 = _mm512_fmadd_ps(x, y, a2);
+        a3 = _mm512_fmadd_ps(x, y, a3), a4 = _mm512_fmadd_ps(x, y, a4), a5 = _mm512_fmadd_ps(x, y, a5);
+        a6 = _mm512_fmadd_ps(x, y, a6), a7 = _mm512_fmadd_ps(x, y, a7), a8 = _mm512_fmadd_ps(x, y, a8);
+        a9 = _mm512_fmadd_ps(x, y, a9), a10 = _mm512_fmadd_ps(x, y, a10), a11 = _mm512_fmadd_ps(x, y, a11);
+        __asm__ volatile("" : "+v"(x));
+    }
+    const double dt = now_cpu() - t0;
+    volatile float sink = _mm512_reduce_add_ps(_mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+        _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                      _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
+    (void)sink;
+    return (double)n * 12 * 16 * 2 / dt * 1e-9;
+}
+
+/* ---------------- data ---------------- */
+
+/* Random block bytes with finite, modest scales: speed does not depend on the
+ * values, and the reference quantizers are far too slow for 16M weights. */
+static void fill_weights(qrand *r, mf_type t, uint8_t *w, int64_t k, int64_t n_out) {
+    const mf_type_geom *g = mf_type_geom_get(t);
+    const size_t bytes = mf_row_size(t, k) * (size_t)n_out;
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)(qrand_uniform(r) * 256);
+    const int64_t nb = bytes / (size_t)g->size;
+    const mf_fp16 small = mf_fp32_to_fp16(0.01f);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = w + (size_t)b * (size_t)g->size;
+        switch (t) {
+        case MF_TYPE_F16: *(mf_fp16 *)p = mf_fp32_to_fp16((float)(qrand_uniform(r) - 0.5)); break;
+        case MF_TYPE_Q4_0: ((block_q4_0 *)p)->d = small; break;
+        case MF_TYPE_Q5_0: ((block_q5_0 *)p)->d = small; break;
+        case MF_TYPE_Q8_0: ((block_q8_0 *)p)->d = small; break;
+        case MF_TYPE_IQ4_NL: ((block_iq4_nl *)p)->d = small; break;
+        case MF_TYPE_Q4_K: ((block_q4_K *)p)->d = small, ((block_q4_K *)p)->dmin = small; break;
+        case MF_TYPE_Q5_K: ((block_q5_K *)p)->d = small, ((block_q5_K *)p)->dmin = small; break;
+        case MF_TYPE_Q6_K: ((block_q6_K *)p)->d = small; break;
+        default: break;
+        }
+    }
+}
+
+/* ---------------- timed paths (one thread) ---------------- */
+
+/* convert + one vec_dot per output, as the matmul's vec_dot path */
+static double time_vec_dot(mf_type t, const uint8_t *w, int64_t k, int64_t n_out, const float *x, int tok, float *out) {
+    const mf_type_traits *tr = mf_type_traits_get(t), *at = mf_type_traits_get(tr->vec_dot_type);
+    const size_t arb = mf_row_size(tr->vec_dot_type, k), rb = mf_row_size(t, k);
+    uint8_t *xq = malloc(arb * (size_t)tok);
+    const double t0 = now_cpu();
+    for (int j = 0; j < tok; j++) at->from_float(x + (size_t)j * k, xq + (size_t)j * arb, k);
+    for (int64_t ob = 0; ob < n_out; ob += 16)
+        for (int j = 0; j < tok; j++)
+            for (int64_t o = ob; o < ob + 16 && o < n_out; o++)
+                tr->vec_dot((int)k, &out[(size_t)j * n_out + o], w + (size_t)o * rb, xq + (size_t)j * arb);
+    const double dt = now_cpu() - t0;
+    free(xq);
+    return dt;
+}
+
+static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int64_t k, int64_t n_out, const float *x,
+                        int tok, float *out, double *pack_share) {
+    const mf_type at = mf_gemm_act_type(g->act);
+    const int ntiles = (tok + g->nt - 1) / g->nt;
+    const size_t tb = mf_gemm_tile_bytes(g->act, g->nt, k), pb = g->panel_bytes(k), rb = mf_row_size(t, k);
+    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(mf_row_size(at, k));
+    uint8_t *panels = malloc(pb * (size_t)(g->rows_per_call / g->panel_rows));
+    double t_pack = 0;
+    const double t0 = now_cpu();
+    for (int i = 0; i < ntiles; i++) {
+        const int n = tok - i * g->nt < g->nt ? tok - i * g->nt : g->nt;
+        mf_gemm_tile_build(g->act, g->nt, x + (size_t)i * g->nt * k, (size_t)k, n, k,
+                           mf_type_traits_get(at)->from_float, tmp, tiles + (size_t)i * tb);
+    }
+    for (int64_t r0 = 0; r0 < n_out; r0 += g->rows_per_call) {
+        const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+        const double tp = now_cpu();
+        for (int p = 0; p * g->panel_rows < g->rows_per_call; p++) {
+            int n = nrows - p * g->panel_rows;
+            n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
+            g->pack(n ? w + (size_t)(r0 + p * g->panel_rows) * rb : w, rb, n, k, panels + (size_t)p * pb);
+        }
+        t_pack += now_cpu() - tp;
+        for (int i = 0; i < ntiles; i++) {
+            const int n = tok - i * g->nt < g->nt ? tok - i * g->nt : g->nt;
+            g->kernel(panels, pb, tiles + (size_t)i * tb, k, out + (size_t)i * g->nt * n_out + r0, (size_t)n_out, nrows, n);
+        }
+    }
+    const double dt = now_cpu() - t0;
+    *pack_share = t_pack / dt;
+    free(tiles), free(tmp), free(panels);
+    return dt;
+}
+
+static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, qrand *r) {
+    const mf_type_traits *tr = mf_type_traits_get(t);
+    if (!tr || k % mf_type_geom_get(t)->blck) return;
+    const size_t wbytes = mf_row_size(t, k) * (size_t)n_out;
+    uint8_t *w = malloc(wbytes);
+    float *x = malloc(sizeof(float) * (size_t)k * tok), *out = malloc(sizeof(float) * (size_t)n_out * tok);
+    fill_weights(r, t, w, k, n_out);
+    qrand_fill(r, x, k * tok, QDATA_GAUSS, 1.0);
+    const double flop = 2.0 * (double)k * (double)n_out * tok;
+    char line[512];
+    int len = snprintf(line, sizeof line, "| %-6s | %5lld x %-5lld | %3d |", mf_type_name(t), (long long)k, (long long)n_out, tok);
+    /* vec_dot at the live level, best of reps */
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        const double d = time_vec_dot(t, w, k, n_out, x, tok, out);
+        if (d < best) best = d;
+    }
+    len += snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
+    static const mf_cpu_level lv[] = {MF_CPU_AVX2, MF_CPU_AVX512, MF_CPU_AVX512_VNNI};
+    for (int l = 0; l < 3; l++) {
+        const mf_gemm_kind *g = mf_gemm_get_level(t, lv[l]);
+        if (!g || k % g->k_multiple) {
+            len += snprintf(line + len, sizeof line - (size_t)len, " %7s |", "-");
+            continue;
+        }
+        best = 1e30;
+        double share = 0, s;
+        for (int i = 0; i < reps; i++) {
+            const double d = time_gemm(g, t, w, k, n_out, x, tok, out, &s);
+            if (d < best) best = d, share = s;
+        }
+        len += snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
+        if (l == 2 || (l == 1 && mf_cpu_level_supported() == MF_CPU_AVX512))
+            len += snprintf(line + len, sizeof line - (size_t)len, " %4.1f%% |", 100 * share);
+    }
+    /* the op on a 2-thread backend, wall time, best of reps */
+    mf_backend *be = mf_cpu_backend_new(2, tok, (int)(k > n_out ? k : n_out), 64, false);
+    gguf_tensor wt = {.name = "w", .n_dims = 2, .ne = {k, n_out, 1, 1}, .type = t, .n_elements = k * n_out,
+                      .nbytes = wbytes, .data = w};
+    best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        const double t0 = now_wall();
+        be->ops->matmul(be, &wt, x, tok, out);
+        const double d = now_wall() - t0;
+        if (d < best) best = d;
+    }
+    be->ops->destroy(be);
+    snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
+    puts(line);
+    fflush(stdout);
+    free(w), free(x), free(out);
+}
+
+int main(int argc, char **argv) {
+    int64_t k = 0, n_out = 0;
+    int tok = 512, reps = 3, peaks_only = 0;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-k") && i + 1 < argc) k = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) n_out = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) tok = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-T") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "-p")) peaks_only = 1;
+        else {
+            fprintf(stderr, "usage: bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p]\n");
+            return 2;
+        }
+    }
+    const mf_cpu_level lv = mf_cpu_init();
+    printf("SIMD level %s; MINFER_NO_GEMM=%s\n", mf_cpu_level_name(lv), getenv("MINFER_NO_GEMM") ? getenv("MINFER_NO_GEMM") : "");
+    if (mf_cpu_level_supported() >= MF_CPU_AVX512_VNNI)
+        printf("peak, one core: vpdpbusd %.0f GOP/s (int8), fma512 %.0f GFLOP/s (f32)\n", peak_vpdpbusd(), peak_fma512());
+    if (peaks_only) return 0;
+    printf("\nGFLOP/s; single-thread columns by thread CPU time, op 2t by wall time (best of %d)\n\n", reps);
+    printf("| type   | k x n_out     | tok | vec_dot | GEMM AVX2 | GEMM AVX-512 | GEMM VNNI | pack %% | op 2t |\n");
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    static const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_F16,
+                                    MF_TYPE_Q5_0, MF_TYPE_Q4_0, MF_TYPE_IQ4_NL};
+    /* (k, n_out): Qwen2.5-0.5B's ffn_up (896 x 4864; for K-quants, whose rows
+     * must be whole super-blocks, its ffn_down 4864 x 896) and Llama-3.2-1B's
+     * ffn_up (2048 x 8192) */
+    const int64_t shapes[2][2] = {{896, 4864}, {2048, 8192}};
+    qrand r = {42};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        if (only && strcmp(only, mf_type_name(types[ti]))) continue;
+        if (k && n_out) bench_shape(types[ti], k, n_out, tok, reps, &r);
+        else
+            for (int s = 0; s < 2; s++) {
+                const int swap = shapes[s][0] % mf_type_geom_get(types[ti])->blck != 0;
+                bench_shape(types[ti], shapes[s][swap], shapes[s][!swap], tok, reps, &r);
+            }
+    }
+    return 0;
+}
