@@ -237,7 +237,9 @@ int cmd_run(int argc, char **argv) {
     flush_utf8(pend, &np, true);
     printf("\n");
     fflush(stdout);
-    if (stop && verbose) fprintf(stderr, "minfer: stopped: %s\n", stop);
+    /* running out of context cuts the text short: always say so */
+    if (stop && (verbose || !strcmp(stop, "context full")))
+        fprintf(stderr, "minfer: stopped: %s%s\n", stop, strcmp(stop, "context full") ? "" : " (raise --n-ctx for longer output)");
     fprintf(stderr, "prefill: %d tokens in %.2f ms (%.1f tok/s)\n", n, t_prefill * 1e3, n / (t_prefill > 0 ? t_prefill : 1e-9));
     fprintf(stderr, "decode:  %d tokens in %.2f ms (%.1f tok/s)\n", n_fwd, t_decode * 1e3,
             n_fwd ? n_fwd / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
