@@ -6,6 +6,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ const mf_gemm_kind *mf_gemm_get(mf_type type) {
     pthread_once(&g_once, build);
     return g_off ? NULL : mf_gemm_get_level(type, lv);
 }
+
+void mf_gemm_fence(void) { _mm_sfence(); }
 
 mf_type mf_gemm_act_type(mf_gemm_act act) {
     switch (act) {
@@ -108,7 +111,14 @@ static void tile_q80(const block_q8_0 *y, int t, int nt, int64_t k, uint8_t *til
     }
 }
 
-static void tile_f16(const mf_fp16 *y, int t, int nt, int64_t k, uint8_t *tile) {
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* F16 tile: nt converted rows (zero past ntok) into column entries of nt
+ * values in the F16 column order. 8 tokens x 8 columns at a time through an
+ * 8 x 8 transpose of 16-bit values (SSE2, part of every x86-64). */
+static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile) {
     int64_t start[64]; /* first position of lane l */
     int64_t pos = 0;
     for (int kk = 0; kk < 64; kk++) {
@@ -116,18 +126,52 @@ static void tile_f16(const mf_fp16 *y, int t, int nt, int64_t k, uint8_t *tile) 
         start[l] = pos;
         pos += mf_gemm_lane_count(l, k);
     }
-    for (int64_t c = 0; c < k; c++) memcpy(tile + ((size_t)(start[c % 64] + c / 64) * (size_t)nt + (size_t)t) * 2, &y[c], 2);
+    int64_t c8 = 0;
+#if defined(__SSE2__)
+    if (nt % 8 == 0) {
+        c8 = k / 8 * 8;
+        for (int t0 = 0; t0 < nt; t0 += 8)
+            for (int64_t c0 = 0; c0 < c8; c0 += 8) {
+                __m128i r[8], a[8], b[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(y + (size_t)(t0 + i) * (size_t)k + c0));
+                for (int i = 0; i < 8; i += 2) a[i] = _mm_unpacklo_epi16(r[i], r[i + 1]), a[i + 1] = _mm_unpackhi_epi16(r[i], r[i + 1]);
+                for (int i = 0; i < 8; i += 4) {
+                    b[i] = _mm_unpacklo_epi32(a[i], a[i + 2]), b[i + 1] = _mm_unpackhi_epi32(a[i], a[i + 2]);
+                    b[i + 2] = _mm_unpacklo_epi32(a[i + 1], a[i + 3]), b[i + 3] = _mm_unpackhi_epi32(a[i + 1], a[i + 3]);
+                }
+                /* b[0..3]: columns (0,1), (2,3), (4,5), (6,7) of tokens 0-3; b[4..7] of tokens 4-7 */
+                for (int i = 0; i < 4; i++) {
+                    const __m128i lo = _mm_unpacklo_epi64(b[i], b[i + 4]), hi = _mm_unpackhi_epi64(b[i], b[i + 4]);
+                    const int64_t ca = c0 + 2 * i, cb = ca + 1;
+                    _mm_storeu_si128((__m128i *)(tile + ((size_t)(start[ca % 64] + ca / 64) * (size_t)nt + (size_t)t0) * 2), lo);
+                    _mm_storeu_si128((__m128i *)(tile + ((size_t)(start[cb % 64] + cb / 64) * (size_t)nt + (size_t)t0) * 2), hi);
+                }
+            }
+    }
+#endif
+    for (int t = 0; t < nt; t++)
+        for (int64_t c = c8; c < k; c++)
+            memcpy(tile + ((size_t)(start[c % 64] + c / 64) * (size_t)nt + (size_t)t) * 2, &y[(size_t)t * (size_t)k + c], 2);
+}
+
+size_t mf_gemm_tile_tmp_bytes(mf_gemm_act act, int nt, int64_t k) {
+    const size_t row = mf_row_size(mf_gemm_act_type(act), k);
+    return act == MF_GEMM_ACT_F16 ? row * (size_t)nt : row;
 }
 
 void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int ntok, int64_t k,
                         mf_from_float_fn from_float, uint8_t *tmp, uint8_t *tile) {
+    if (act == MF_GEMM_ACT_F16) {
+        const size_t row = mf_row_size(MF_TYPE_F16, k);
+        for (int t = 0; t < ntok; t++) from_float(x + (size_t)t * ld, tmp + (size_t)t * row, k);
+        memset(tmp + (size_t)ntok * row, 0, (size_t)(nt - ntok) * row);
+        tile_f16((const mf_fp16 *)tmp, nt, k, tile);
+        return;
+    }
     if (ntok < nt) memset(tile, 0, mf_gemm_tile_bytes(act, nt, k));
     for (int t = 0; t < ntok; t++) {
         from_float(x + (size_t)t * ld, tmp, k);
-        switch (act) {
-        case MF_GEMM_ACT_Q8K: tile_q8k((const block_q8_K *)tmp, t, nt, k, tile); break;
-        case MF_GEMM_ACT_Q80: tile_q80((const block_q8_0 *)tmp, t, nt, k, tile); break;
-        default: tile_f16((const mf_fp16 *)tmp, t, nt, k, tile); break;
-        }
+        if (act == MF_GEMM_ACT_Q8K) tile_q8k((const block_q8_K *)tmp, t, nt, k, tile);
+        else tile_q80((const block_q8_0 *)tmp, t, nt, k, tile);
     }
 }

@@ -47,6 +47,8 @@ typedef void (*mf_gemm_pack_fn)(const uint8_t *w, size_t row_bytes, int nrows, i
  * rows_per_call rows packed in `panels` (consecutive panels of panel_bytes)
  * with the nt tokens of `tile`. Rows and tokens past nrows / ntok are padding
  * and never stored. */
+/* Kernels may write with non-temporal stores: callers issue a store fence
+ * (mf_gemm_fence) before other threads read the output. */
 typedef void (*mf_gemm_kernel_fn)(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k,
                                   float *out, size_t ldo, int nrows, int ntok);
 
@@ -73,11 +75,16 @@ const mf_gemm_kind *mf_gemm_get_level(mf_type type, mf_cpu_level level);
 size_t mf_gemm_tile_bytes(mf_gemm_act act, int nt, int64_t k);
 /* The type a tile layout is built from (Q8_K, Q8_0, F16). */
 mf_type mf_gemm_act_type(mf_gemm_act act);
+/* Bytes of the scratch mf_gemm_tile_build needs (converted rows). */
+size_t mf_gemm_tile_tmp_bytes(mf_gemm_act act, int nt, int64_t k);
 /* Builds one tile of nt tokens from ntok <= nt rows of k floats (ld apart):
  * each row goes through from_float (the conversion vec_dot would see) into
- * tmp (one converted row), then into the tile; tokens past ntok are zero. */
+ * tmp (mf_gemm_tile_tmp_bytes), then into the tile; tokens past ntok are zero. */
 void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int ntok, int64_t k,
                         mf_from_float_fn from_float, uint8_t *tmp, uint8_t *tile);
+
+/* Orders the kernels' non-temporal stores before later stores (sfence). */
+void mf_gemm_fence(void);
 
 /* Per-level tables, filled by the ISA files (gemm_*_avx2.c / *_avx512.c). */
 void mf_gemm_reg_avx2(const mf_gemm_kind **tab);

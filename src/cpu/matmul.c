@@ -143,7 +143,10 @@ static void gemm_units(matmul_task *t, int ith, int nth) {
 
 static void dot_rows(void *arg, int ith, int nth) {
     matmul_task *t = arg;
-    if (t->unit0[t->nw]) gemm_units(t, ith, nth);
+    if (t->unit0[t->nw]) {
+        gemm_units(t, ith, nth);
+        mf_gemm_fence(); /* the kernels' non-temporal stores, before the pool's barrier */
+    }
     long o0, o1;
     mf_split(t->row0[t->nw], ith, nth, &o0, &o1);
     for (int wi = 0; wi < t->nw; wi++) {
@@ -206,7 +209,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
                     ts->bytes = align64(mf_gemm_tile_bytes(g->act, g->nt, t.n_in));
                     ts->base = cpu->act_buf + used;
                     used += ts->bytes * (size_t)ts->ntiles;
-                    const size_t tb = mf_row_size(mf_gemm_act_type(g->act), t.n_in);
+                    const size_t tb = mf_gemm_tile_tmp_bytes(g->act, g->nt, t.n_in);
                     if (tb > tmp_bytes) tmp_bytes = tb;
                 }
                 t.ts_of[i] = s;

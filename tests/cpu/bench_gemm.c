@@ -136,7 +136,7 @@ static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
     const mf_type at = mf_gemm_act_type(g->act);
     const int ntiles = (tok + g->nt - 1) / g->nt;
     const size_t tb = mf_gemm_tile_bytes(g->act, g->nt, k), pb = g->panel_bytes(k), rb = mf_row_size(t, k);
-    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(mf_row_size(at, k));
+    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(mf_gemm_tile_tmp_bytes(g->act, g->nt, k));
     uint8_t *panels = malloc(pb * (size_t)(g->rows_per_call / g->panel_rows));
     double t_pack = 0;
     const double t0 = now_cpu();

@@ -118,7 +118,7 @@ static int kernel_case(int ti, int li, int64_t k, int n_out, int ntok, int wmode
     for (size_t i = 0; i < ldo * (size_t)ntok; i++) got[i] = sentinel;
     const int ntiles = (ntok + g->nt - 1) / g->nt;
     const size_t tb = mf_gemm_tile_bytes(g->act, g->nt, k);
-    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(arb);
+    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(mf_gemm_tile_tmp_bytes(g->act, g->nt, k));
     for (int i = 0; i < ntiles; i++) {
         const int n = ntok - i * g->nt < g->nt ? ntok - i * g->nt : g->nt;
         mf_gemm_tile_build(g->act, g->nt, x + (size_t)i * g->nt * (size_t)k, (size_t)k, n, k, live_act->from_float, tmp,
