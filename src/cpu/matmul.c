@@ -62,6 +62,12 @@ typedef struct matmul_task {
     uint8_t *scratch;   /* per thread: one converted row, then the panels of a chunk */
     size_t scratch_per_thread, tmp_bytes;
     long chunk_groups;  /* panel groups per chunk */
+    long chunk0[MAX_W + 1]; /* prefix sums of chunks per weight */
+    /* work handed out by counters, not by a fixed split: the cores of a
+     * shared machine are not equally fast, and a fixed split waits for the
+     * slowest (every output element is computed the same way whichever
+     * thread takes its chunk, so results do not change) */
+    atomic_long next_tile, next_chunk;
 } matmul_task;
 
 static void convert_rows(void *arg, int ith, int nth) {
@@ -70,9 +76,8 @@ static void convert_rows(void *arg, int ith, int nth) {
     long nt_all = 0;
     for (int s = 0; s < t->n_ts; s++) nt_all += t->ts[s].ntiles;
     long j0, j1;
-    mf_split(nt_all, ith, nth, &j0, &j1);
     uint8_t *tmp = t->scratch + (size_t)ith * t->scratch_per_thread;
-    for (long j = j0; j < j1; j++) {
+    for (long j; (j = atomic_fetch_add_explicit(&t->next_tile, 1, memory_order_relaxed)) < nt_all;) {
         int s = 0;
         long i = j;
         while (i >= t->ts[s].ntiles) i -= t->ts[s++].ntiles;
@@ -97,54 +102,58 @@ static void convert_rows(void *arg, int ith, int nth) {
 
 /* Weight bytes a thread packs before sweeping the tiles over them: a tile
  * is then read from cache by every panel group of the chunk instead of
- * from memory by each (F16 tiles are large: 2 bytes per token and column). */
+ * from memory by each (F16 tiles are large: 2 bytes per token and column).
+ * Chunks are also the unit of work handed to threads, so a call is cut into
+ * at least MF_GEMM_CHUNKS_PER_THREAD per thread for balance. */
 #define MF_GEMM_CHUNK_BYTES (256 * 1024)
+#define MF_GEMM_CHUNKS_PER_THREAD 4
 
-static void gemm_units(matmul_task *t, int ith, int nth) {
-    long u0, u1;
-    mf_split(t->unit0[t->nw], ith, nth, &u0, &u1);
-    uint8_t *panels = t->scratch + (size_t)ith * t->scratch_per_thread + t->tmp_bytes;
-    for (int wi = 0; wi < t->nw; wi++) {
-        long a = u0 > t->unit0[wi] ? u0 : t->unit0[wi], b = u1 < t->unit0[wi + 1] ? u1 : t->unit0[wi + 1];
-        if (a >= b || !t->g[wi]) continue;
-        const mf_gemm_kind *g = t->g[wi];
-        const gguf_tensor *w = t->w[wi];
-        const int64_t k = w->ne[0], n_out = w->ne[1];
-        const size_t w_row = mf_row_size(w->type, k), pb = g->panel_bytes(k);
-        const int npan = g->rows_per_call / g->panel_rows;
-        const size_t group = pb * (size_t)npan;
-        const tileset *ts = &t->ts[t->ts_of[wi]];
-        const long chunk = t->chunk_groups;
-        for (long c0 = a - t->unit0[wi]; c0 < b - t->unit0[wi]; c0 += chunk) {
-            const long c1 = c0 + chunk < b - t->unit0[wi] ? c0 + chunk : b - t->unit0[wi];
-            for (long u = c0; u < c1; u++) {
-                const long r0 = u * g->rows_per_call;
-                const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
-                for (int p = 0; p < npan; p++) {
-                    int n = nrows - p * g->panel_rows;
-                    n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
-                    g->pack((const uint8_t *)w->data + (size_t)(r0 + (long)p * g->panel_rows) * w_row * (n > 0), w_row,
-                            n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
-                }
-            }
-            for (int i = 0; i < ts->ntiles; i++) {
-                const int tok0 = i * ts->nt;
-                const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;
-                for (long u = c0; u < c1; u++) {
-                    const long r0 = u * g->rows_per_call;
-                    const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
-                    g->kernel(panels + (size_t)(u - c0) * group, pb, ts->base + (size_t)i * ts->bytes, k,
-                              t->out[wi] + (size_t)tok0 * n_out + r0, (size_t)n_out, nrows, ntok);
-                }
-            }
+/* One chunk: pack up to chunk_groups panel groups of weight wi, then sweep
+ * every tile over them. */
+static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels) {
+    const mf_gemm_kind *g = t->g[wi];
+    const gguf_tensor *w = t->w[wi];
+    const int64_t k = w->ne[0], n_out = w->ne[1];
+    const size_t w_row = mf_row_size(w->type, k), pb = g->panel_bytes(k);
+    const int npan = g->rows_per_call / g->panel_rows;
+    const size_t group = pb * (size_t)npan;
+    const tileset *ts = &t->ts[t->ts_of[wi]];
+    for (long u = c0; u < c1; u++) {
+        const long r0 = u * g->rows_per_call;
+        const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+        for (int p = 0; p < npan; p++) {
+            int n = nrows - p * g->panel_rows;
+            n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
+            g->pack((const uint8_t *)w->data + (size_t)(r0 + (long)p * g->panel_rows) * w_row * (n > 0), w_row, n, k,
+                    panels + (size_t)(u - c0) * group + (size_t)p * pb);
         }
+    }
+    for (int i = 0; i < ts->ntiles; i++) {
+        const int tok0 = i * ts->nt;
+        const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;
+        for (long u = c0; u < c1; u++) {
+            const long r0 = u * g->rows_per_call;
+            const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+            g->kernel(panels + (size_t)(u - c0) * group, pb, ts->base + (size_t)i * ts->bytes, k,
+                      t->out[wi] + (size_t)tok0 * n_out + r0, (size_t)n_out, nrows, ntok);
+        }
+    }
+}
+
+static void gemm_units(matmul_task *t, int ith) {
+    uint8_t *panels = t->scratch + (size_t)ith * t->scratch_per_thread + t->tmp_bytes;
+    for (long c; (c = atomic_fetch_add_explicit(&t->next_chunk, 1, memory_order_relaxed)) < t->chunk0[t->nw];) {
+        int wi = 0;
+        while (c >= t->chunk0[wi + 1]) wi++;
+        const long u0 = (c - t->chunk0[wi]) * t->chunk_groups, groups = t->unit0[wi + 1] - t->unit0[wi];
+        gemm_chunk(t, wi, u0, u0 + t->chunk_groups < groups ? u0 + t->chunk_groups : groups, panels);
     }
 }
 
 static void dot_rows(void *arg, int ith, int nth) {
     matmul_task *t = arg;
     if (t->unit0[t->nw]) {
-        gemm_units(t, ith, nth);
+        gemm_units(t, ith);
         mf_gemm_fence(); /* the kernels' non-temporal stores, before the pool's barrier */
     }
     long o0, o1;
@@ -237,7 +246,13 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         }
         t.tmp_bytes = align64(tmp_bytes);
         t.chunk_groups = group_bytes ? (long)(MF_GEMM_CHUNK_BYTES / group_bytes) : 1;
+        const long fair = (t.unit0[nw] + (long)MF_GEMM_CHUNKS_PER_THREAD * cpu->n_threads - 1) /
+                          ((long)MF_GEMM_CHUNKS_PER_THREAD * cpu->n_threads);
+        if (t.chunk_groups > fair) t.chunk_groups = fair;
         if (t.chunk_groups < 1) t.chunk_groups = 1;
+        t.chunk0[0] = 0;
+        for (int i = 0; i < nw; i++)
+            t.chunk0[i + 1] = t.chunk0[i] + (t.unit0[i + 1] - t.unit0[i] + t.chunk_groups - 1) / t.chunk_groups;
         t.scratch_per_thread = t.tmp_bytes + align64(group_bytes * (size_t)t.chunk_groups);
         t.scratch = cpu->act_buf + used;
         used += t.scratch_per_thread * (size_t)cpu->n_threads;
@@ -258,6 +273,8 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
             if (t.g[i] && !atomic_exchange(&g_said[w[i]->type], 1))
                 fprintf(stderr, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows\n",
                         mf_type_name(w[i]->type), t.g[i]->name, MF_GEMM_MIN_ROWS);
+    atomic_init(&t.next_tile, 0);
+    atomic_init(&t.next_chunk, 0);
     if (t.n_conv || t.n_ts) mf_pool_run(cpu->pool, convert_rows, &t);
     mf_pool_run(cpu->pool, dot_rows, &t);
 }
