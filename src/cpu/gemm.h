@@ -59,6 +59,9 @@ typedef struct mf_gemm_kind {
     int panel_rows;         /* weight rows per packed panel */
     int rows_per_call;      /* weight rows per kernel call (a multiple of panel_rows) */
     int k_multiple;         /* k must be a multiple of this (else: vec_dot) */
+    int min_rows;           /* batches of fewer tokens use vec_dot: below this the
+                               pack and the padded tile cost more than decoding
+                               each block per token (measured, docs/PERFORMANCE.md) */
     size_t (*panel_bytes)(int64_t k);
     mf_gemm_pack_fn pack;
     mf_gemm_kernel_fn kernel;

@@ -866,12 +866,26 @@ DEF_KQ(q6k, 2, -1, Q6K_NSC, Q6K_NPRE, MF_T8K_BSP, 0, Q6K_SB)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define KQ_KIND(TNAME, NAME)                                                                                     \
+#define KQ_KIND(TNAME, NAME, MIN_ROWS)                                                                           \
     static const mf_gemm_kind kind_##NAME = {TNAME " " STR(KQ_ROWS) "x" STR(KQ_NT) " " LVL_NAME, MF_GEMM_ACT_Q8K, KQ_NT, 16, 16 * KQ_NV / HALVES, \
-                                             QK_K, panel_bytes_##NAME, pack_##NAME, kern_##NAME};
-KQ_KIND("q4_K", q4k)
-KQ_KIND("q5_K", q5k)
-KQ_KIND("q6_K", q6k)
+                                             QK_K, MIN_ROWS, panel_bytes_##NAME, pack_##NAME, kern_##NAME};
+/* Crossovers with vec_dot, measured on the matmul op (2 threads, this
+ * repository's benchmark machine; docs/PERFORMANCE.md): the AVX2 K-quant
+ * kernels (16 registers: 8 rows x 6 tokens per pass) beat vec_dot only on
+ * large batches. */
+#if MF_GEMM_VNNI
+KQ_KIND("q4_K", q4k, 4)
+KQ_KIND("q5_K", q5k, 5)
+KQ_KIND("q6_K", q6k, 6)
+#elif MF_GEMM_W == 512
+KQ_KIND("q4_K", q4k, 6)
+KQ_KIND("q5_K", q5k, 4)
+KQ_KIND("q6_K", q6k, 4)
+#else
+KQ_KIND("q4_K", q4k, 32)
+KQ_KIND("q5_K", q5k, 4)
+KQ_KIND("q6_K", q6k, 32)
+#endif
 
 /* 32-element blocks: as the K-quants; without VNNI Q5_0 keeps a third
  * register per (row vector, token) for its two int16 chunks */
@@ -893,19 +907,25 @@ KQ_KIND("q6_K", q6k)
 #endif
 #endif
 
-#define DEF_B32(NAME, NT, SHIFT, SUMI_FIRST, CH)                                                                   \
+#define DEF_B32(NAME, NT, SHIFT, SUMI_FIRST, CH, MIN_ROWS)                                                         \
     static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
                             int nrows, int ntok) {                                                                   \
         b32_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, B_NV, B_JV, NT, SHIFT, SUMI_FIRST, CH);              \
     }                                                                                                                \
     static const mf_gemm_kind kind_##NAME = {#NAME " " STR(B_ROWS) "x" STR(NT) " " LVL_NAME, MF_GEMM_ACT_Q80, NT, 16, 16 * B_NV / HALVES, 32,      \
-                                             panel_bytes_b32, pack_##NAME, kern_##NAME};
+                                             MIN_ROWS, panel_bytes_b32, pack_##NAME, kern_##NAME};
 
-DEF_B32(q4_0, B_NT, 3, 1, 8)
-DEF_B32(q5_0, B_NT5, 4, 0, 4)
 #if MF_GEMM_VNNI
-DEF_B32(q8_0, B_NT, 7, 0, 8)
-DEF_B32(iq4_nl, B_NT, 7, 0, 8)
+DEF_B32(q4_0, B_NT, 3, 1, 8, 4)
+DEF_B32(q5_0, B_NT5, 4, 0, 4, 4)
+DEF_B32(q8_0, B_NT, 7, 0, 8, 4)
+DEF_B32(iq4_nl, B_NT, 7, 0, 8, 4)
+#elif MF_GEMM_W == 512
+DEF_B32(q4_0, B_NT, 3, 1, 8, 12)
+DEF_B32(q5_0, B_NT5, 4, 0, 4, 8)
+#else
+DEF_B32(q4_0, B_NT, 3, 1, 8, 6)
+DEF_B32(q5_0, B_NT5, 4, 0, 4, 4)
 #endif
 
 /* F16: 14 rows x 32 tokens (28 accumulators) with 32 registers: more rows
@@ -926,8 +946,15 @@ static void kern_f16(const uint8_t *panels, size_t pb, const uint8_t *tile, int6
     (void)pb;
     f16_kernel(panels, tile, k, out, ldo, nrows, ntok, F_R, F_TV);
 }
+/* F16 tiles are 32 (16) tokens wide and its panels are floats: it pays
+ * only on long batches */
+#if MF_GEMM_W == 512
+#define F_MIN_ROWS 24
+#else
+#define F_MIN_ROWS 96
+#endif
 static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_F16, F_TV * VL, F_R, F_R, 1,
-                                      panel_bytes_f16, pack_f16, kern_f16};
+                                      F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16};
 
 static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q4_K] = &kind_q4k;

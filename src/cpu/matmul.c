@@ -5,7 +5,7 @@
  *   vec_dot_type (f32 stays f32, f16 -> f16, q8_0 -> q8_0, K-quants -> q8_K
  *   ...), exactly how llama.cpp pairs them, then every output element is one
  *   vec_dot. Decode (one row) and types without a GEMM take it.
- * - GEMM: for batches of at least MF_GEMM_MIN_ROWS rows, the activations are
+ * - GEMM: for batches of at least the kind's min_rows rows, the activations are
  *   converted the same way into token tiles, and each thread packs a range of
  *   weight panels (decoding each weight block once per call instead of once
  *   per token) and runs the register-blocked kernel over every tile.
@@ -24,10 +24,6 @@
 
 #define MAX_W 4
 
-/* Rows from which the GEMM replaces vec_dot: below this, decoding a weight
- * block per token is cheaper than packing the panels (measured with
- * tests/cpu/bench_gemm.c, docs/PERFORMANCE.md). */
-#define MF_GEMM_MIN_ROWS 4
 
 typedef struct tileset {
     mf_gemm_act act;
@@ -193,8 +189,10 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         t.w[i] = w[i];
         t.tr[i] = mf_type_traits_get(w[i]->type);
         t.out[i] = out[i];
-        const mf_gemm_kind *g = rows >= MF_GEMM_MIN_ROWS ? mf_gemm_get(w[i]->type) : NULL;
-        if (g && t.n_in % g->k_multiple) g = NULL;
+        /* each kind's own crossover with vec_dot (gemm.h): below it, decoding
+         * a weight block per token is cheaper than packing the panels */
+        const mf_gemm_kind *g = rows > 1 ? mf_gemm_get(w[i]->type) : NULL;
+        if (g && (t.n_in % g->k_multiple || rows < g->min_rows)) g = NULL;
         t.g[i] = g;
     }
     for (int pass = 0; pass < 2; pass++) {
@@ -272,7 +270,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         for (int i = 0; i < nw; i++)
             if (t.g[i] && !atomic_exchange(&g_said[w[i]->type], 1))
                 fprintf(stderr, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows\n",
-                        mf_type_name(w[i]->type), t.g[i]->name, MF_GEMM_MIN_ROWS);
+                        mf_type_name(w[i]->type), t.g[i]->name, t.g[i]->min_rows);
     atomic_init(&t.next_tile, 0);
     atomic_init(&t.next_chunk, 0);
     if (t.n_conv || t.n_ts) mf_pool_run(cpu->pool, convert_rows, &t);

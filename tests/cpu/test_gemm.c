@@ -267,10 +267,13 @@ static void matmul_tests(void) {
     const mf_type f[] = {MF_TYPE_F16, MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q4_1};
     const int nf[] = {45, 20, 19, 9};
     matmul_case(f, 4, 256, nf, 50, &r);
+    /* at the live kind's threshold and just below it (vec_dot) */
     const mf_type single[] = {MF_TYPE_Q6_K};
     const int ns[] = {200};
-    matmul_case(single, 1, 1024, ns, 4, &r);
-    matmul_case(single, 1, 1024, ns, 3, &r); /* below the GEMM threshold */
+    const mf_gemm_kind *g = mf_gemm_get(MF_TYPE_Q6_K);
+    const int at = g ? g->min_rows : 4;
+    matmul_case(single, 1, 1024, ns, at, &r);
+    matmul_case(single, 1, 1024, ns, at - 1 > 1 ? at - 1 : 2, &r);
 }
 
 int main(void) {
