@@ -36,15 +36,18 @@ static void build_tables(void) {
             mf_cpu_reg_dot_kquant_avx2(tab);
             mf_cpu_reg_quantize_avx2(tab);
             mf_cpu_reg_dequant_avx2(tab);
+            mf_cpu_reg_dotrows_avx2(tab);
             break;
         case MF_CPU_AVX512:
             mf_cpu_reg_dot_float_avx512(tab);
             mf_cpu_reg_dot_int8_avx512(tab);
             mf_cpu_reg_quantize_avx512(tab);
             mf_cpu_reg_dequant_avx512(tab);
+            mf_cpu_reg_dotrows_avx512(tab);
             break;
         case MF_CPU_AVX512_VNNI:
             mf_cpu_reg_dot_int8_vnni_avx512(tab);
+            mf_cpu_reg_dotrows_vnni_avx512(tab);
             break;
         default: break;
         }

@@ -13,14 +13,17 @@ void mf_cpu_reg_dot_legacy_avx2(mf_type_traits *tab);
 void mf_cpu_reg_dot_kquant_avx2(mf_type_traits *tab);
 void mf_cpu_reg_quantize_avx2(mf_type_traits *tab);
 void mf_cpu_reg_dequant_avx2(mf_type_traits *tab);
+void mf_cpu_reg_dotrows_avx2(mf_type_traits *tab); /* vec_dot_rows */
 
 /* AVX-512 F/BW/VL/DQ, without VNNI */
 void mf_cpu_reg_dot_float_avx512(mf_type_traits *tab);
 void mf_cpu_reg_dot_int8_avx512(mf_type_traits *tab);
 void mf_cpu_reg_quantize_avx512(mf_type_traits *tab);
 void mf_cpu_reg_dequant_avx512(mf_type_traits *tab);
+void mf_cpu_reg_dotrows_avx512(mf_type_traits *tab); /* vec_dot_rows */
 
 /* AVX-512 VNNI */
 void mf_cpu_reg_dot_int8_vnni_avx512(mf_type_traits *tab);
+void mf_cpu_reg_dotrows_vnni_avx512(mf_type_traits *tab); /* vec_dot_rows */
 
 #endif

@@ -69,6 +69,14 @@ typedef void (*mf_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*mf_from_float_fn)(const float *src, void *dst, int64_t n);
 /* s = dot of n elements of row x (this type) and row y (vec_dot_type). */
 typedef void (*mf_vec_dot_fn)(int n, float *s, const void *x, const void *y);
+/* Several weight rows against one activation row: for r < nr, s[r] = what
+ * vec_dot(n, &s[r], (const char *)x + r * x_stride, y) gives, bit for bit.
+ * nr may be any count >= 0 (kernels work through it in tiles of 4 or 8 rows:
+ * pass whole row ranges, or multiples of 8); x_stride is in bytes and keeps
+ * every row on its blocks' C alignment (rows of a weight matrix do). Decode
+ * (one token) spends its time here: sharing the activation loads and each
+ * tile's setup across rows is what makes short rows fast. */
+typedef void (*mf_vec_dot_rows_fn)(int n, float *s, const void *x, size_t x_stride, const void *y, int nr);
 
 typedef struct mf_type_traits {
     mf_to_float_fn to_float;       /* dequantize */
@@ -76,7 +84,18 @@ typedef struct mf_type_traits {
     mf_from_float_fn from_float;   /* fast quantizer for activations (may differ in rounding) */
     mf_vec_dot_fn vec_dot;
     mf_type vec_dot_type;
+    mf_vec_dot_rows_fn vec_dot_rows; /* optional: NULL means vec_dot per row (mf_vec_dot_rows does that) */
 } mf_type_traits;
+
+/* vec_dot_rows where the table has one, else vec_dot row by row (same bits). */
+static inline void mf_vec_dot_rows(const mf_type_traits *tr, int n, float *s, const void *x, size_t x_stride,
+                                   const void *y, int nr) {
+    if (tr->vec_dot_rows) {
+        tr->vec_dot_rows(n, s, x, x_stride, y, nr);
+        return;
+    }
+    for (int r = 0; r < nr; r++) tr->vec_dot(n, &s[r], (const char *)x + (size_t)r * x_stride, y);
+}
 
 /* NULL when minfer cannot compute with `t`. The table starts with the scalar
  * reference kernels; mf_cpu_init() swaps in SIMD versions the CPU supports. */

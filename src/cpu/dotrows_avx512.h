@@ -1,0 +1,540 @@
+/* dotrows_avx512.h - multi-row AVX-512 dots (vec_dot_rows) of the quantized
+ * types, written once and compiled twice: by dotrows_avx512.c with MF_VNNI 0
+ * (maddubs + madd) and by dotrows_vnni_avx512.c with MF_VNNI 1 (vpdpbusd /
+ * vpdpwssd). Everything here is static; each includer registers its copies.
+ *
+ * A call dots nr weight rows with one activation row. Rows go in tiles of
+ * TILE32 (32-element blocks) or TILEK (super-blocks) rows; a last tile of
+ * fewer rows runs the same code compiled for its row count. Within a tile the
+ * activation data of a step (its quants, scales, block sums) is loaded and
+ * prepared once and serves every row; the partial-group setup is done once
+ * per call; the final lane folds of the tile's rows run together.
+ *
+ * Bitwise equality with vec_dot (and so with the references):
+ *
+ * Q4_0, Q5_0, Q8_0, IQ4_NL (32-element blocks, quant/lanes.h order 1): each
+ * row keeps one 8-lane float accumulator and adds, per group of 8 blocks, one
+ * vector of the 8 blocks' values, each formed by the reference's expression
+ * ((sumi * dx) * dy for Q4_0, (dx * dy) * sumi for the others). The lanes sit
+ * in the order P = 0 2 4 6 1 3 5 7 (what the integer reduction produces; the
+ * scale loads use the same order), so block b still lands in the chain of
+ * lane b % 8, in block order; the accumulator is put back in natural order
+ * once, before the fold. The fold of 8 rows is one transposed network whose
+ * every add is the add mf_lanes_fold makes for that row, operands in the same
+ * order. Rows whose block count is not a multiple of 8 end with a partial
+ * group: its blocks past the row's end are read at the last real block (no
+ * read past the row), their integer sums are masked to 0 and their scales
+ * load as 0, so those lanes add +0 * +0 * 0 = +0, which changes no lane (a
+ * lane is never -0).
+ *   Integer sums are exact: the level offset (8 for Q4_0, 16 for Q5_0; with
+ *   VNNI also the +128 bias that makes Q8_0 / IQ4_NL weights unsigned) is
+ *   subtracted as offset * (sum of the block's activation bytes), computed
+ *   once per tile; vpdpbusd never saturates; without VNNI maddubs pair sums
+ *   of levels <= 31 stay below 31 * 128 * 2, and signed weights use
+ *   |w| * sign(a, w), exact because activations never hold -128.
+ *
+ * Q4_K, Q5_K, Q6_K (super-blocks, order 2): each row's super-block integer
+ * sums are exactly those of vec_dot (same levels, sub-block scales applied in
+ * int16 x int16 -> int32, mins and offsets through bsums); the sums of 4 rows
+ * are reduced together, and the reference's scalar expression
+ * (d * isum - dmin * summ with d = f16(x.d) * y.d, or d * isum) is evaluated
+ * lane-wise for the tile's rows, each lane a row's own float chain over
+ * super-blocks, in order.
+ *
+ * Rows of any length the type allows are handled (one block upward); loads
+ * never go past a row's last byte or the activation row's. */
+#ifndef MF_VNNI
+#error "define MF_VNNI (0 or 1) before including dotrows_avx512.h"
+#endif
+
+#include "cpu/kernels.h"
+#include "cpu/simd_avx2.h"
+#include "quant/blocks.h"
+#include "quant/qsearch.h"
+
+#define AI static inline __attribute__((always_inline))
+
+#define TILE32 8 /* rows per tile, 32-element block types */
+#define TILEK 8  /* rows per tile, super-block types */
+
+/* ---------------- integer primitives ---------------- */
+
+/* sums over groups of 4 bytes of u * s (u unsigned, s signed): 16 int32 */
+AI __m512i dr_dot_us(__m512i u, __m512i s) {
+#if MF_VNNI
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+#endif
+}
+
+#if !MF_VNNI
+/* signed w times signed a as |w| * sign(a, w) (a never -128) */
+AI __m512i dr_dot_ss(__m512i w, __m512i a) {
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    return dr_dot_us(_mm512_abs_epi8(w), _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a));
+}
+#endif
+
+/* acc + the int16 products of p and sc summed in pairs */
+AI __m512i dr_dpwssd(__m512i acc, __m512i p, __m512i sc) {
+#if MF_VNNI
+    return _mm512_dpwssd_epi32(acc, p, sc);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
+#endif
+}
+
+/* [32 bytes at a | 32 bytes at b] */
+AI __m512i dr_ld2(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+AI __m512i dr_dup256(const void *p) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
+}
+
+/* ---------------- 32-element blocks ---------------- */
+
+enum { B_Q4_0, B_Q5_0, B_Q8_0, B_IQ4_NL };
+
+/* bytes per weight block */
+AI int bbytes(int T) { return T == B_Q5_0 ? 22 : T == B_Q8_0 ? 34 : 18; }
+#define YBS 34 /* bytes per block_q8_0 */
+
+/* log2 of the offset subtracted through activation sums; -1: none */
+AI int boffset_log2(int T) {
+    if (T == B_Q4_0) return 3;
+    if (T == B_Q5_0) return 4;
+    return MF_VNNI ? 7 : -1;
+}
+
+/* lane i of a group vector holds block P(i) of the group */
+#define P(i) ((i) < 4 ? 2 * (i) : 2 * ((i) - 4) + 1)
+
+/* nibbles of the 16 bytes at a and at b: [a low | a high | b low | b high],
+ * by broadcast loads and a per-granule shift */
+AI __m512i nib_pair(const uint8_t *a, const uint8_t *b) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a));
+    v = _mm512_mask_broadcast_i32x4(v, (__mmask16)0xff00, _mm_loadu_si128((const __m128i *)b));
+    v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+}
+
+/* 16 int32: 8 partial sums of block p0 | 8 of block p1 (both weight blocks of
+ * type T) against a = [activation quants of p0's block | of p1's]; without
+ * the level offset */
+AI __m512i xpair(int T, const uint8_t *p0, const uint8_t *p1, __m512i a) {
+    if (T == B_Q4_0) return dr_dot_us(nib_pair(p0 + 2, p1 + 2), a);
+    if (T == B_Q5_0) {
+        __m512i q = nib_pair(p0 + 6, p1 + 6);
+        /* bit j of qh is the 5th bit of element j, which sits in byte j */
+        const __mmask64 h = _mm512_kunpackd((__mmask64)_cvtu32_mask32(mf_ld32(p1 + 2)),
+                                            (__mmask64)_cvtu32_mask32(mf_ld32(p0 + 2)));
+        q = _mm512_mask_add_epi8(q, h, q, _mm512_set1_epi8(16));
+        return dr_dot_us(q, a);
+    }
+    if (T == B_Q8_0) {
+        const __m512i w = dr_ld2(p0 + 2, p1 + 2);
+#if MF_VNNI
+        return dr_dot_us(_mm512_xor_si512(w, _mm512_set1_epi8((char)0x80)), a); /* w + 128 */
+#else
+        return dr_dot_ss(w, a);
+#endif
+    }
+    /* IQ4_NL: table values */
+    __m128i t = _mm_loadu_si128((const __m128i *)mf_iq4nl_values);
+#if MF_VNNI
+    t = _mm_xor_si128(t, _mm_set1_epi8((char)0x80)); /* value + 128, unsigned */
+    return dr_dot_us(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), nib_pair(p0 + 2, p1 + 2)), a);
+#else
+    return dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), nib_pair(p0 + 2, p1 + 2)), a);
+#endif
+}
+
+/* z[k] = [block 2k: 8 partials | block 2k+1: 8 partials] -> the 8 block sums
+ * in lane order P (exact) */
+AI __m256i reduce8p(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    const __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+    const __m512i u23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z2, z3), _mm512_unpackhi_epi32(z2, z3));
+    /* granule g, lane k: the sum of granule g of z[k] */
+    const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(u01, u23), _mm512_unpackhi_epi64(u01, u23));
+    /* blocks 2k = granules 0 + 1, blocks 2k + 1 = granules 2 + 3 */
+    const __m512i t = _mm512_shuffle_i32x4(q, q, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+
+/* mask of the bytes [64c, 64c + 64) of a group that lie below lim */
+AI __mmask64 chunk_mask(int lim, int c) {
+    const int k = lim - 64 * c;
+    return k >= 64 ? ~(__mmask64)0 : k <= 0 ? 0 : (((__mmask64)1 << k) - 1);
+}
+
+/* The f16 scales at byte 0 of the 8 blocks (bs bytes each) of the group at g,
+ * in lane order P, as floats. Full groups (lm NULL) read bytes < 8 * bs; a
+ * partial group reads through the byte masks lm[0..3] (bytes past its last
+ * block read as 0, so those lanes are +0). Whole-register loads and two
+ * word permutes, instead of eight scalar inserts. */
+AI __m256 load_d8(const uint8_t *g, int bs, const __mmask64 *lm) {
+    const int nc = (7 * bs + 2 + 63) / 64; /* chunks holding a scale */
+    __m512i c[4];
+    #pragma GCC unroll 8
+    for (int j = 0; j < 4; j++) {
+        if (j >= nc) c[j] = _mm512_setzero_si512();
+        else if (!lm && 64 * (j + 1) <= 8 * bs) c[j] = _mm512_loadu_si512(g + 64 * j);
+        else c[j] = _mm512_maskz_loadu_epi8(lm ? lm[j] : chunk_mask(8 * bs, j), g + 64 * j);
+    }
+#define W_(i) ((P(i) * bs / 2) & 63)
+    const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         W_(7), W_(6), W_(5), W_(4), W_(3), W_(2), W_(1), W_(0));
+#undef W_
+    __m512i r = _mm512_permutex2var_epi16(c[0], idx, c[1]);
+    if (nc > 2) {
+        __mmask32 hi = 0;
+        #pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            if (P(i) * bs / 2 >= 64) hi |= (__mmask32)1 << i;
+        r = _mm512_mask_mov_epi16(r, hi, _mm512_permutex2var_epi16(c[2], idx, c[3]));
+    }
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(r));
+}
+
+/* What a partial last group needs, worked out once per call. */
+typedef struct part32 {
+    int m;                 /* blocks in it (0: none) */
+    int xo[8], yo[8];      /* byte offsets of its blocks, clamped to the last real one */
+    __mmask64 xlm[4], ylm[4]; /* readable bytes of its 64-byte chunks */
+    __mmask8 lanes;        /* lanes (order P) of real blocks */
+} part32;
+
+static inline void part32_init(part32 *pt, int n, int bs) {
+    const int nb = n / 32;
+    pt->m = nb % 8;
+    pt->lanes = 0;
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const int kk = k < pt->m ? k : pt->m - 1;
+        pt->xo[k] = kk * bs;
+        pt->yo[k] = kk * YBS;
+    }
+    #pragma GCC unroll 8
+    for (int c = 0; c < 4; c++) {
+        pt->xlm[c] = chunk_mask(pt->m * bs, c);
+        pt->ylm[c] = chunk_mask(pt->m * YBS, c);
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        if (P(i) < pt->m) pt->lanes |= (__mmask8)(1u << i);
+}
+
+/* Activation side of one group, shared by a tile's rows. */
+typedef struct ygrp {
+    __m512i a[4]; /* quants of blocks 2k, 2k + 1 */
+    __m256i off;  /* offset * block sums, lane order P */
+    __m256 dy;    /* scales, lane order P */
+} ygrp;
+
+AI void y_group(int T, const uint8_t *yg, const part32 *pt, ygrp *Y) {
+    #pragma GCC unroll 8
+    for (int k = 0; k < 4; k++) {
+        const int o0 = pt ? pt->yo[2 * k] : 2 * k * YBS, o1 = pt ? pt->yo[2 * k + 1] : (2 * k + 1) * YBS;
+        Y->a[k] = dr_ld2(yg + o0 + 2, yg + o1 + 2);
+    }
+    if (boffset_log2(T) >= 0) {
+        const __m512i one = _mm512_set1_epi8(1);
+        const __m256i bsum =
+            reduce8p(dr_dot_us(one, Y->a[0]), dr_dot_us(one, Y->a[1]), dr_dot_us(one, Y->a[2]), dr_dot_us(one, Y->a[3]));
+        Y->off = _mm256_slli_epi32(bsum, boffset_log2(T));
+    } else Y->off = _mm256_setzero_si256();
+    Y->dy = load_d8(yg, YBS, pt ? pt->ylm : NULL);
+}
+
+/* One row's values of a group: the vector to add to its accumulator. */
+AI __m256 row_group(int T, const uint8_t *xg, const part32 *pt, const ygrp *Y) {
+    const int bs = bbytes(T);
+    __m512i z[4];
+    #pragma GCC unroll 8
+    for (int k = 0; k < 4; k++) {
+        const int o0 = pt ? pt->xo[2 * k] : 2 * k * bs, o1 = pt ? pt->xo[2 * k + 1] : (2 * k + 1) * bs;
+        z[k] = xpair(T, xg + o0, xg + o1, Y->a[k]);
+    }
+    __m256i si = reduce8p(z[0], z[1], z[2], z[3]);
+    if (pt) si = _mm256_maskz_sub_epi32(pt->lanes, si, Y->off);
+    else if (boffset_log2(T) >= 0) si = _mm256_sub_epi32(si, Y->off);
+    const __m256 sf = _mm256_cvtepi32_ps(si);
+    const __m256 dx = load_d8(xg, bs, pt ? pt->xlm : NULL);
+    if (T == B_Q4_0) return _mm256_mul_ps(_mm256_mul_ps(sf, dx), Y->dy);
+    return _mm256_mul_ps(_mm256_mul_ps(dx, Y->dy), sf);
+}
+
+/* The fold of quant/lanes.h (mf_fold8_ps) for 8 rows at once: lane r of the
+ * result is row r's fold; every add is the one mf_lanes_fold makes. */
+AI __m256 fold8x8(const __m256 a[8]) {
+    __m256 t[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) /* l[j] + l[j + 4]: [row 2i | row 2i+1] */
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+    /* l[j] + l[j + 2]: [rows 0, 2 | rows 1, 3] and [rows 4, 6 | rows 5, 7], two lanes each */
+    const __m256 u0 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t[0]), _mm256_castps_pd(t[1]))),
+                                    _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t[0]), _mm256_castps_pd(t[1]))));
+    const __m256 u1 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t[2]), _mm256_castps_pd(t[3]))),
+                                    _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t[2]), _mm256_castps_pd(t[3]))));
+    /* l[0] + l[1]: rows 0 2 4 6 | 1 3 5 7 */
+    const __m256 v = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* R rows (1..TILE32) of a 32-element block type */
+AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const uint8_t *y, const part32 *pt) {
+    const int bs = bbytes(T);
+    const int ng = n / 32 / 8;
+    __m256 acc[TILE32];
+    #pragma GCC unroll 8
+    for (int r = 0; r < TILE32; r++) acc[r] = _mm256_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        ygrp Y;
+        y_group(T, y + (size_t)g * 8 * YBS, NULL, &Y);
+        const uint8_t *xg = x + (size_t)g * 8 * bs;
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, NULL, &Y));
+    }
+    if (pt->m) {
+        ygrp Y;
+        y_group(T, y + (size_t)ng * 8 * YBS, pt, &Y);
+        const uint8_t *xg = x + (size_t)ng * 8 * bs;
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, pt, &Y));
+    }
+    /* back to natural lane order, then the fold */
+    const __m256i unp = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    #pragma GCC unroll 8
+    for (int r = 0; r < TILE32; r++) acc[r] = r < R ? _mm256_permutevar8x32_ps(acc[r], unp) : _mm256_setzero_ps();
+    _mm256_mask_storeu_ps(s, (__mmask8)((1u << R) - 1), fold8x8(acc));
+}
+
+#define DEFINE_ROWS32(NAME, T)                                                                              \
+    static void NAME(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {                \
+        const uint8_t *x = vx, *y = vy;                                                                   \
+        part32 pt;                                                                                        \
+        part32_init(&pt, n, bbytes(T));                                                                   \
+        int r = 0;                                                                                        \
+        for (; r + TILE32 <= nr; r += TILE32) tile32(T, TILE32, n, s + r, x + (size_t)r * xs, xs, y, &pt); \
+        x += (size_t)r * xs;                                                                              \
+        s += r;                                                                                           \
+        switch (nr - r) {                                                                                 \
+        case 1: tile32(T, 1, n, s, x, xs, y, &pt); break;                                                 \
+        case 2: tile32(T, 2, n, s, x, xs, y, &pt); break;                                                 \
+        case 3: tile32(T, 3, n, s, x, xs, y, &pt); break;                                                 \
+        case 4: tile32(T, 4, n, s, x, xs, y, &pt); break;                                                 \
+        case 5: tile32(T, 5, n, s, x, xs, y, &pt); break;                                                 \
+        case 6: tile32(T, 6, n, s, x, xs, y, &pt); break;                                                 \
+        case 7: tile32(T, 7, n, s, x, xs, y, &pt); break;                                                 \
+        default: break;                                                                                   \
+        }                                                                                                 \
+    }
+
+DEFINE_ROWS32(rows_q4_0, B_Q4_0)
+DEFINE_ROWS32(rows_q5_0, B_Q5_0)
+DEFINE_ROWS32(rows_q8_0, B_Q8_0)
+DEFINE_ROWS32(rows_iq4_nl, B_IQ4_NL)
+
+/* ---------------- super-blocks ---------------- */
+
+enum { K_Q4, K_Q5, K_Q6 };
+
+/* [scale j x 16 | scale j + 1 x 16] from 8 int16 scales repeated per granule */
+AI __m512i k_sub_scales(__m512i half, int j) {
+    const __m512i lo = _mm512_set1_epi16((short)(0x0100 + 0x0202 * j)); /* bytes 2j, 2j + 1 */
+    const __m512i hi = _mm512_set1_epi16((short)(0x0100 + 0x0202 * (j + 1)));
+    return _mm512_shuffle_epi8(half, _mm512_mask_mov_epi64(lo, 0xf0, hi));
+}
+
+/* granule i: scale first + i, x 8 (one scale per 16 elements) */
+AI __m512i k_group_scales(__m512i half, int first) {
+    const __m512i m = _mm512_setr_epi32(
+        0x01000100 + 0x02020202 * first, 0x01000100 + 0x02020202 * first, 0x01000100 + 0x02020202 * first,
+        0x01000100 + 0x02020202 * first, 0x01000100 + 0x02020202 * (first + 1), 0x01000100 + 0x02020202 * (first + 1),
+        0x01000100 + 0x02020202 * (first + 1), 0x01000100 + 0x02020202 * (first + 1),
+        0x01000100 + 0x02020202 * (first + 2), 0x01000100 + 0x02020202 * (first + 2),
+        0x01000100 + 0x02020202 * (first + 2), 0x01000100 + 0x02020202 * (first + 2),
+        0x01000100 + 0x02020202 * (first + 3), 0x01000100 + 0x02020202 * (first + 3),
+        0x01000100 + 0x02020202 * (first + 3), 0x01000100 + 0x02020202 * (first + 3));
+    return _mm512_shuffle_epi8(half, m);
+}
+
+/* Q4_K / Q5_K 12-byte scale field: the 8 scales as int16 in every granule,
+ * and the 8 mins as 16 int16 (each twice, one per 16-element bsum) */
+AI void k4_unpack(const uint8_t *p, __m512i *sc, __m256i *mn) {
+    uint32_t w[3];
+    memcpy(w, p, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const uint32_t sc_lo = w[0] & m6, mn_lo = w[1] & m6;
+    const uint32_t sc_hi = (w[2] & m4) | ((w[0] >> 6) & m2) << 4;
+    const uint32_t mn_hi = ((w[2] >> 4) & m4) | ((w[1] >> 6) & m2) << 4;
+    const __m128i sc8 = _mm_setr_epi32((int)sc_lo, (int)sc_hi, 0, 0);
+    const __m128i mn8 = _mm_setr_epi32((int)mn_lo, (int)mn_hi, 0, 0);
+    *sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sc8));
+    *mn = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+}
+
+/* One row's super-block: *acc = the 8 int32 partials of the scaled level
+ * sums (Q6_K: minus its level offset), *mn = the 8 partials of the min sums
+ * (Q4_K / Q5_K). ya[j] = activation quants 64j .. 64j + 63. */
+AI void k_row(int T, const uint8_t *xb, const __m512i ya[4], __m256i bsums, __m256i *acc8, __m256i *mn8) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i acc = _mm512_setzero_si512();
+    if (T == K_Q4 || T == K_Q5) {
+        const int qs_off = T == K_Q4 ? 16 : 48, qh_off = 16;
+        __m512i sc;
+        __m256i mn;
+        k4_unpack(xb + 4, &sc, &mn);
+        *mn8 = _mm256_madd_epi16(mn, bsums);
+        const __m512i qh = T == K_Q5 ? dr_dup256(xb + qh_off) : _mm512_setzero_si512();
+        #pragma GCC unroll 8
+        for (int h = 0; h < 2; h++) {
+            /* 64 bytes of nibbles: sub-blocks 4h .. 4h + 3 as [4h | 4h + 1] and [4h + 2 | 4h + 3] */
+            const __m512i q = _mm512_loadu_si512(xb + qs_off + 64 * h);
+            const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i c[2];
+            c[0] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+            c[1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+            #pragma GCC unroll 8
+            for (int t = 0; t < 2; t++) {
+                const int j = 4 * h + 2 * t;
+                __m512i w = c[t];
+                if (T == K_Q5) { /* 5th bits of sub-blocks j, j + 1: bits j, j + 1 of qh[l] */
+                    const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j)),
+                                                            _mm256_set1_epi8((char)(1 << (j + 1))), 1);
+                    w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(qh, bits), w, _mm512_set1_epi8(16));
+                }
+                acc = dr_dpwssd(acc, _mm512_maddubs_epi16(w, ya[2 * h + t]), k_sub_scales(sc, j));
+            }
+        }
+        *acc8 = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    } else { /* Q6_K */
+        const block_q6_K *x = (const block_q6_K *)xb;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        /* the level offset: 32 * sum_j sc_j * bsum_j */
+        const __m256i voff = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
+        const __m512i mask01 = _mm512_inserti64x4(_mm512_set1_epi8(0x03), _mm256_set1_epi8(0x0c), 1);
+        const __m512i mask23 = _mm512_inserti64x4(_mm512_set1_epi8(0x30), _mm256_set1_epi8((char)0xc0), 1);
+        const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+        const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+        #pragma GCC unroll 8
+        for (int h = 0; h < 2; h++) {
+            /* elements 128h + 32k + l: low nibbles of ql[64h + l] (k = 0), ql[64h + 32 + l]
+             * (k = 1), their high nibbles (k = 2, 3); top bits 2k, 2k + 1 of qh[32h + l] */
+            const __m512i l = _mm512_loadu_si512(x->ql + 64 * h);
+            const __m512i qh = dr_dup256(x->qh + 32 * h);
+            const __m512i half =
+                _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m512i w01 =
+                _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_sllv_epi16(_mm512_and_si512(qh, mask01), sh01));
+            const __m512i w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                                _mm512_srlv_epi16(_mm512_and_si512(qh, mask23), sh23));
+            acc = dr_dpwssd(acc, _mm512_maddubs_epi16(w01, ya[2 * h]), k_group_scales(half, 0));
+            acc = dr_dpwssd(acc, _mm512_maddubs_epi16(w23, ya[2 * h + 1]), k_group_scales(half, 4));
+        }
+        *acc8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1)), voff);
+        *mn8 = _mm256_setzero_si256();
+    }
+}
+
+/* [sum of a0, a1, a2, a3 | sum of b0, b1, b2, b3] (exact) */
+AI __m256i hsum4x2(const __m256i a[4], const __m256i b[4]) {
+    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[0], a[1]), _mm256_unpackhi_epi32(a[0], a[1]));
+    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[2], a[3]), _mm256_unpackhi_epi32(a[2], a[3]));
+    const __m256i t2 = _mm256_add_epi32(_mm256_unpacklo_epi32(b[0], b[1]), _mm256_unpackhi_epi32(b[0], b[1]));
+    const __m256i t3 = _mm256_add_epi32(_mm256_unpacklo_epi32(b[2], b[3]), _mm256_unpackhi_epi32(b[2], b[3]));
+    const __m256i u0 = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    const __m256i u1 = _mm256_add_epi32(_mm256_unpacklo_epi64(t2, t3), _mm256_unpackhi_epi64(t2, t3));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* R rows (1..TILEK) of a super-block type */
+AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const block_q8_K *y) {
+    const int xbs = T == K_Q4 ? (int)sizeof(block_q4_K) : T == K_Q5 ? (int)sizeof(block_q5_K) : (int)sizeof(block_q6_K);
+    const int nb = n / QK_K;
+    __m256 sum = _mm256_setzero_ps(); /* lane r: row r's float chain */
+    for (int b = 0; b < nb; b++) {
+        __m512i ya[4];
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++) ya[j] = _mm512_loadu_si512(y[b].qs + 64 * j);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[b].bsums);
+        const uint8_t *xb = x + (size_t)b * xbs;
+        __m256i a[8], m[8];
+        #pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            if (r < R) k_row(T, xb + r * xs, ya, bsums, &a[r], &m[r]);
+            else a[r] = m[r] = _mm256_setzero_si256();
+        }
+        const __m256 yd = _mm256_set1_ps(y[b].d);
+        /* row r's block (rows past R read row 0's; their lanes are never stored) */
+#define XR(r) (xb + ((r) < R ? (r) : 0) * xs)
+        if (T == K_Q6) {
+            const __m256i si = hsum4x2(a, a + 4); /* isum of rows 0..7 */
+            const size_t o = offsetof(block_q6_K, d);
+            const __m256 dx = _mm256_cvtph_ps(_mm_setr_epi16(
+                (short)mf_ld16(XR(0) + o), (short)mf_ld16(XR(1) + o), (short)mf_ld16(XR(2) + o), (short)mf_ld16(XR(3) + o),
+                (short)mf_ld16(XR(4) + o), (short)mf_ld16(XR(5) + o), (short)mf_ld16(XR(6) + o), (short)mf_ld16(XR(7) + o)));
+            /* d = f16(x.d) * y.d; sum += d * isum */
+            sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(si)));
+        } else {
+            const __m256i lo = hsum4x2(a, m); /* [isum | summ] of rows 0..3 */
+            const __m256i hi = R > 4 ? hsum4x2(a + 4, m + 4) : lo;
+            const __m256i si = _mm256_permute2x128_si256(lo, hi, 0x20), sm = _mm256_permute2x128_si256(lo, hi, 0x31);
+            /* d and dmin are the block's first two f16 */
+            const __m256i w = _mm256_setr_epi32((int)mf_ld32(XR(0)), (int)mf_ld32(XR(1)), (int)mf_ld32(XR(2)),
+                                                (int)mf_ld32(XR(3)), (int)mf_ld32(XR(4)), (int)mf_ld32(XR(5)),
+                                                (int)mf_ld32(XR(6)), (int)mf_ld32(XR(7)));
+            const __m256i dw = _mm256_permute4x64_epi64(
+                _mm256_packus_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(w, 16)),
+                _MM_SHUFFLE(3, 1, 2, 0)); /* d of rows 0..7 | dmin of rows 0..7 */
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dw)), yd);
+            const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dw, 1)), yd);
+            /* sum += d * isum - dmin * summ */
+            sum = _mm256_add_ps(sum, _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(si)),
+                                                   _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(sm))));
+        }
+#undef XR
+    }
+    _mm256_mask_storeu_ps(s, (__mmask8)((1u << R) - 1), sum);
+}
+
+#define DEFINE_ROWSK(NAME, T)                                                                             \
+    static void NAME(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {              \
+        const uint8_t *x = vx;                                                                          \
+        const block_q8_K *y = vy;                                                                       \
+        int r = 0;                                                                                      \
+        for (; r + TILEK <= nr; r += TILEK) tilek(T, TILEK, n, s + r, x + (size_t)r * xs, xs, y);       \
+        x += (size_t)r * xs;                                                                            \
+        s += r;                                                                                         \
+        switch (nr - r) {                                                                               \
+        case 1: tilek(T, 1, n, s, x, xs, y); break;                                                     \
+        case 2: tilek(T, 2, n, s, x, xs, y); break;                                                     \
+        case 3: tilek(T, 3, n, s, x, xs, y); break;                                                     \
+        case 4: tilek(T, 4, n, s, x, xs, y); break;                                                     \
+        case 5: tilek(T, 5, n, s, x, xs, y); break;                                                     \
+        case 6: tilek(T, 6, n, s, x, xs, y); break;                                                     \
+        case 7: tilek(T, 7, n, s, x, xs, y); break;                                                     \
+        default: break;                                                                                 \
+        }                                                                                               \
+    }
+
+DEFINE_ROWSK(rows_q4_k, K_Q4)
+DEFINE_ROWSK(rows_q5_k, K_Q5)
+DEFINE_ROWSK(rows_q6_k, K_Q6)
+
+static void register_rows_int8(mf_type_traits *tab) {
+    tab[MF_TYPE_Q4_0].vec_dot_rows = rows_q4_0;
+    tab[MF_TYPE_Q5_0].vec_dot_rows = rows_q5_0;
+    tab[MF_TYPE_Q8_0].vec_dot_rows = rows_q8_0;
+    tab[MF_TYPE_IQ4_NL].vec_dot_rows = rows_iq4_nl;
+    tab[MF_TYPE_Q4_K].vec_dot_rows = rows_q4_k;
+    tab[MF_TYPE_Q5_K].vec_dot_rows = rows_q5_k;
+    tab[MF_TYPE_Q6_K].vec_dot_rows = rows_q6_k;
+}
