@@ -7,8 +7,8 @@
  * (and for F16 widens) the activations once for all rows, and each row adds
  * x_i * y_i into lane i % 64 by one FMA (F16 products are exact, so the FMA
  * equals the reference's multiply-add). A last step shorter than 64 uses
- * masked loads and masked FMAs, leaving lanes without an element as they are
- * (the tail of vec_dot, done once per tile). The fold is vec_dot's: +32, +16
+ * masked FMAs, leaving lanes without an element as they are (the tail of
+ * vec_dot, done once per tile); its loads stay inside the rows (see tilef). The fold is vec_dot's: +32, +16
  * lanes per row in registers, +8 (256-bit halves), then the 8-lane fold of the
  * tile's rows together (fold8x8), each add with vec_dot's operands. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -22,10 +22,10 @@
 
 #define TILEF 4 /* rows per tile, float types */
 
-/* 16 elements of an F32 or F16 row at p as floats; masked: only lanes in m are read (others 0) */
-AI __m512 fld16(int f16, const uint8_t *p, __mmask16 m, int masked) {
-    if (f16) return _mm512_cvtph_ps(masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p));
-    return masked ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
+/* 16 elements of an F32 or F16 row at p as floats */
+AI __m512 fld16(int f16, const uint8_t *p) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_loadu_ps(p);
 }
 
 AI __mmask16 first16(int c) { return (__mmask16)(c >= 16 ? 0xffff : c <= 0 ? 0 : (1u << c) - 1); }
@@ -41,22 +41,48 @@ AI void tilef(int f16, int R, int n, float *s, const uint8_t *x, size_t xs, cons
     for (; i + MF_FDOT_LANES <= n; i += MF_FDOT_LANES) {
         __m512 yv[4];
         #pragma GCC unroll 8
-        for (int j = 0; j < 4; j++) yv[j] = fld16(f16, y + (size_t)(i + 16 * j) * es, 0, 0);
+        for (int j = 0; j < 4; j++) yv[j] = fld16(f16, y + (size_t)(i + 16 * j) * es);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
             #pragma GCC unroll 8
             for (int j = 0; j < 4; j++)
-                acc[r][j] = _mm512_fmadd_ps(fld16(f16, x + r * xs + (size_t)(i + 16 * j) * es, 0, 0), yv[j], acc[r][j]);
+                acc[r][j] = _mm512_fmadd_ps(fld16(f16, x + r * xs + (size_t)(i + 16 * j) * es), yv[j], acc[r][j]);
     }
     if (i < n) {
-        #pragma GCC unroll 8
+        /* the tail (rem < 64 elements): activations from a zero-padded copy;
+         * whole 16-element chunks of x by plain loads, the last partial one by
+         * a load of x's last 16 elements moved down to its lanes (no masked
+         * load reaches past the row: one that touches a page the row does
+         * not own can take a slow assist) */
+        const int rem = n - i, cnt = rem % 16;
+        uint8_t ybuf[MF_FDOT_LANES * 4];
+        memset(ybuf, 0, sizeof ybuf);
+        memcpy(ybuf, y + (size_t)i * es, (size_t)rem * es);
+        const __mmask16 m = first16(cnt);
+        const __m512i down = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(16 - cnt));
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++) {
-            if (i + 16 * j >= n) break;
-            const __mmask16 m = first16(n - i - 16 * j);
-            const __m512 yv = fld16(f16, y + (size_t)(i + 16 * j) * es, m, 1);
-            #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                acc[r][j] = _mm512_mask3_fmadd_ps(fld16(f16, x + r * xs + (size_t)(i + 16 * j) * es, m, 1), yv, acc[r][j], m);
+            if (16 * j >= rem) break;
+            const __m512 yv = fld16(f16, ybuf + 16 * j * es);
+            if (16 * (j + 1) <= rem) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++)
+                    acc[r][j] = _mm512_fmadd_ps(fld16(f16, x + r * xs + (size_t)(i + 16 * j) * es), yv, acc[r][j]);
+                continue;
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                __m512 xv;
+                if (n >= 16) xv = _mm512_maskz_permutexvar_ps(m, down, fld16(f16, x + r * xs + (size_t)(n - 16) * es));
+                else { /* a row shorter than 16 elements */
+                    uint8_t xbuf[64];
+                    memset(xbuf, 0, sizeof xbuf);
+                    memcpy(xbuf, x + r * xs, (size_t)n * es);
+                    xv = fld16(f16, xbuf);
+                }
+                acc[r][j] = _mm512_mask3_fmadd_ps(xv, yv, acc[r][j], m);
+            }
         }
     }
     __m256 v[8];
@@ -68,7 +94,7 @@ AI void tilef(int f16, int R, int n, float *s, const uint8_t *x, size_t xs, cons
             v[r] = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
         } else v[r] = _mm256_setzero_ps();
     }
-    _mm256_mask_storeu_ps(s, (__mmask8)((1u << R) - 1), fold8x8(v));
+    store_rows(s, fold8x8(v), R);
 }
 
 #define DEFINE_ROWSF(NAME, F16)                                                                          \

@@ -166,27 +166,29 @@ AI __m256i reduce8p(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
     return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
 }
 
-/* mask of the bytes [64c, 64c + 64) of a group that lie below lim */
-AI __mmask64 chunk_mask(int lim, int c) {
-    const int k = lim - 64 * c;
-    return k >= 64 ? ~(__mmask64)0 : k <= 0 ? 0 : (((__mmask64)1 << k) - 1);
+/* Scale loads. The f16 scale of each block sits at its byte 0; a group's
+ * scales are gathered from whole 64-byte loads by word permutes (two loads
+ * and one permute per 4 scales instead of 8 scalar inserts). Of a region of
+ * L readable bytes (the group's blocks), chunk c is the 64 bytes at offset
+ * dofs(c, L): 64c, pulled back so as to end at L, so nothing past the last
+ * block is read (and no masked load touches a page the rows do not own:
+ * those can take a slow assist). A scale at byte p comes from the first
+ * chunk holding both its bytes. */
+AI int dofs(int c, int L) { return 64 * c < L - 64 ? 64 * c : L - 64; }
+AI int dchunk(int p, int L) {
+    return p + 2 <= dofs(0, L) + 64 ? 0 : p + 2 <= dofs(1, L) + 64 ? 1 : p + 2 <= dofs(2, L) + 64 ? 2 : 3;
 }
+/* permutex2var index of the scale at byte p: chunks 0 / 2 are words 0..31, chunks 1 / 3 words 32..63 */
+AI int dword(int p, int L) { return (dchunk(p, L) & 1) * 32 + (p - dofs(dchunk(p, L), L)) / 2; }
 
-/* The f16 scales at byte 0 of the 8 blocks (bs bytes each) of the group at g,
- * in lane order P, as floats. Full groups (lm NULL) read bytes < 8 * bs; a
- * partial group reads through the byte masks lm[0..3] (bytes past its last
- * block read as 0, so those lanes are +0). Whole-register loads and two
- * word permutes, instead of eight scalar inserts. */
-AI __m256 load_d8(const uint8_t *g, int bs, const __mmask64 *lm) {
-    const int nc = (7 * bs + 2 + 63) / 64; /* chunks holding a scale */
+/* The scales of the 8 blocks (bs bytes each) of a whole group at g, in lane
+ * order P, as floats. */
+AI __m256 load_d8(const uint8_t *g, int bs) {
+    const int L = 8 * bs, nc = dchunk(7 * bs, L) + 1;
     __m512i c[4];
     #pragma GCC unroll 8
-    for (int j = 0; j < 4; j++) {
-        if (j >= nc) c[j] = _mm512_setzero_si512();
-        else if (!lm && 64 * (j + 1) <= 8 * bs) c[j] = _mm512_loadu_si512(g + 64 * j);
-        else c[j] = _mm512_maskz_loadu_epi8(lm ? lm[j] : chunk_mask(8 * bs, j), g + 64 * j);
-    }
-#define W_(i) ((P(i) * bs / 2) & 63)
+    for (int j = 0; j < 4; j++) c[j] = j < nc ? _mm512_loadu_si512(g + dofs(j, L)) : _mm512_setzero_si512();
+#define W_(i) dword(P(i) * bs, L)
     const __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                          W_(7), W_(6), W_(5), W_(4), W_(3), W_(2), W_(1), W_(0));
 #undef W_
@@ -195,7 +197,7 @@ AI __m256 load_d8(const uint8_t *g, int bs, const __mmask64 *lm) {
         __mmask32 hi = 0;
         #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
-            if (P(i) * bs / 2 >= 64) hi |= (__mmask32)1 << i;
+            if (dchunk(P(i) * bs, L) >= 2) hi |= (__mmask32)1 << i;
         r = _mm512_mask_mov_epi16(r, hi, _mm512_permutex2var_epi16(c[2], idx, c[3]));
     }
     return _mm256_cvtph_ps(_mm512_castsi512_si128(r));
@@ -203,30 +205,61 @@ AI __m256 load_d8(const uint8_t *g, int bs, const __mmask64 *lm) {
 
 /* What a partial last group needs, worked out once per call. */
 typedef struct part32 {
-    int m;                 /* blocks in it (0: none) */
-    int xo[8], yo[8];      /* byte offsets of its blocks, clamped to the last real one */
-    __mmask64 xlm[4], ylm[4]; /* readable bytes of its 64-byte chunks */
-    __mmask8 lanes;        /* lanes (order P) of real blocks */
+    int m;            /* blocks in it (0: none) */
+    int np;           /* block pairs in it, (m + 1) / 2: the others are skipped */
+    int xo[8], yo[8]; /* byte offsets of its blocks, clamped to the last real one */
+    __mmask8 lanes;   /* lanes (order P) of real blocks */
+    /* weight scales: chunk loads as load_d8 does for L = m * bs (chunks may
+     * start before the group: the row's earlier groups), or, when the row is
+     * shorter than one chunk, 8 scalar loads */
+    int dscalar, dnc, dofs[4];
+    __mmask32 dhi;
+    __m512i didx;
 } part32;
 
 static inline void part32_init(part32 *pt, int n, int bs) {
     const int nb = n / 32;
     pt->m = nb % 8;
+    pt->np = (pt->m + 1) / 2;
     pt->lanes = 0;
-    #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
         const int kk = k < pt->m ? k : pt->m - 1;
         pt->xo[k] = kk * bs;
         pt->yo[k] = kk * YBS;
     }
-    #pragma GCC unroll 8
-    for (int c = 0; c < 4; c++) {
-        pt->xlm[c] = chunk_mask(pt->m * bs, c);
-        pt->ylm[c] = chunk_mask(pt->m * YBS, c);
-    }
-    #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         if (P(i) < pt->m) pt->lanes |= (__mmask8)(1u << i);
+    const int L = pt->m * bs;
+    pt->dscalar = L < 64 && nb < 8;
+    pt->dnc = 0;
+    pt->dhi = 0;
+    int16_t idx[32] = {0};
+    for (int i = 0; i < 8 && pt->m; i++) {
+        const int p = pt->xo[P(i)];
+        idx[i] = (int16_t)dword(p, L);
+        if (dchunk(p, L) >= 2) pt->dhi |= (__mmask32)1 << i;
+        if (dchunk(p, L) + 1 > pt->dnc) pt->dnc = dchunk(p, L) + 1;
+    }
+    for (int c = 0; c < 4; c++) pt->dofs[c] = dofs(c, L);
+    pt->didx = _mm512_loadu_si512(idx);
+}
+
+/* the scales of a partial group at g (lanes past its blocks are 0); bo: its clamped block offsets */
+AI __m256 load_d8_part(const uint8_t *g, const int *bo, const part32 *pt, int scalar) {
+    __m512i r;
+    if (scalar) {
+        r = _mm512_castsi128_si512(_mm_setr_epi16(
+            (short)mf_ld16(g + bo[P(0)]), (short)mf_ld16(g + bo[P(1)]), (short)mf_ld16(g + bo[P(2)]),
+            (short)mf_ld16(g + bo[P(3)]), (short)mf_ld16(g + bo[P(4)]), (short)mf_ld16(g + bo[P(5)]),
+            (short)mf_ld16(g + bo[P(6)]), (short)mf_ld16(g + bo[P(7)])));
+    } else {
+        __m512i c[4];
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++) c[j] = j < pt->dnc ? _mm512_loadu_si512(g + pt->dofs[j]) : _mm512_setzero_si512();
+        r = _mm512_permutex2var_epi16(c[0], pt->didx, c[1]);
+        if (pt->dnc > 2) r = _mm512_mask_mov_epi16(r, pt->dhi, _mm512_permutex2var_epi16(c[2], pt->didx, c[3]));
+    }
+    return _mm256_maskz_mov_ps(pt->lanes, _mm256_cvtph_ps(_mm512_castsi512_si128(r)));
 }
 
 /* Activation side of one group, shared by a tile's rows. */
@@ -240,7 +273,7 @@ AI void y_group(int T, const uint8_t *yg, const part32 *pt, ygrp *Y) {
     #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) {
         const int o0 = pt ? pt->yo[2 * k] : 2 * k * YBS, o1 = pt ? pt->yo[2 * k + 1] : (2 * k + 1) * YBS;
-        Y->a[k] = dr_ld2(yg + o0 + 2, yg + o1 + 2);
+        Y->a[k] = pt && k >= pt->np ? _mm512_setzero_si512() : dr_ld2(yg + o0 + 2, yg + o1 + 2);
     }
     if (boffset_log2(T) >= 0) {
         const __m512i one = _mm512_set1_epi8(1);
@@ -248,7 +281,8 @@ AI void y_group(int T, const uint8_t *yg, const part32 *pt, ygrp *Y) {
             reduce8p(dr_dot_us(one, Y->a[0]), dr_dot_us(one, Y->a[1]), dr_dot_us(one, Y->a[2]), dr_dot_us(one, Y->a[3]));
         Y->off = _mm256_slli_epi32(bsum, boffset_log2(T));
     } else Y->off = _mm256_setzero_si256();
-    Y->dy = load_d8(yg, YBS, pt ? pt->ylm : NULL);
+    /* a partial group's activation scales: scalar loads (once per tile) */
+    Y->dy = pt ? load_d8_part(yg, pt->yo, pt, 1) : load_d8(yg, YBS);
 }
 
 /* One row's values of a group: the vector to add to its accumulator. */
@@ -258,13 +292,14 @@ AI __m256 row_group(int T, const uint8_t *xg, const part32 *pt, const ygrp *Y) {
     #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) {
         const int o0 = pt ? pt->xo[2 * k] : 2 * k * bs, o1 = pt ? pt->xo[2 * k + 1] : (2 * k + 1) * bs;
-        z[k] = xpair(T, xg + o0, xg + o1, Y->a[k]);
+        /* a partial group skips its pairs past the last block (same branch for every row) */
+        z[k] = pt && k >= pt->np ? _mm512_setzero_si512() : xpair(T, xg + o0, xg + o1, Y->a[k]);
     }
     __m256i si = reduce8p(z[0], z[1], z[2], z[3]);
     if (pt) si = _mm256_maskz_sub_epi32(pt->lanes, si, Y->off);
     else if (boffset_log2(T) >= 0) si = _mm256_sub_epi32(si, Y->off);
     const __m256 sf = _mm256_cvtepi32_ps(si);
-    const __m256 dx = load_d8(xg, bs, pt ? pt->xlm : NULL);
+    const __m256 dx = pt ? load_d8_part(xg, pt->xo, pt, pt->dscalar) : load_d8(xg, bs);
     if (T == B_Q4_0) return _mm256_mul_ps(_mm256_mul_ps(sf, dx), Y->dy);
     return _mm256_mul_ps(_mm256_mul_ps(dx, Y->dy), sf);
 }
@@ -286,6 +321,12 @@ AI __m256 fold8x8(const __m256 a[8]) {
     const __m256 v = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
                                    _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* lanes 0 .. R-1 of v to s (a whole store when R is 8) */
+AI void store_rows(float *s, __m256 v, int R) {
+    if (R == 8) _mm256_storeu_ps(s, v);
+    else _mm256_mask_storeu_ps(s, (__mmask8)((1u << R) - 1), v);
 }
 
 /* R rows (1..TILE32) of a 32-element block type */
@@ -313,7 +354,7 @@ AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const
     const __m256i unp = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     #pragma GCC unroll 8
     for (int r = 0; r < TILE32; r++) acc[r] = r < R ? _mm256_permutevar8x32_ps(acc[r], unp) : _mm256_setzero_ps();
-    _mm256_mask_storeu_ps(s, (__mmask8)((1u << R) - 1), fold8x8(acc));
+    store_rows(s, fold8x8(acc), R);
 }
 
 #define DEFINE_ROWS32(NAME, T)                                                                              \
@@ -502,7 +543,7 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
         }
 #undef XR
     }
-    _mm256_mask_storeu_ps(s, (__mmask8)((1u << R) - 1), sum);
+    store_rows(s, sum, R);
 }
 
 #define DEFINE_ROWSK(NAME, T)                                                                             \
