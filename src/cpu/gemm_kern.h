@@ -348,6 +348,94 @@ static void pack_q6k(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, u
     }
 }
 
+/* Q3_K: 16 units of 16 columns, one signed scale (sc - 32) each; 8 pre
+ * records (-4 * scale pairs) against the bsum pairs carry the level offset. */
+#define Q3K_NSC 16
+#define Q3K_NPRE 8
+#define Q3K_SB (REC * (64 + Q3K_NSC + Q3K_NPRE + 1))
+/* Q2_K: 16 units of 16 columns, a 4-bit scale each, 8 min records. */
+#define Q2K_NSC 16
+#define Q2K_SB (REC * (64 + Q2K_NSC + 8 + 2))
+static size_t panel_bytes_q3k(int64_t k) { return (size_t)(k / QK_K) * Q3K_SB; }
+static size_t panel_bytes_q2k(int64_t k) { return (size_t)(k / QK_K) * Q2K_SB; }
+
+/* the 16 six-bit Q3_K scales minus 32, as mf_q3k_scales gives them, eight
+ * at a time in 64-bit words: low nibbles from bytes 0..7 (scales 0-7) or
+ * their high nibbles (8-15), top 2 bits from bytes 8..11 at shift 2 * (j / 4)
+ * (each byte stays within 0..63, so no bit crosses into its neighbour) */
+static inline void q3k_unpack(const uint8_t q[12], int8_t s[16]) {
+    uint64_t lo8, o[2];
+    uint32_t hi4;
+    memcpy(&lo8, q, 8), memcpy(&hi4, q + 8, 4);
+    const uint64_t m2 = 0x03030303u, m4 = 0x0f0f0f0f0f0f0f0full;
+    const uint64_t h0 = ((uint64_t)hi4 & m2) | ((uint64_t)(hi4 >> 2) & m2) << 32;
+    const uint64_t h1 = ((uint64_t)(hi4 >> 4) & m2) | ((uint64_t)(hi4 >> 6) & m2) << 32;
+    o[0] = (lo8 & m4) | h0 << 4;
+    o[1] = ((lo8 >> 4) & m4) | h1 << 4;
+    uint8_t u[16];
+    memcpy(u, o, 16);
+    for (int j = 0; j < 16; j++) s[j] = (int8_t)(u[j] - 32);
+}
+
+/* Q2_K / Q3_K levels share the 2-bit layout: byte l of qs[32h..32h+31] holds
+ * elements 128h + 32q + l at shift 2q, i.e. step 32h + 8q + l/4; Q3_K adds
+ * 4 where bit 4h + q of hmask[l] is set. */
+AI void pack_k23(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel, const int three) {
+    const int64_t nsb = k / QK_K;
+    const size_t sbb = three ? Q3K_SB : Q2K_SB, bsz = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const size_t o_qs = three ? offsetof(block_q3_K, qs) : offsetof(block_q2_K, qs);
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *o = panel + sb * sbb;
+        const uint8_t *rp[16];
+        row_blocks(w, row_bytes, nrows, (size_t)sb * bsz, rp);
+        prefetch_next(w, row_bytes, 16, sb, nsb);
+        for (int h = 0; h < 2; h++) {
+            __m256i hm[8];
+            if (three) {
+                for (int i = 0; i < 8; i++) hm[i] = ld32v(rp[8 * h + i] + offsetof(block_q3_K, hmask));
+                tr8x8(hm);
+            }
+            for (int eh = 0; eh < 2; eh++) {
+                __m256i v[8];
+                for (int i = 0; i < 8; i++) v[i] = ld32v(rp[8 * h + i] + o_qs + 32 * eh);
+                tr8x8(v);
+                for (int q = 0; q < 4; q++)
+                    for (int d = 0; d < 8; d++) {
+                        __m256i lv = _mm256_and_si256(_mm256_srli_epi16(v[d], 2 * q), m2);
+                        if (three)
+                            lv = _mm256_or_si256(lv, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[d], 4 * eh + q), one), 2));
+                        st32(RECH(o, 32 * eh + 8 * q + d, h), lv);
+                    }
+            }
+        }
+        o += 64 * REC;
+        _Alignas(16) uint8_t b[32][16]; /* [scale g / min 16 + g][row] */
+        for (int r = 0; r < 16; r++) {
+            if (three) {
+                int8_t x[16];
+                q3k_unpack(((const block_q3_K *)rp[r])->scales, x);
+                for (int g = 0; g < 16; g++) b[g][r] = (uint8_t)x[g];
+            } else {
+                const uint8_t *x = ((const block_q2_K *)rp[r])->scales;
+                for (int g = 0; g < 16; g++) b[g][r] = x[g] & 0x0f, b[16 + g][r] = x[g] >> 4;
+            }
+        }
+        for (int g = 0; g < 16; g++, o += REC) rec_from_bytes(o, b[g], three, !MF_GEMM_VNNI);
+        if (three) {
+            for (int m = 0; m < Q3K_NPRE; m++, o += REC) rec_pair_bytes(o, b[2 * m], b[2 * m + 1], 1, -4);
+            rec_f16(o, rp, offsetof(block_q3_K, d));
+        } else {
+            for (int m = 0; m < 8; m++, o += REC) rec_pair_bytes(o, b[16 + 2 * m], b[17 + 2 * m], 0, 1);
+            rec_f16(o, rp, offsetof(block_q2_K, d));
+            rec_f16(o + REC, rp, offsetof(block_q2_K, dmin));
+        }
+    }
+}
+
+static void pack_q3k(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) { pack_k23(w, rb, nrows, k, panel, 1); }
+static void pack_q2k(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) { pack_k23(w, rb, nrows, k, panel, 0); }
+
 /* ---- 32-element block panels: per block, in lane order ----
  * [8 level records][d record] */
 #define B32_BYTES (REC * 9)
@@ -450,15 +538,18 @@ AI const uint8_t *vec_base(const uint8_t *panels, size_t panel_bytes, int v) {
 /* One call: NV = rows / VL vectors, JV at a time, NT tokens.
  * UNIT: steps per unit (one int16-safe partial, see the top comment);
  * INIT_T: tile entry of the units' start values (VNNI; -1 = start at 0);
- * NSC/NPRE: scale / pre records; HAS_MIN: Q4_K/Q5_K min term. */
+ * NSC/NPRE: scale / pre records (pre: pairs against tile entries PRE_T..,
+ * added to the integer sum first); NMIN: min records against tile entries
+ * MIN_T.. (Q4_K/Q5_K: 4 pairs of 32-element sums; Q2_K: 8 of 16-element). */
 AI void kq_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k, float *out, size_t ldo,
                   int nrows, int ntok, const int NV, const int JV, const int NT, const int UNIT, const int INIT_T,
-                  const int NSC, const int NPRE, const int PRE_T, const int HAS_MIN, const size_t SB) {
+                  const int NSC, const int NPRE, const int PRE_T, const int NMIN, const int MIN_T, const size_t SB) {
+    const int HAS_MIN = NMIN > 0;
     const int64_t nsb = k / QK_K;
     const size_t tsb = (size_t)MF_T8K_WORDS * 4 * NT;
     const int NU = 64 / UNIT;
     const size_t SC_OFF = 64 * REC, PRE_OFF = SC_OFF + (size_t)NSC * REC, MN_OFF = PRE_OFF + (size_t)NPRE * REC;
-    const size_t D_OFF = MN_OFF + (HAS_MIN ? 4 * REC : 0);
+    const size_t D_OFF = MN_OFF + (size_t)NMIN * REC;
     for (int v0 = 0; v0 < NV; v0 += JV) {
         _Alignas(64) float f[JVMAX * NTMAX * VL];
         for (int i = 0; i < JV * NT * VL; i++) f[i] = 0.0f;
@@ -537,13 +628,13 @@ AI void kq_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile
                 for (int j = 0; j < JV; j++)
 #pragma GCC unroll 16
                     for (int t = 0; t < NT; t++) tmp[j][t] = VI_ZERO();
-                for (int m = 0; m < 4; m++) {
+                for (int m = 0; m < NMIN; m++) {
                     vi mv[JVMAX];
 #pragma GCC unroll 16
                     for (int j = 0; j < JV; j++) mv[j] = VI_LOAD(w[j] + MN_OFF + (size_t)m * REC);
 #pragma GCC unroll 16
                     for (int t = 0; t < NT; t++) {
-                        const vi b = VI_BCAST(ts + ((size_t)(MF_T8K_BS32P + m) * NT + t) * 4);
+                        const vi b = VI_BCAST(ts + ((size_t)(MIN_T + m) * NT + t) * 4);
 #pragma GCC unroll 16
                         for (int j = 0; j < JV; j++)
 #if MF_GEMM_VNNI
@@ -848,21 +939,26 @@ AI void f16_kernel(const uint8_t *panel, const uint8_t *tile, int64_t k, float *
 #define KQ_NT 6
 #endif
 
-#define DEF_KQ(NAME, UNIT, INIT_T, NSC, NPRE, PRE_T, HAS_MIN, SB)                                                    \
+#define DEF_KQ(NAME, UNIT, INIT_T, NSC, NPRE, PRE_T, NMIN, MIN_T, SB)                                              \
     static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
                             int nrows, int ntok) {                                                                   \
         kq_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, KQ_NV, KQ_JV, KQ_NT, UNIT, INIT_T, NSC, NPRE, PRE_T,  \
-                  HAS_MIN, SB);                                                                                      \
+                  NMIN, MIN_T, SB);                                                                                  \
     }
 
-DEF_KQ(q4k, 4, -1, Q4K_NSC, Q4K_NPRE, 0, 1, Q4K_SB)
+DEF_KQ(q4k, 4, -1, Q4K_NSC, Q4K_NPRE, 0, 4, MF_T8K_BS32P, Q4K_SB)
 #if MF_GEMM_VNNI
-DEF_KQ(q5k, 4, MF_T8K_N16, Q5K_NSC, Q5K_NPRE, MF_T8K_BS32P, 1, Q5K_SB)
-DEF_KQ(q6k, 2, MF_T8K_N32, Q6K_NSC, Q6K_NPRE, 0, 0, Q6K_SB)
+DEF_KQ(q5k, 4, MF_T8K_N16, Q5K_NSC, Q5K_NPRE, MF_T8K_BS32P, 4, MF_T8K_BS32P, Q5K_SB)
+DEF_KQ(q6k, 2, MF_T8K_N32, Q6K_NSC, Q6K_NPRE, 0, 0, 0, Q6K_SB)
 #else
-DEF_KQ(q5k, 4, -1, Q5K_NSC, Q5K_NPRE, 0, 1, Q5K_SB)
-DEF_KQ(q6k, 2, -1, Q6K_NSC, Q6K_NPRE, MF_T8K_BSP, 0, Q6K_SB)
+DEF_KQ(q5k, 4, -1, Q5K_NSC, Q5K_NPRE, 0, 4, MF_T8K_BS32P, Q5K_SB)
+DEF_KQ(q6k, 2, -1, Q6K_NSC, Q6K_NPRE, MF_T8K_BSP, 0, 0, Q6K_SB)
 #endif
+/* Q3_K: levels 0..7, 16-column units (|sum| <= 7*127*16 fits int16 with no
+ * offset); the reference's -4 * bsum offset as 8 pre pairs. Q2_K: levels
+ * 0..3, 16-column units, 8 min pairs against the bsum pairs. */
+DEF_KQ(q3k, 4, -1, Q3K_NSC, Q3K_NPRE, MF_T8K_BSP, 0, 0, Q3K_SB)
+DEF_KQ(q2k, 4, -1, Q2K_NSC, 0, 0, 8, MF_T8K_BSP, Q2K_SB)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -877,14 +973,20 @@ DEF_KQ(q6k, 2, -1, Q6K_NSC, Q6K_NPRE, MF_T8K_BSP, 0, Q6K_SB)
 KQ_KIND("q4_K", q4k, 4)
 KQ_KIND("q5_K", q5k, 5)
 KQ_KIND("q6_K", q6k, 6)
+KQ_KIND("q3_K", q3k, 4)
+KQ_KIND("q2_K", q2k, 4)
 #elif MF_GEMM_W == 512
 KQ_KIND("q4_K", q4k, 6)
 KQ_KIND("q5_K", q5k, 4)
 KQ_KIND("q6_K", q6k, 4)
+KQ_KIND("q3_K", q3k, 6)
+KQ_KIND("q2_K", q2k, 6)
 #else
 KQ_KIND("q4_K", q4k, 32)
 KQ_KIND("q5_K", q5k, 4)
 KQ_KIND("q6_K", q6k, 32)
+KQ_KIND("q3_K", q3k, 32)
+KQ_KIND("q2_K", q2k, 32)
 #endif
 
 /* 32-element blocks: as the K-quants; without VNNI Q5_0 keeps a third
@@ -960,6 +1062,8 @@ static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q4_K] = &kind_q4k;
     tab[MF_TYPE_Q5_K] = &kind_q5k;
     tab[MF_TYPE_Q6_K] = &kind_q6k;
+    tab[MF_TYPE_Q3_K] = &kind_q3k;
+    tab[MF_TYPE_Q2_K] = &kind_q2k;
     tab[MF_TYPE_Q4_0] = &kind_q4_0;
     tab[MF_TYPE_Q5_0] = &kind_q5_0;
 #if MF_GEMM_VNNI

@@ -8,10 +8,15 @@
  *     default: the 896 x 4864 and 2048 x 8192 weights (k x n_out) against 512
  *     tokens, all types; -p: only the peaks.
  *
+ * Columns: the scalar reference vec_dot (quant/ref_*.c, on 4 tokens) and
+ * the live level's vec_dot, each one vec_dot per output after converting the
+ * activations; the GEMM of each level (tiles + packs + kernels, one thread)
+ * and the share of its time spent packing weight panels; "op 2t" is the
+ * matmul op on a 2-thread backend in wall time, as the engine runs it (GEMM
+ * when the batch reaches the kind's threshold).
  * Single-thread figures use the thread's CPU time (other processes sharing
- * the cores do not count against a kernel); "op 2t" is the matmul op on a
- * 2-thread backend in wall time, as the engine runs it. A FLOP is one
- * multiply or one add (2 * k * n_out * tokens per product). */
+ * the cores do not count against a kernel). A FLOP is one multiply or one
+ * add (2 * k * n_out * tokens per product). */
 #include "../quant/qrand.h"
 
 #include "cpu/features.h"
@@ -108,6 +113,8 @@ static void fill_weights(qrand *r, mf_type t, uint8_t *w, int64_t k, int64_t n_o
         case MF_TYPE_Q4_K: ((block_q4_K *)p)->d = small, ((block_q4_K *)p)->dmin = small; break;
         case MF_TYPE_Q5_K: ((block_q5_K *)p)->d = small, ((block_q5_K *)p)->dmin = small; break;
         case MF_TYPE_Q6_K: ((block_q6_K *)p)->d = small; break;
+        case MF_TYPE_Q3_K: ((block_q3_K *)p)->d = small; break;
+        case MF_TYPE_Q2_K: ((block_q2_K *)p)->d = small, ((block_q2_K *)p)->dmin = small; break;
         default: break;
         }
     }
@@ -116,8 +123,9 @@ static void fill_weights(qrand *r, mf_type t, uint8_t *w, int64_t k, int64_t n_o
 /* ---------------- timed paths (one thread) ---------------- */
 
 /* convert + one vec_dot per output, as the matmul's vec_dot path */
-static double time_vec_dot(mf_type t, const uint8_t *w, int64_t k, int64_t n_out, const float *x, int tok, float *out) {
-    const mf_type_traits *tr = mf_type_traits_get(t), *at = mf_type_traits_get(tr->vec_dot_type);
+static double time_vec_dot(mf_type t, const mf_type_traits *tr, const uint8_t *w, int64_t k, int64_t n_out,
+                           const float *x, int tok, float *out) {
+    const mf_type_traits *at = mf_type_traits_get(tr->vec_dot_type);
     const size_t arb = mf_row_size(tr->vec_dot_type, k), rb = mf_row_size(t, k);
     uint8_t *xq = malloc(arb * (size_t)tok);
     const double t0 = now_cpu();
@@ -176,10 +184,15 @@ static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, 
     const double flop = 2.0 * (double)k * (double)n_out * tok;
     char line[512];
     int len = snprintf(line, sizeof line, "| %-6s | %5lld x %-5lld | %3d |", mf_type_name(t), (long long)k, (long long)n_out, tok);
+    /* the scalar reference vec_dot, on a few tokens (its rate does not
+     * depend on the count, and all 512 would take minutes) */
+    const int ref_tok = tok < 4 ? tok : 4;
+    double best = time_vec_dot(t, mf_type_traits_ref(t), w, k, n_out, x, ref_tok, out);
+    len += snprintf(line + len, sizeof line - (size_t)len, " %7.2f |", 2.0 * (double)k * (double)n_out * ref_tok / best * 1e-9);
     /* vec_dot at the live level, best of reps */
-    double best = 1e30;
+    best = 1e30;
     for (int i = 0; i < reps; i++) {
-        const double d = time_vec_dot(t, w, k, n_out, x, tok, out);
+        const double d = time_vec_dot(t, tr, w, k, n_out, x, tok, out);
         if (d < best) best = d;
     }
     len += snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
@@ -240,10 +253,11 @@ int main(int argc, char **argv) {
         printf("peak, one core: vpdpbusd %.0f GOP/s (int8), fma512 %.0f GFLOP/s (f32)\n", peak_vpdpbusd(), peak_fma512());
     if (peaks_only) return 0;
     printf("\nGFLOP/s; single-thread columns by thread CPU time, op 2t by wall time (best of %d)\n\n", reps);
-    printf("| type   | k x n_out     | tok | vec_dot | GEMM AVX2 | GEMM AVX-512 | GEMM VNNI | pack %% | op 2t |\n");
-    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    static const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_F16,
-                                    MF_TYPE_Q5_0, MF_TYPE_Q4_0, MF_TYPE_IQ4_NL};
+    printf("| type   | k x n_out     | tok | scalar vec_dot | vec_dot %s | GEMM AVX2 | GEMM AVX-512 | GEMM VNNI | pack %% | op 2t |\n",
+           mf_cpu_level_name(lv));
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    static const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_F16,  MF_TYPE_Q5_0,
+                                    MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q3_K, MF_TYPE_Q2_K};
     /* (k, n_out): Qwen2.5-0.5B's ffn_up (896 x 4864; for K-quants, whose rows
      * must be whole super-blocks, its ffn_down 4864 x 896) and Llama-3.2-1B's
      * ffn_up (2048 x 8192) */
