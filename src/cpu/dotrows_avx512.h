@@ -131,8 +131,7 @@ AI __m512i xpair(int T, const uint8_t *p0, const uint8_t *p1, __m512i a) {
     if (T == B_Q5_0) {
         __m512i q = nib_pair(p0 + 6, p1 + 6);
         /* bit j of qh is the 5th bit of element j, which sits in byte j */
-        const __mmask64 h = _mm512_kunpackd((__mmask64)_cvtu32_mask32(mf_ld32(p1 + 2)),
-                                            (__mmask64)_cvtu32_mask32(mf_ld32(p0 + 2)));
+        const __mmask64 h = _cvtu64_mask64((uint64_t)mf_ld32(p0 + 2) | (uint64_t)mf_ld32(p1 + 2) << 32);
         q = _mm512_mask_add_epi8(q, h, q, _mm512_set1_epi8(16));
         return dr_dot_us(q, a);
     }
@@ -217,24 +216,24 @@ typedef struct part32 {
     __m512i didx;
 } part32;
 
-static inline void part32_init(part32 *pt, int n, int bs) {
-    const int nb = n / 32;
-    pt->m = nb % 8;
-    pt->np = (pt->m + 1) / 2;
-    pt->lanes = 0;
+/* the partial group of m blocks (bs bytes each) of rows with (long) or
+ * without (!long) whole groups before it */
+static void part32_init(part32 *pt, int m, int bs, int long_row) {
+    memset(pt, 0, sizeof *pt);
+    pt->m = m;
+    pt->np = (m + 1) / 2;
+    if (!m) return;
     for (int k = 0; k < 8; k++) {
-        const int kk = k < pt->m ? k : pt->m - 1;
+        const int kk = k < m ? k : m - 1;
         pt->xo[k] = kk * bs;
         pt->yo[k] = kk * YBS;
     }
     for (int i = 0; i < 8; i++)
-        if (P(i) < pt->m) pt->lanes |= (__mmask8)(1u << i);
-    const int L = pt->m * bs;
-    pt->dscalar = L < 64 && nb < 8;
-    pt->dnc = 0;
-    pt->dhi = 0;
+        if (P(i) < m) pt->lanes |= (__mmask8)(1u << i);
+    const int L = m * bs;
+    pt->dscalar = L < 64 && !long_row;
     int16_t idx[32] = {0};
-    for (int i = 0; i < 8 && pt->m; i++) {
+    for (int i = 0; i < 8; i++) {
         const int p = pt->xo[P(i)];
         idx[i] = (int16_t)dword(p, L);
         if (dchunk(p, L) >= 2) pt->dhi |= (__mmask32)1 << i;
@@ -242,6 +241,16 @@ static inline void part32_init(part32 *pt, int n, int bs) {
     }
     for (int c = 0; c < 4; c++) pt->dofs[c] = dofs(c, L);
     pt->didx = _mm512_loadu_si512(idx);
+}
+
+/* per type, row with whole groups or not, and block count mod 8: built once
+ * when the kernels are registered (dispatch does that before any call) */
+static part32 g_part32[4][2][8];
+
+static void part32_tables(void) {
+    for (int t = 0; t < 4; t++)
+        for (int l = 0; l < 2; l++)
+            for (int m = 0; m < 8; m++) part32_init(&g_part32[t][l][m], m, bbytes(t), l);
 }
 
 /* the scales of a partial group at g (lanes past its blocks are 0); bo: its clamped block offsets */
@@ -304,6 +313,193 @@ AI __m256 row_group(int T, const uint8_t *xg, const part32 *pt, const ygrp *Y) {
     return _mm256_mul_ps(_mm256_mul_ps(dx, Y->dy), sf);
 }
 
+/* ---- quad layout: whole groups of Q4_0, Q5_0, IQ4_NL ----
+ * A register holds 4 blocks, one 16-byte granule each: their elements 0..15
+ * (the low nibbles) or 16..31 (the high nibbles); the two dpbusd of a quad
+ * accumulate into one register of 4 partial sums per block, which makes the
+ * reduction to block sums half as long as the pair layout's. The group's
+ * bytes arrive as 3 whole 64-byte loads (dofs), and word permutes pick out
+ * each quad's quants, the scales and (Q5_0) the high-bit words from them.
+ * Lanes of the group vectors are in the order P2 = 0 4 1 5 2 6 3 7. */
+#define P2(i) (((i) & 1) ? 4 + (i) / 2 : (i) / 2)
+
+AI int quad_type(int T) { return T == B_Q4_0 || T == B_Q5_0 || T == B_IQ4_NL; }
+AI int qs_off(int T) { return T == B_Q5_0 ? 6 : 2; }
+
+/* z0 = blocks 0..3, z1 = blocks 4..7 (granule g: 4 partials of block g / g + 4)
+ * -> the 8 block sums in lane order P2 (exact) */
+AI __m256i reduce_quad(__m512i z0, __m512i z1) {
+    /* granule g: [g part, g + 4 part, g part, g + 4 part] */
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+    const __m512i ia = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i ib = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm256_add_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(ia, t)),
+                            _mm512_castsi512_si256(_mm512_permutexvar_epi32(ib, t)));
+}
+
+/* sum of u1 * a1 + u2 * a2 per 4 bytes (unsigned levels <= 31 without VNNI) */
+AI __m512i dot_us2(__m512i u1, __m512i a1, __m512i u2, __m512i a2) {
+#if MF_VNNI
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, a1), u2, a2);
+#else
+    /* two maddubs pair sums of levels <= 31 add to at most 2 * 31 * 128 * 2 in int16 */
+    return _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(u1, a1), _mm512_maddubs_epi16(u2, a2)),
+                             _mm512_set1_epi16(1));
+#endif
+}
+
+/* Where a group's weight bytes come from, for a whole group (m = 8) or the
+ * partial last group of m blocks of a row with whole groups before it:
+ * chunk c = the 64 bytes at cofs[c] (dofs: inside the row), and the word
+ * permutes that pick each quad's quants (qidx[h], from chunks h and h + 1)
+ * and G = the scales (words 0..7, order P2) and Q5_0's high-bit words
+ * (words 8..23: the low halves of blocks 0..3, the high halves of 0..3, the
+ * low halves of 4..7, the high halves of 4..7), from chunks 0 and 1, or 2
+ * for the words in ghi. Words of blocks past m read word 0: their
+ * activations are 0 and their lanes masked. Built at registration. */
+typedef struct qsrc {
+    int m, nq;       /* blocks, quads holding one */
+    int cofs[3];
+    __mmask32 ghi;
+    __mmask8 lanes;  /* lanes (order P2) of real blocks */
+    __m512i gidx, qidx[2];
+} qsrc;
+
+static qsrc g_qsrc[4][9]; /* [type][m], m = 8: a whole group */
+
+/* index of the word at byte p for a permute of chunks a, b (-1: in neither) */
+static int qs_pick(const qsrc *q, int p, int a, int b) {
+    if (p >= q->cofs[a] && p + 2 <= q->cofs[a] + 64) return (p - q->cofs[a]) / 2;
+    if (p >= q->cofs[b] && p + 2 <= q->cofs[b] + 64) return 32 + (p - q->cofs[b]) / 2;
+    return -1;
+}
+
+static void qsrc_init(qsrc *q, int T, int m) {
+    const int bs = bbytes(T), L = m * bs, o = qs_off(T);
+    memset(q, 0, sizeof *q);
+    q->m = m;
+    q->nq = (m + 3) / 4;
+    for (int c = 0; c < 3; c++) q->cofs[c] = dofs(c, L);
+    int16_t gi[32] = {0}, qi[2][32] = {{0}};
+    for (int w = 0; w < 24; w++) {
+        int b, p;
+        if (w < 8) b = P2(w), p = b * bs;
+        else {
+            b = (w - 8) % 4 + 4 * (w >= 16);
+            p = b * bs + 2 + 2 * (((w - 8) / 4) & 1);
+            if (T != B_Q5_0) continue;
+        }
+        if (b >= m) continue;
+        int k = qs_pick(q, p, 0, 1);
+        if (k < 0) {
+            k = qs_pick(q, p, 2, 2);
+            q->ghi |= (__mmask32)1 << w;
+        }
+        gi[w] = (int16_t)k;
+    }
+    for (int h = 0; h < 2; h++)
+        for (int w = 0; w < 32; w++) {
+            const int b = 4 * h + w / 8;
+            if (b < m) qi[h][w] = (int16_t)qs_pick(q, b * bs + o + 2 * (w % 8), h, h + 1);
+        }
+    for (int i = 0; i < 8; i++)
+        if (P2(i) < m) q->lanes |= (__mmask8)(1u << i);
+    q->gidx = _mm512_loadu_si512(gi);
+    q->qidx[0] = _mm512_loadu_si512(qi[0]);
+    q->qidx[1] = _mm512_loadu_si512(qi[1]);
+}
+
+/* activation side of a group in the quad layout */
+typedef struct yquad {
+    __m512i a1[2], a2[2]; /* quad h: elements 0..15 / 16..31 of blocks 4h..4h+3 (0 past m) */
+    __m256i off;          /* offset * block sums, order P2 */
+    __m256 dy;            /* scales, order P2 (0 past m) */
+} yquad;
+
+/* [elements 16 half .. 16 half + 15 of blocks 4h .. 4h + 3] (blocks past m: 0) */
+AI __m512i y_quad(const uint8_t *yg, int h, int half, int m) {
+    const uint8_t *p = yg + 4 * h * YBS + 2 + 16 * half;
+    __m128i v[4];
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++)
+        v[g] = 4 * h + g < m ? _mm_loadu_si128((const __m128i *)(p + g * YBS)) : _mm_setzero_si128();
+    return _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(v[0]), v[1], 1), v[2], 2),
+                              v[3], 3);
+}
+
+AI void y_group_quad(int T, const uint8_t *yg, int m, yquad *Y) {
+    #pragma GCC unroll 8
+    for (int h = 0; h < 2; h++) {
+        Y->a1[h] = y_quad(yg, h, 0, m);
+        Y->a2[h] = y_quad(yg, h, 1, m);
+    }
+    if (boffset_log2(T) >= 0) {
+        const __m512i one = _mm512_set1_epi8(1);
+        const __m256i bsum = reduce_quad(_mm512_add_epi32(dr_dot_us(one, Y->a1[0]), dr_dot_us(one, Y->a2[0])),
+                                         _mm512_add_epi32(dr_dot_us(one, Y->a1[1]), dr_dot_us(one, Y->a2[1])));
+        Y->off = _mm256_slli_epi32(bsum, boffset_log2(T));
+    } else Y->off = _mm256_setzero_si256();
+    uint16_t d[8];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) d[i] = P2(i) < m ? mf_ld16(yg + P2(i) * YBS) : 0;
+    Y->dy = _mm256_cvtph_ps(_mm_setr_epi16((short)d[0], (short)d[1], (short)d[2], (short)d[3], (short)d[4], (short)d[5],
+                                           (short)d[6], (short)d[7]));
+}
+
+/* One row's values of a group in the quad layout (order P2); q: a local copy
+ * of the group's qsrc (whole: m = 8). */
+AI __m256 row_group_quad(int T, const uint8_t *xg, const qsrc *q, int whole, const yquad *Y) {
+    const __m512i c0 = _mm512_loadu_si512(xg + q->cofs[0]), c1 = _mm512_loadu_si512(xg + q->cofs[1]);
+    const __m512i c2 = whole || q->ghi || q->nq > 1 ? _mm512_loadu_si512(xg + q->cofs[2]) : c1;
+    __m512i G = _mm512_permutex2var_epi16(c0, q->gidx, c1);
+    if (q->ghi) G = _mm512_mask_permutexvar_epi16(G, q->ghi, q->gidx, c2);
+    __mmask64 km[4] = {0, 0, 0, 0};
+    if (T == B_Q5_0) {
+        /* through memory: mask loads of the stored words are cheaper than
+         * moving each out of the vector unit */
+        __mmask64 gq[8] __attribute__((aligned(64)));
+        _mm512_store_si512(gq, G);
+        __asm__("" : "+m"(*(__mmask64(*)[8])gq));
+        km[0] = _load_mask64(&gq[2]), km[1] = _load_mask64(&gq[3]);
+        km[2] = _load_mask64(&gq[4]), km[3] = _load_mask64(&gq[5]);
+    }
+    __m512i z[2];
+    #pragma GCC unroll 8
+    for (int h = 0; h < 2; h++) {
+        if (!whole && h >= q->nq) {
+            z[h] = _mm512_setzero_si512();
+            continue;
+        }
+        /* quants of blocks 4h .. 4h + 3 */
+        const __m512i w = _mm512_permutex2var_epi16(h ? c1 : c0, q->qidx[h], h ? c2 : c1);
+        const __m512i m4 = _mm512_set1_epi8(0x0f);
+        __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        if (T == B_Q5_0) {
+            lo = _mm512_mask_add_epi8(lo, km[2 * h], lo, _mm512_set1_epi8(16));
+            hi = _mm512_mask_add_epi8(hi, km[2 * h + 1], hi, _mm512_set1_epi8(16));
+        }
+        if (T == B_IQ4_NL) {
+            __m128i t = _mm_loadu_si128((const __m128i *)mf_iq4nl_values);
+#if MF_VNNI
+            t = _mm_xor_si128(t, _mm_set1_epi8((char)0x80)); /* value + 128, unsigned */
+            z[h] = _mm512_dpbusd_epi32(
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), lo), Y->a1[h]),
+                _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), hi), Y->a2[h]);
+#else
+            z[h] = _mm512_add_epi32(dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), lo), Y->a1[h]),
+                                    dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), hi), Y->a2[h]));
+#endif
+        } else z[h] = dot_us2(lo, Y->a1[h], hi, Y->a2[h]);
+    }
+    __m256i si = reduce_quad(z[0], z[1]);
+    if (boffset_log2(T) >= 0) si = _mm256_sub_epi32(si, Y->off);
+    const __m256 sf = _mm256_cvtepi32_ps(si);
+    __m256 dx = _mm256_cvtph_ps(_mm512_castsi512_si128(G));
+    if (!whole) dx = _mm256_maskz_mov_ps(q->lanes, dx);
+    if (T == B_Q4_0) return _mm256_mul_ps(_mm256_mul_ps(sf, dx), Y->dy);
+    return _mm256_mul_ps(_mm256_mul_ps(dx, Y->dy), sf);
+}
+
 /* The fold of quant/lanes.h (mf_fold8_ps) for 8 rows at once: lane r of the
  * result is row r's fold; every add is the one mf_lanes_fold makes. */
 AI __m256 fold8x8(const __m256 a[8]) {
@@ -332,26 +528,52 @@ AI void store_rows(float *s, __m256 v, int R) {
 /* R rows (1..TILE32) of a 32-element block type */
 AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const uint8_t *y, const part32 *pt) {
     const int bs = bbytes(T);
-    const int ng = n / 32 / 8;
+    const int ng = n / 32 / 8, m = n / 32 % 8;
     __m256 acc[TILE32];
     #pragma GCC unroll 8
     for (int r = 0; r < TILE32; r++) acc[r] = _mm256_setzero_ps();
-    for (int g = 0; g < ng; g++) {
-        ygrp Y;
-        y_group(T, y + (size_t)g * 8 * YBS, NULL, &Y);
-        const uint8_t *xg = x + (size_t)g * 8 * bs;
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, NULL, &Y));
+    if (quad_type(T)) {
+        const qsrc qw = g_qsrc[T][8];
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *xg = x + (size_t)g * 8 * bs, *yg = y + (size_t)g * 8 * YBS;
+            yquad Y;
+            y_group_quad(T, yg, 8, &Y);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group_quad(T, xg + r * xs, &qw, 1, &Y));
+        }
+        if (m && ng) { /* the partial group, reading back into the row's whole groups where it must */
+            const qsrc qp = g_qsrc[T][m];
+            const uint8_t *xg = x + (size_t)ng * 8 * bs, *yg = y + (size_t)ng * 8 * YBS;
+            yquad Y;
+            y_group_quad(T, yg, m, &Y);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group_quad(T, xg + r * xs, &qp, 0, &Y));
+        } else if (m) { /* rows of fewer than 8 blocks: the pair layout, moved from order P to P2 */
+            ygrp Y;
+            y_group(T, y, pt, &Y);
+            const __m256i to_p2 = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm256_add_ps(acc[r], _mm256_permutevar8x32_ps(row_group(T, x + r * xs, pt, &Y), to_p2));
+        }
+    } else {
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *xg = x + (size_t)g * 8 * bs, *yg = y + (size_t)g * 8 * YBS;
+            ygrp Y;
+            y_group(T, yg, NULL, &Y);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, NULL, &Y));
+        }
+        if (m) {
+            ygrp Y;
+            y_group(T, y + (size_t)ng * 8 * YBS, pt, &Y);
+            const uint8_t *xg = x + (size_t)ng * 8 * bs;
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, pt, &Y));
+        }
     }
-    if (pt->m) {
-        ygrp Y;
-        y_group(T, y + (size_t)ng * 8 * YBS, pt, &Y);
-        const uint8_t *xg = x + (size_t)ng * 8 * bs;
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, pt, &Y));
-    }
-    /* back to natural lane order, then the fold */
-    const __m256i unp = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    /* back to natural lane order (from P2 or P), then the fold */
+    const __m256i unp = quad_type(T) ? _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7) : _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     #pragma GCC unroll 8
     for (int r = 0; r < TILE32; r++) acc[r] = r < R ? _mm256_permutevar8x32_ps(acc[r], unp) : _mm256_setzero_ps();
     store_rows(s, fold8x8(acc), R);
@@ -360,20 +582,19 @@ AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const
 #define DEFINE_ROWS32(NAME, T)                                                                              \
     static void NAME(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {                \
         const uint8_t *x = vx, *y = vy;                                                                   \
-        part32 pt;                                                                                        \
-        part32_init(&pt, n, bbytes(T));                                                                   \
+        const part32 *pt = &g_part32[T][n >= 256][n / 32 % 8];                                           \
         int r = 0;                                                                                        \
-        for (; r + TILE32 <= nr; r += TILE32) tile32(T, TILE32, n, s + r, x + (size_t)r * xs, xs, y, &pt); \
+        for (; r + TILE32 <= nr; r += TILE32) tile32(T, TILE32, n, s + r, x + (size_t)r * xs, xs, y, pt);  \
         x += (size_t)r * xs;                                                                              \
         s += r;                                                                                           \
         switch (nr - r) {                                                                                 \
-        case 1: tile32(T, 1, n, s, x, xs, y, &pt); break;                                                 \
-        case 2: tile32(T, 2, n, s, x, xs, y, &pt); break;                                                 \
-        case 3: tile32(T, 3, n, s, x, xs, y, &pt); break;                                                 \
-        case 4: tile32(T, 4, n, s, x, xs, y, &pt); break;                                                 \
-        case 5: tile32(T, 5, n, s, x, xs, y, &pt); break;                                                 \
-        case 6: tile32(T, 6, n, s, x, xs, y, &pt); break;                                                 \
-        case 7: tile32(T, 7, n, s, x, xs, y, &pt); break;                                                 \
+        case 1: tile32(T, 1, n, s, x, xs, y, pt); break;                                                  \
+        case 2: tile32(T, 2, n, s, x, xs, y, pt); break;                                                  \
+        case 3: tile32(T, 3, n, s, x, xs, y, pt); break;                                                  \
+        case 4: tile32(T, 4, n, s, x, xs, y, pt); break;                                                  \
+        case 5: tile32(T, 5, n, s, x, xs, y, pt); break;                                                  \
+        case 6: tile32(T, 6, n, s, x, xs, y, pt); break;                                                  \
+        case 7: tile32(T, 7, n, s, x, xs, y, pt); break;                                                  \
         default: break;                                                                                   \
         }                                                                                                 \
     }
@@ -571,6 +792,9 @@ DEFINE_ROWSK(rows_q5_k, K_Q5)
 DEFINE_ROWSK(rows_q6_k, K_Q6)
 
 static void register_rows_int8(mf_type_traits *tab) {
+    part32_tables();
+    for (int t = 0; t < 4; t++)
+        for (int m = 1; m <= 8; m++) qsrc_init(&g_qsrc[t][m], t, m);
     tab[MF_TYPE_Q4_0].vec_dot_rows = rows_q4_0;
     tab[MF_TYPE_Q5_0].vec_dot_rows = rows_q5_0;
     tab[MF_TYPE_Q8_0].vec_dot_rows = rows_q8_0;

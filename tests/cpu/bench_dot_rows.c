@@ -6,9 +6,9 @@
  *
  *   build/tests/bench_dot_rows [--mb MiB] [--ms MIN_MS] [--chunk ROWS] [--n N ...] [TYPE ...]
  * defaults: --mb 3 (the weights of the measurement in the issue: past L2, in
- * L3), --ms 200, --chunk 8, --n 896 --n 4864; types: the ones with a
- * vec_dot_rows. Each cell: best pass over all rows (passes repeated for at
- * least MIN_MS). Lengths a type cannot take (896 for K-quants) are skipped. */
+ * L3), --ms 600, --chunk 8, --n 896 --n 4864; types: the ones with a
+ * vec_dot_rows. Each cell: best pass over all rows; the three ways' passes
+ * interleave for at least MIN_MS (see run()). Lengths a type cannot take (896 for K-quants) are skipped. */
 #include "cpu/features.h"
 #include "quant/types.h"
 
@@ -42,28 +42,38 @@ static float frand(void) { /* roughly N(0, 1) */
 
 static float g_sink;
 
-/* mode 0: vec_dot per row; 1: vec_dot_rows in calls of `chunk` rows; 2: one call */
-static double run(const mf_type_traits *tr, int n, const uint8_t *w, int rows, size_t rb, const void *act, float *out,
-                  int mode, int chunk, double min_s) {
-    double best = 1e30, t_all = 0;
-    for (int pass = 0; pass < 3 || (t_all < min_s && pass < 1000000); pass++) {
-        const double t0 = now();
-        if (mode == 0)
-            for (int r = 0; r < rows; r++) tr->vec_dot(n, &out[r], w + (size_t)r * rb, act);
-        else if (mode == 1)
-            for (int r = 0; r < rows; r += chunk)
-                tr->vec_dot_rows(n, &out[r], w + (size_t)r * rb, rb, act, rows - r < chunk ? rows - r : chunk);
-        else tr->vec_dot_rows(n, out, w, rb, act, rows);
-        const double dt = now() - t0;
-        t_all += dt;
-        if (dt < best) best = dt;
-        g_sink += out[pass % rows];
-    }
-    return (double)rows * (double)rb / best / 1e9;
+/* One matrix-vector product; mode 0: vec_dot per row, 1: vec_dot_rows in
+ * calls of `chunk` rows, 2: vec_dot_rows in one call. */
+static void pass(const mf_type_traits *tr, int n, const uint8_t *w, int rows, size_t rb, const void *act, float *out,
+                 int mode, int chunk) {
+    if (mode == 0)
+        for (int r = 0; r < rows; r++) tr->vec_dot(n, &out[r], w + (size_t)r * rb, act);
+    else if (mode == 1)
+        for (int r = 0; r < rows; r += chunk)
+            tr->vec_dot_rows(n, &out[r], w + (size_t)r * rb, rb, act, rows - r < chunk ? rows - r : chunk);
+    else tr->vec_dot_rows(n, out, w, rb, act, rows);
+}
+
+/* GB/s of each mode (gbs[0..nm-1]): the modes' passes interleave, and each
+ * keeps its best pass, so a busy spell on a shared machine hits all alike;
+ * passes repeat until at least min_s has gone by. */
+static void run(const mf_type_traits *tr, int n, const uint8_t *w, int rows, size_t rb, const void *act, float *out,
+                int nm, int chunk, double min_s, double *gbs) {
+    double best[3] = {1e30, 1e30, 1e30};
+    const double t_start = now();
+    for (int p = 0; p < 5 || (now() - t_start < min_s && p < 1000000); p++)
+        for (int mode = 0; mode < nm; mode++) {
+            const double t0 = now();
+            pass(tr, n, w, rows, rb, act, out, mode, chunk);
+            const double dt = now() - t0;
+            if (dt < best[mode]) best[mode] = dt;
+            g_sink += out[p % rows];
+        }
+    for (int mode = 0; mode < nm; mode++) gbs[mode] = (double)rows * (double)rb / best[mode] / 1e9;
 }
 
 int main(int argc, char **argv) {
-    double mb = 3, min_ms = 200;
+    double mb = 3, min_ms = 600;
     int chunk = 8, ns[16], n_ns = 0;
     int want[MF_TYPE_COUNT] = {0}, any = 0;
     for (int i = 1; i < argc; i++) {
@@ -114,13 +124,11 @@ int main(int argc, char **argv) {
             for (int lv = MF_CPU_AVX2; lv <= (int)sup; lv++) {
                 const mf_type_traits *tr = mf_cpu_traits_for_level(t, (mf_cpu_level)lv);
                 if (!tr) continue;
-                const double a = run(tr, n, w, rows, rb, act, out, 0, chunk, min_ms / 1e3);
-                printf("| %-6s | %4d | %-12s | %7.2f |", mf_type_name(t), n, mf_cpu_level_name((mf_cpu_level)lv), a);
-                if (tr->vec_dot_rows) {
-                    const double b = run(tr, n, w, rows, rb, act, out, 1, chunk, min_ms / 1e3);
-                    const double c = run(tr, n, w, rows, rb, act, out, 2, chunk, min_ms / 1e3);
-                    printf(" %8.2f | %8.2f | %4.2fx |\n", b, c, b / a);
-                } else printf(" %8s | %8s | %5s |\n", "-", "-", "-");
+                double g[3];
+                run(tr, n, w, rows, rb, act, out, tr->vec_dot_rows ? 3 : 1, chunk, min_ms / 1e3, g);
+                printf("| %-6s | %4d | %-12s | %7.2f |", mf_type_name(t), n, mf_cpu_level_name((mf_cpu_level)lv), g[0]);
+                if (tr->vec_dot_rows) printf(" %8.2f | %8.2f | %4.2fx |\n", g[1], g[2], g[1] / g[0]);
+                else printf(" %8s | %8s | %5s |\n", "-", "-", "-");
                 fflush(stdout);
             }
             free(w);
