@@ -271,12 +271,22 @@ AI __m256 load_d8_part(const uint8_t *g, const int *bo, const part32 *pt, int sc
     return _mm256_maskz_mov_ps(pt->lanes, _mm256_cvtph_ps(_mm512_castsi512_si128(r)));
 }
 
-/* Activation side of one group, shared by a tile's rows. */
-typedef struct ygrp {
-    __m512i a[4]; /* quants of blocks 2k, 2k + 1 */
-    __m256i off;  /* offset * block sums, lane order P */
-    __m256 dy;    /* scales, lane order P */
+/* Activation side of one group, prepared once per call for all its rows.
+ * Pair layout: a[k] = quants of blocks 2k, 2k + 1; quad layout: a[2h] /
+ * a[2h + 1] = elements 0..15 / 16..31 of blocks 4h .. 4h + 3. off and dy
+ * are in the layout's lane order (P or P2). */
+typedef struct __attribute__((aligned(64))) ygrp {
+    __m512i a[4];
+    __m256i off; /* offset * block sums */
+    __m256 dy;   /* scales (0 in a partial group's missing lanes) */
 } ygrp;
+
+/* groups a call prepares on the stack (rows of up to 64 * 256 elements;
+ * longer rows go through this level's vec_dot row by row) */
+#define YPREP_MAX 64
+
+/* this level's vec_dot of each 32-element type, for those longer rows */
+static mf_vec_dot_fn g_vdot32[4];
 
 AI void y_group(int T, const uint8_t *yg, const part32 *pt, ygrp *Y) {
     #pragma GCC unroll 8
@@ -409,13 +419,6 @@ static void qsrc_init(qsrc *q, int T, int m) {
     q->qidx[1] = _mm512_loadu_si512(qi[1]);
 }
 
-/* activation side of a group in the quad layout */
-typedef struct yquad {
-    __m512i a1[2], a2[2]; /* quad h: elements 0..15 / 16..31 of blocks 4h..4h+3 (0 past m) */
-    __m256i off;          /* offset * block sums, order P2 */
-    __m256 dy;            /* scales, order P2 (0 past m) */
-} yquad;
-
 /* [elements 16 half .. 16 half + 15 of blocks 4h .. 4h + 3] (blocks past m: 0) */
 AI __m512i y_quad(const uint8_t *yg, int h, int half, int m) {
     const uint8_t *p = yg + 4 * h * YBS + 2 + 16 * half;
@@ -427,16 +430,16 @@ AI __m512i y_quad(const uint8_t *yg, int h, int half, int m) {
                               v[3], 3);
 }
 
-AI void y_group_quad(int T, const uint8_t *yg, int m, yquad *Y) {
+AI void y_group_quad(int T, const uint8_t *yg, int m, ygrp *Y) {
     #pragma GCC unroll 8
     for (int h = 0; h < 2; h++) {
-        Y->a1[h] = y_quad(yg, h, 0, m);
-        Y->a2[h] = y_quad(yg, h, 1, m);
+        Y->a[2 * h] = y_quad(yg, h, 0, m);
+        Y->a[2 * h + 1] = y_quad(yg, h, 1, m);
     }
     if (boffset_log2(T) >= 0) {
         const __m512i one = _mm512_set1_epi8(1);
-        const __m256i bsum = reduce_quad(_mm512_add_epi32(dr_dot_us(one, Y->a1[0]), dr_dot_us(one, Y->a2[0])),
-                                         _mm512_add_epi32(dr_dot_us(one, Y->a1[1]), dr_dot_us(one, Y->a2[1])));
+        const __m256i bsum = reduce_quad(_mm512_add_epi32(dr_dot_us(one, Y->a[0]), dr_dot_us(one, Y->a[1])),
+                                         _mm512_add_epi32(dr_dot_us(one, Y->a[2]), dr_dot_us(one, Y->a[3])));
         Y->off = _mm256_slli_epi32(bsum, boffset_log2(T));
     } else Y->off = _mm256_setzero_si256();
     uint16_t d[8];
@@ -448,7 +451,7 @@ AI void y_group_quad(int T, const uint8_t *yg, int m, yquad *Y) {
 
 /* One row's values of a group in the quad layout (order P2); q: a local copy
  * of the group's qsrc (whole: m = 8). */
-AI __m256 row_group_quad(int T, const uint8_t *xg, const qsrc *q, int whole, const yquad *Y) {
+AI __m256 row_group_quad(int T, const uint8_t *xg, const qsrc *q, int whole, const ygrp *Y) {
     const __m512i c0 = _mm512_loadu_si512(xg + q->cofs[0]), c1 = _mm512_loadu_si512(xg + q->cofs[1]);
     const __m512i c2 = whole || q->ghi || q->nq > 1 ? _mm512_loadu_si512(xg + q->cofs[2]) : c1;
     __m512i G = _mm512_permutex2var_epi16(c0, q->gidx, c1);
@@ -483,13 +486,13 @@ AI __m256 row_group_quad(int T, const uint8_t *xg, const qsrc *q, int whole, con
 #if MF_VNNI
             t = _mm_xor_si128(t, _mm_set1_epi8((char)0x80)); /* value + 128, unsigned */
             z[h] = _mm512_dpbusd_epi32(
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), lo), Y->a1[h]),
-                _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), hi), Y->a2[h]);
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), lo), Y->a[2 * h]),
+                _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), hi), Y->a[2 * h + 1]);
 #else
-            z[h] = _mm512_add_epi32(dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), lo), Y->a1[h]),
-                                    dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), hi), Y->a2[h]));
+            z[h] = _mm512_add_epi32(dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), lo), Y->a[2 * h]),
+                                    dr_dot_ss(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), hi), Y->a[2 * h + 1]));
 #endif
-        } else z[h] = dot_us2(lo, Y->a1[h], hi, Y->a2[h]);
+        } else z[h] = dot_us2(lo, Y->a[2 * h], hi, Y->a[2 * h + 1]);
     }
     __m256i si = reduce_quad(z[0], z[1]);
     if (boffset_log2(T) >= 0) si = _mm256_sub_epi32(si, Y->off);
@@ -526,50 +529,50 @@ AI void store_rows(float *s, __m256 v, int R) {
 }
 
 /* R rows (1..TILE32) of a 32-element block type */
-AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const uint8_t *y, const part32 *pt) {
+/* R rows (1..TILE32) of a 32-element block type with at least one whole
+ * group. Yb: the call's prepared activation groups (the partial one last),
+ * or NULL: prepare each group here, from y (a call of at most one tile:
+ * preparing as it goes overlaps that work with the rows'). */
+AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const ygrp *Yb, const uint8_t *y,
+               const part32 *pt) {
     const int bs = bbytes(T);
     const int ng = n / 32 / 8, m = n / 32 % 8;
     __m256 acc[TILE32];
     #pragma GCC unroll 8
     for (int r = 0; r < TILE32; r++) acc[r] = _mm256_setzero_ps();
+    ygrp Yl;
+    const ygrp *Y;
     if (quad_type(T)) {
         const qsrc qw = g_qsrc[T][8];
         for (int g = 0; g < ng; g++) {
-            const uint8_t *xg = x + (size_t)g * 8 * bs, *yg = y + (size_t)g * 8 * YBS;
-            yquad Y;
-            y_group_quad(T, yg, 8, &Y);
+            const uint8_t *xg = x + (size_t)g * 8 * bs;
+            if (Yb) Y = &Yb[g];
+            else y_group_quad(T, y + (size_t)g * 8 * YBS, 8, &Yl), Y = &Yl;
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group_quad(T, xg + r * xs, &qw, 1, &Y));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group_quad(T, xg + r * xs, &qw, 1, Y));
         }
-        if (m && ng) { /* the partial group, reading back into the row's whole groups where it must */
+        if (m) { /* the partial group, reading back into the row's whole groups where it must */
             const qsrc qp = g_qsrc[T][m];
-            const uint8_t *xg = x + (size_t)ng * 8 * bs, *yg = y + (size_t)ng * 8 * YBS;
-            yquad Y;
-            y_group_quad(T, yg, m, &Y);
+            const uint8_t *xg = x + (size_t)ng * 8 * bs;
+            if (Yb) Y = &Yb[ng];
+            else y_group_quad(T, y + (size_t)ng * 8 * YBS, m, &Yl), Y = &Yl;
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group_quad(T, xg + r * xs, &qp, 0, &Y));
-        } else if (m) { /* rows of fewer than 8 blocks: the pair layout, moved from order P to P2 */
-            ygrp Y;
-            y_group(T, y, pt, &Y);
-            const __m256i to_p2 = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-            #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                acc[r] = _mm256_add_ps(acc[r], _mm256_permutevar8x32_ps(row_group(T, x + r * xs, pt, &Y), to_p2));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group_quad(T, xg + r * xs, &qp, 0, Y));
         }
     } else {
         for (int g = 0; g < ng; g++) {
-            const uint8_t *xg = x + (size_t)g * 8 * bs, *yg = y + (size_t)g * 8 * YBS;
-            ygrp Y;
-            y_group(T, yg, NULL, &Y);
+            const uint8_t *xg = x + (size_t)g * 8 * bs;
+            if (Yb) Y = &Yb[g];
+            else y_group(T, y + (size_t)g * 8 * YBS, NULL, &Yl), Y = &Yl;
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, NULL, &Y));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, NULL, Y));
         }
         if (m) {
-            ygrp Y;
-            y_group(T, y + (size_t)ng * 8 * YBS, pt, &Y);
             const uint8_t *xg = x + (size_t)ng * 8 * bs;
+            if (Yb) Y = &Yb[ng];
+            else y_group(T, y + (size_t)ng * 8 * YBS, pt, &Yl), Y = &Yl;
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, pt, &Y));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], row_group(T, xg + r * xs, pt, Y));
         }
     }
     /* back to natural lane order (from P2 or P), then the fold */
@@ -579,22 +582,48 @@ AI void tile32(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const
     store_rows(s, fold8x8(acc), R);
 }
 
-#define DEFINE_ROWS32(NAME, T)                                                                              \
+/* the activation groups of a row of n (256 .. YPREP_MAX * 256) elements */
+static inline __attribute__((always_inline)) void prep32(int T, int n, const uint8_t *y, const part32 *pt, ygrp *Yb) {
+    const int ng = n / 32 / 8, m = n / 32 % 8;
+    for (int g = 0; g < ng; g++) {
+        if (quad_type(T)) y_group_quad(T, y + (size_t)g * 8 * YBS, 8, &Yb[g]);
+        else y_group(T, y + (size_t)g * 8 * YBS, NULL, &Yb[g]);
+    }
+    if (m) {
+        if (quad_type(T)) y_group_quad(T, y + (size_t)ng * 8 * YBS, m, &Yb[ng]);
+        else y_group(T, y + (size_t)ng * 8 * YBS, pt, &Yb[ng]);
+    }
+}
+
+/* Rows of fewer than 8 blocks (n < 256) and of more than YPREP_MAX groups
+ * go through this level's vec_dot row by row. A call of more than one tile
+ * prepares the activation groups once, for its whole tiles; a call of one
+ * tile, and the last tile of fewer rows, prepare them as they go. */
+#define DEFINE_ROWS32(NAME, T)                                                                             \
     static void NAME(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {                \
         const uint8_t *x = vx, *y = vy;                                                                   \
-        const part32 *pt = &g_part32[T][n >= 256][n / 32 % 8];                                           \
+        if (n < 256 || n > YPREP_MAX * 256) {                                                             \
+            for (int r = 0; r < nr; r++) g_vdot32[T](n, &s[r], x + (size_t)r * xs, y);                   \
+            return;                                                                                       \
+        }                                                                                                 \
+        const part32 *pt = &g_part32[T][1][n / 32 % 8];                                                  \
         int r = 0;                                                                                        \
-        for (; r + TILE32 <= nr; r += TILE32) tile32(T, TILE32, n, s + r, x + (size_t)r * xs, xs, y, pt);  \
+        if (nr > TILE32) {                                                                                \
+            ygrp Yb[YPREP_MAX];                                                                           \
+            prep32(T, n, y, pt, Yb);                                                                      \
+            for (; r + TILE32 <= nr; r += TILE32) tile32(T, TILE32, n, s + r, x + (size_t)r * xs, xs, Yb, y, pt); \
+        }                                                                                                 \
         x += (size_t)r * xs;                                                                              \
         s += r;                                                                                           \
         switch (nr - r) {                                                                                 \
-        case 1: tile32(T, 1, n, s, x, xs, y, pt); break;                                                  \
-        case 2: tile32(T, 2, n, s, x, xs, y, pt); break;                                                  \
-        case 3: tile32(T, 3, n, s, x, xs, y, pt); break;                                                  \
-        case 4: tile32(T, 4, n, s, x, xs, y, pt); break;                                                  \
-        case 5: tile32(T, 5, n, s, x, xs, y, pt); break;                                                  \
-        case 6: tile32(T, 6, n, s, x, xs, y, pt); break;                                                  \
-        case 7: tile32(T, 7, n, s, x, xs, y, pt); break;                                                  \
+        case 1: tile32(T, 1, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 2: tile32(T, 2, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 3: tile32(T, 3, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 4: tile32(T, 4, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 5: tile32(T, 5, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 6: tile32(T, 6, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 7: tile32(T, 7, n, s, x, xs, NULL, y, pt); break;                                            \
+        case 8: tile32(T, 8, n, s, x, xs, NULL, y, pt); break;                                            \
         default: break;                                                                                   \
         }                                                                                                 \
     }
@@ -791,8 +820,13 @@ DEFINE_ROWSK(rows_q4_k, K_Q4)
 DEFINE_ROWSK(rows_q5_k, K_Q5)
 DEFINE_ROWSK(rows_q6_k, K_Q6)
 
+/* tab must already hold this level's vec_dot (dispatch registers the dots first) */
 static void register_rows_int8(mf_type_traits *tab) {
     part32_tables();
+    g_vdot32[B_Q4_0] = tab[MF_TYPE_Q4_0].vec_dot;
+    g_vdot32[B_Q5_0] = tab[MF_TYPE_Q5_0].vec_dot;
+    g_vdot32[B_Q8_0] = tab[MF_TYPE_Q8_0].vec_dot;
+    g_vdot32[B_IQ4_NL] = tab[MF_TYPE_IQ4_NL].vec_dot;
     for (int t = 0; t < 4; t++)
         for (int m = 1; m <= 8; m++) qsrc_init(&g_qsrc[t][m], t, m);
     tab[MF_TYPE_Q4_0].vec_dot_rows = rows_q4_0;
