@@ -89,6 +89,11 @@ static void tile_q8k(const block_q8_K *y, int t, int nt, int64_t k, uint8_t *til
             put_word(tile, e0 + MF_T8K_N32 + (size_t)u, nt, t, (uint32_t)(-32 * s8));
         }
         for (int m = 0; m < 8; m++) put_word(tile, e0 + MF_T8K_BSP + (size_t)m, nt, t, pair16(b->bsums[2 * m], b->bsums[2 * m + 1]));
+        for (int j = 0; j < 8; j++) {
+            int s32 = 0;
+            for (int i = 0; i < 32; i++) s32 += b->qs[32 * j + i];
+            put_word(tile, e0 + MF_T8K_N128 + (size_t)j, nt, t, (uint32_t)(-128 * s32));
+        }
     }
 }
 

@@ -149,6 +149,25 @@ static inline void tr8x8(__m256i r[8]) {
 
 static inline __m256i ld32v(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 static inline void st32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+/* 32 nibbles of 16 bytes: low nibbles are elements 0..15, high 16..31 */
+static inline __m256i nib32(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1),
+                            _mm256_set1_epi8(0x0f));
+}
+
+/* byte j = 0x10 where bit j of the 4 bytes at p is set */
+static inline __m256i bits_0x10(const uint8_t *p) {
+    uint32_t bits;
+    memcpy(&bits, p, 4);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
 /* word d of step record s, rows 8h..8h+7 */
 #define RECH(out, s, h) ((out) + (size_t)(s) * REC + 32 * (h))
 
@@ -436,29 +455,50 @@ AI void pack_k23(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8
 static void pack_q3k(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) { pack_k23(w, rb, nrows, k, panel, 1); }
 static void pack_q2k(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) { pack_k23(w, rb, nrows, k, panel, 0); }
 
+#if MF_GEMM_VNNI
+/* IQ4_XS: 8 units of 32 columns; [64 level records][8 scale records as
+ * sign-extended int32][d record] */
+#define IQ4XS_NSC 8
+#define IQ4XS_SB (REC * (64 + IQ4XS_NSC + 1))
+static size_t panel_bytes_iq4xs(int64_t k) { return (size_t)(k / QK_K) * IQ4XS_SB; }
+
+static void pack_iq4xs(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
+    const int64_t nsb = k / QK_K;
+    const __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)mf_iq4nl_values), _mm_set1_epi8((char)0x80));
+    const __m256i table = _mm256_broadcastsi128_si256(t); /* value + 128 */
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *o = panel + sb * IQ4XS_SB;
+        const uint8_t *rp[16];
+        row_blocks(w, row_bytes, nrows, (size_t)sb * sizeof(block_iq4_xs), rp);
+        prefetch_next(w, row_bytes, 16, sb, nsb);
+        for (int h = 0; h < 2; h++)
+            for (int ib = 0; ib < 8; ib++) {
+                /* sub-block ib: 16 bytes of nibbles, low = columns 0..15, high 16..31 */
+                __m256i v[8];
+                for (int i = 0; i < 8; i++)
+                    v[i] = _mm256_shuffle_epi8(table, nib32(((const block_iq4_xs *)rp[8 * h + i])->qs + 16 * ib));
+                tr8x8(v);
+                for (int d = 0; d < 8; d++) st32(RECH(o, 8 * ib + d, h), v[d]);
+            }
+        o += 64 * REC;
+        for (int ib = 0; ib < 8; ib++, o += REC) {
+            int32_t sc[16];
+            for (int r = 0; r < 16; r++) {
+                const block_iq4_xs *x = (const block_iq4_xs *)rp[r];
+                const int ls = ((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((x->scales_h >> (2 * ib)) & 3) << 4;
+                sc[r] = ls - 32;
+            }
+            memcpy(o, sc, REC);
+        }
+        rec_f16(o, rp, offsetof(block_iq4_xs, d));
+    }
+}
+#endif
+
 /* ---- 32-element block panels: per block, in lane order ----
  * [8 level records][d record] */
 #define B32_BYTES (REC * 9)
 static size_t panel_bytes_b32(int64_t k) { return (size_t)(k / 32) * B32_BYTES; }
-
-/* 32 nibbles of 16 bytes: low nibbles are elements 0..15, high 16..31 */
-static inline __m256i nib32(const uint8_t *qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1),
-                            _mm256_set1_epi8(0x0f));
-}
-
-/* byte j = 0x10 where bit j of the 4 bytes at p is set */
-static inline __m256i bits_0x10(const uint8_t *p) {
-    uint32_t bits;
-    memcpy(&bits, p, 4);
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                          3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-}
 
 enum { B32_Q4_0, B32_Q5_0, B32_Q8_0, B32_IQ4_NL };
 
@@ -540,10 +580,13 @@ AI const uint8_t *vec_base(const uint8_t *panels, size_t panel_bytes, int v) {
  * INIT_T: tile entry of the units' start values (VNNI; -1 = start at 0);
  * NSC/NPRE: scale / pre records (pre: pairs against tile entries PRE_T..,
  * added to the integer sum first); NMIN: min records against tile entries
- * MIN_T.. (Q4_K/Q5_K: 4 pairs of 32-element sums; Q2_K: 8 of 16-element). */
+ * MIN_T.. (Q4_K/Q5_K: 4 pairs of 32-element sums; Q2_K: 8 of 16-element).
+ * MUL32 (VNNI): the unit's int32 partial does not fit int16 (IQ4_XS), so its
+ * scale (a sign-extended 32-bit record) is applied by a 32-bit multiply. */
 AI void kq_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k, float *out, size_t ldo,
                   int nrows, int ntok, const int NV, const int JV, const int NT, const int UNIT, const int INIT_T,
-                  const int NSC, const int NPRE, const int PRE_T, const int NMIN, const int MIN_T, const size_t SB) {
+                  const int NSC, const int NPRE, const int PRE_T, const int NMIN, const int MIN_T, const size_t SB,
+                  const int MUL32) {
     const int HAS_MIN = NMIN > 0;
     const int64_t nsb = k / QK_K;
     const size_t tsb = (size_t)MF_T8K_WORDS * 4 * NT;
@@ -617,7 +660,8 @@ AI void kq_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile
 #pragma GCC unroll 16
                     for (int t = 0; t < NT; t++)
 #if MF_GEMM_VNNI
-                        isum[j][t] = VI_DPWSSD(isum[j][t], tmp[j][t], sc);
+                        isum[j][t] = MUL32 ? VI_ADD32(isum[j][t], _mm512_mullo_epi32(tmp[j][t], sc))
+                                           : VI_DPWSSD(isum[j][t], tmp[j][t], sc);
 #else
                         isum[j][t] = VI_ADD32(isum[j][t], VI_MADD(tmp[j][t], sc));
 #endif
@@ -943,7 +987,7 @@ AI void f16_kernel(const uint8_t *panel, const uint8_t *tile, int64_t k, float *
     static void kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, \
                             int nrows, int ntok) {                                                                   \
         kq_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, KQ_NV, KQ_JV, KQ_NT, UNIT, INIT_T, NSC, NPRE, PRE_T,  \
-                  NMIN, MIN_T, SB);                                                                                  \
+                  NMIN, MIN_T, SB, 0);                                                                               \
     }
 
 DEF_KQ(q4k, 4, -1, Q4K_NSC, Q4K_NPRE, 0, 4, MF_T8K_BS32P, Q4K_SB)
@@ -959,6 +1003,15 @@ DEF_KQ(q6k, 2, -1, Q6K_NSC, Q6K_NPRE, MF_T8K_BSP, 0, 0, Q6K_SB)
  * 0..3, 16-column units, 8 min pairs against the bsum pairs. */
 DEF_KQ(q3k, 4, -1, Q3K_NSC, Q3K_NPRE, MF_T8K_BSP, 0, 0, Q3K_SB)
 DEF_KQ(q2k, 4, -1, Q2K_NSC, 0, 0, 8, MF_T8K_BSP, Q2K_SB)
+#if MF_GEMM_VNNI
+/* IQ4_XS: table values + 128 as levels, 32-column units starting from
+ * -128 * (the sub-block's activation sum), scale (ls - 32) by 32-bit multiply */
+static void kern_iq4xs(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                       int nrows, int ntok) {
+    kq_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, KQ_NV, KQ_JV, KQ_NT, 8, MF_T8K_N128, IQ4XS_NSC, 0, 0, 0, 0,
+              IQ4XS_SB, 1);
+}
+#endif
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -975,6 +1028,7 @@ KQ_KIND("q5_K", q5k, 5)
 KQ_KIND("q6_K", q6k, 6)
 KQ_KIND("q3_K", q3k, 4)
 KQ_KIND("q2_K", q2k, 4)
+KQ_KIND("iq4_xs", iq4xs, 4)
 #elif MF_GEMM_W == 512
 KQ_KIND("q4_K", q4k, 6)
 KQ_KIND("q5_K", q5k, 4)
@@ -1064,6 +1118,9 @@ static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q6_K] = &kind_q6k;
     tab[MF_TYPE_Q3_K] = &kind_q3k;
     tab[MF_TYPE_Q2_K] = &kind_q2k;
+#if MF_GEMM_VNNI
+    tab[MF_TYPE_IQ4_XS] = &kind_iq4xs;
+#endif
     tab[MF_TYPE_Q4_0] = &kind_q4_0;
     tab[MF_TYPE_Q5_0] = &kind_q5_0;
 #if MF_GEMM_VNNI

@@ -17,7 +17,8 @@
 #define MF_T8K_N16 69    /* 16 entries: -16 * bsums[g] (int32) */
 #define MF_T8K_N32 85    /* 32 entries: -32 * (sum of quants 8u..8u+7) (int32) */
 #define MF_T8K_BSP 117   /* 8 entries: int16 pair (bsums[2m], bsums[2m+1]) */
-#define MF_T8K_WORDS 125 /* entries per super-block */
+#define MF_T8K_N128 125  /* 8 entries: -128 * (sum of quants 32j..32j+31) (int32) */
+#define MF_T8K_WORDS 133 /* entries per super-block */
 
 /* ---- MF_GEMM_ACT_Q80: per 32-element block, blocks in lane order ---- */
 #define MF_T80_QS 0     /* 8 steps: quants 4s..4s+3 of the block */

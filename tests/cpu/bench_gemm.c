@@ -114,6 +114,7 @@ static void fill_weights(qrand *r, mf_type t, uint8_t *w, int64_t k, int64_t n_o
         case MF_TYPE_Q5_K: ((block_q5_K *)p)->d = small, ((block_q5_K *)p)->dmin = small; break;
         case MF_TYPE_Q6_K: ((block_q6_K *)p)->d = small; break;
         case MF_TYPE_Q3_K: ((block_q3_K *)p)->d = small; break;
+        case MF_TYPE_IQ4_XS: ((block_iq4_xs *)p)->d = small; break;
         case MF_TYPE_Q2_K: ((block_q2_K *)p)->d = small, ((block_q2_K *)p)->dmin = small; break;
         default: break;
         }
@@ -257,7 +258,7 @@ int main(int argc, char **argv) {
            mf_cpu_level_name(lv));
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     static const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_F16,  MF_TYPE_Q5_0,
-                                    MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q3_K, MF_TYPE_Q2_K};
+                                    MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS};
     /* (k, n_out): Qwen2.5-0.5B's ffn_up (896 x 4864; for K-quants, whose rows
      * must be whole super-blocks, its ffn_down 4864 x 896) and Llama-3.2-1B's
      * ffn_up (2048 x 8192) */

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_Q3_K,  MF_TYPE_Q2_K,
-                                  MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_IQ4_NL, MF_TYPE_F16};
+static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K,   MF_TYPE_Q6_K,   MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS,
+                                  MF_TYPE_Q4_0, MF_TYPE_Q5_0,   MF_TYPE_Q8_0,   MF_TYPE_IQ4_NL, MF_TYPE_F16};
 #define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
 static const mf_cpu_level k_levels[] = {MF_CPU_AVX2, MF_CPU_AVX512, MF_CPU_AVX512_VNNI};
 
@@ -68,6 +68,7 @@ static void make_weights(qrand *r, mf_type t, int wmode, int64_t k, int n_out, u
         case MF_TYPE_Q5_K: ((block_q5_K *)p)->d = rand_f16(r, -14, 0), ((block_q5_K *)p)->dmin = rand_f16(r, -14, 0); break;
         case MF_TYPE_Q6_K: ((block_q6_K *)p)->d = rand_f16(r, -14, 0); break;
         case MF_TYPE_Q3_K: ((block_q3_K *)p)->d = rand_f16(r, -14, 0); break;
+        case MF_TYPE_IQ4_XS: ((block_iq4_xs *)p)->d = rand_f16(r, -14, 0); break;
         case MF_TYPE_Q2_K: ((block_q2_K *)p)->d = rand_f16(r, -14, 0), ((block_q2_K *)p)->dmin = rand_f16(r, -14, 0); break;
         default: break;
         }
@@ -266,9 +267,9 @@ static void matmul_tests(void) {
     const mf_type kq[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q5_K};
     const int nkq[] = {70, 33, 17};
     matmul_case(kq, 3, 512, nkq, 23, &r);
-    const mf_type k23[] = {MF_TYPE_Q3_K, MF_TYPE_Q2_K};
-    const int nk23[] = {48, 21};
-    matmul_case(k23, 2, 768, nk23, 19, &r);
+    const mf_type k23[] = {MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS};
+    const int nk23[] = {48, 21, 35};
+    matmul_case(k23, 3, 768, nk23, 19, &r);
     const mf_type f[] = {MF_TYPE_F16, MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q4_1};
     const int nf[] = {45, 20, 19, 9};
     matmul_case(f, 4, 256, nf, 50, &r);
