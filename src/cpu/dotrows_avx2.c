@@ -30,12 +30,14 @@
  * d * isum) is evaluated lane-wise, lane r being row r's float chain over the
  * super-blocks in order.
  *
- * F32 / F16 (order 3): each row's 64 lanes as eight 8-float accumulators,
- * x_i * y_i added into lane i % 64 by FMA (exact products for F16); the
- * activations are loaded and widened once per step for the tile's rows. A
- * tail shorter than 64 elements is copied into zeroed buffers (activations
- * once per tile) and run as one more step: zero products add +0. The fold is
- * vec_dot's: +32, +16, +8 lanes per row, then fold8x8. */
+ * F16 (order 3): x_i * y_i is added into lane i % 64 by FMA (the product of
+ * two halves is exact, so FMA = the reference's multiply-add); the
+ * activations are loaded and widened once per step for the tile's two rows.
+ * The 64 lanes go in two passes of 32 (fpass), which keeps the tile's
+ * accumulators in registers. A tail shorter than 64 elements is copied into
+ * zeroed buffers (once per tile) and run as one more step: zero products add
+ * +0. The fold is vec_dot's: +32 (the passes), +16, +8 lanes per row, then
+ * fold8x8. F32 rows go through vec_dot (see rows_f32). */
 #include "cpu/kernels.h"
 #include "cpu/simd_avx2.h"
 #include "quant/blocks.h"
@@ -46,6 +48,7 @@
 
 #define TILE32 4 /* rows per tile, 32-element block types */
 #define TILEK 4  /* rows per tile, super-block types */
+#define KCHUNK 16 /* super-blocks whose values are formed before they are summed */
 #define TILEF 2  /* rows per tile, float types */
 
 static inline __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
@@ -289,11 +292,12 @@ AI void k_row(int T, const uint8_t *xb, const block_q8_K *y, __m256i bsums, __m2
             const __m256i half = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
             /* quarter k = elements 128h + 32k + l; top bits 2k, 2k + 1 of qh[l] moved to bits 4, 5 */
             __m256i w[4];
-            w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
-            w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2));
-            w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-            w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xc0)), 2));
+            /* (16-bit shifts, then the mask: bits crossing into the other byte land outside 0x30) */
+            const __m256i m30 = _mm256_set1_epi8(0x30);
+            w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+            w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
             #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) {
                 const __m256i p = _mm256_maddubs_epi16(w[k], ld256(y->qs + 128 * h + 32 * k));
@@ -320,7 +324,13 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
     const int xbs = T == K_Q4 ? (int)sizeof(block_q4_K) : T == K_Q5 ? (int)sizeof(block_q5_K) : (int)sizeof(block_q6_K);
     const int nb = n / QK_K;
     __m128 sum = _mm_setzero_ps(); /* lane r: row r's float chain */
-    for (int b = 0; b < nb; b++) {
+    /* Super-block values go to vals first and are added into sum in a second
+     * loop (same adds, same order): the chain of adds then never waits on a
+     * register the decode work pushed out to memory. */
+    __m128 vals[KCHUNK];
+    for (int b0 = 0; b0 < nb; b0 += KCHUNK) {
+    const int b1 = nb - b0 < KCHUNK ? nb : b0 + KCHUNK;
+    for (int b = b0; b < b1; b++) {
         const __m256i bsums = ld256(y[b].bsums);
         const uint8_t *xb = x + (size_t)b * xbs;
         __m256i a[4], m[4];
@@ -337,8 +347,8 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
             const size_t o = offsetof(block_q6_K, d);
             const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16((short)mf_ld16(XR(0) + o), (short)mf_ld16(XR(1) + o),
                                                           (short)mf_ld16(XR(2) + o), (short)mf_ld16(XR(3) + o), 0, 0, 0, 0));
-            /* d = f16(x.d) * y.d; sum += d * isum */
-            sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(dx, yd), isum));
+            /* d = f16(x.d) * y.d; value d * isum */
+            vals[b - b0] = _mm_mul_ps(_mm_mul_ps(dx, yd), isum);
         } else {
             const __m128 summ = _mm_cvtepi32_ps(_mm256_extracti128_si256(sums, 1));
             /* d and dmin are the block's first two f16: [d0 m0 d1 m1 d2 m2 d3 m3] */
@@ -347,28 +357,30 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
             const __m128 lo = _mm256_castps256_ps128(dm), hi = _mm256_extractf128_ps(dm, 1);
             const __m128 d = _mm_mul_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), yd);
             const __m128 dmin = _mm_mul_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), yd);
-            /* sum += d * isum - dmin * summ */
-            sum = _mm_add_ps(sum, _mm_sub_ps(_mm_mul_ps(d, isum), _mm_mul_ps(dmin, summ)));
+            /* value d * isum - dmin * summ */
+            vals[b - b0] = _mm_sub_ps(_mm_mul_ps(d, isum), _mm_mul_ps(dmin, summ));
         }
 #undef XR
+    }
+    for (int b = b0; b < b1; b++) sum = _mm_add_ps(sum, vals[b - b0]);
     }
     _mm_maskstore_ps(s, _mm_cmpgt_epi32(_mm_set1_epi32(R), _mm_setr_epi32(0, 1, 2, 3)), sum);
 }
 
-#define DEFINE_ROWSK(NAME, T)                                                                       \
-    static void NAME(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {        \
-        const uint8_t *x = vx;                                                                    \
-        const block_q8_K *y = vy;                                                                 \
-        int r = 0;                                                                                \
-        for (; r + TILEK <= nr; r += TILEK) tilek(T, TILEK, n, s + r, x + (size_t)r * xs, xs, y); \
-        x += (size_t)r * xs;                                                                      \
-        s += r;                                                                                   \
-        switch (nr - r) {                                                                         \
-        case 1: tilek(T, 1, n, s, x, xs, y); break;                                               \
-        case 2: tilek(T, 2, n, s, x, xs, y); break;                                               \
-        case 3: tilek(T, 3, n, s, x, xs, y); break;                                               \
-        default: break;                                                                           \
-        }                                                                                         \
+#define DEFINE_ROWSK(NAME, T)                                                                         \
+    static void NAME(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {          \
+        const uint8_t *x = vx;                                                                      \
+        const block_q8_K *y = vy;                                                                   \
+        int r = 0;                                                                                  \
+        for (; r + TILEK <= nr; r += TILEK) tilek(T, TILEK, n, s + r, x + (size_t)r * xs, xs, y);    \
+        x += (size_t)r * xs;                                                                        \
+        s += r;                                                                                     \
+        switch (nr - r) {                                                                           \
+        case 1: tilek(T, 1, n, s, x, xs, y); break;                                                 \
+        case 2: tilek(T, 2, n, s, x, xs, y); break;                                                 \
+        case 3: tilek(T, 3, n, s, x, xs, y); break;                                                 \
+        default: break;                                                                             \
+        }                                                                                           \
     }
 
 DEFINE_ROWSK(rows_q4_k, K_Q4)
@@ -382,52 +394,65 @@ AI __m256 fld8(int f16, const uint8_t *p) {
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
 }
 
-/* one 64-element step: yp / xp[r] point at its first element */
-AI void fstep(int f16, int R, const uint8_t *yp, const uint8_t *const xp[TILEF], __m256 acc[TILEF][8]) {
+/* Half the lanes of R rows: lanes 32p .. 32p + 31 (four 8-float registers
+ * per row) over the whole row, the tail from the zero-padded copies ty, tx.
+ * Two passes instead of all 64 lanes at once keep a tile's accumulators in
+ * the 16 registers; each pass reads every other half of each 64-element step. */
+AI void fpass(int f16, int R, int p, int n, const uint8_t *x, size_t xs, const uint8_t *y, const uint8_t *ty,
+              const uint8_t *const tx[TILEF], __m256 acc[TILEF][4]) {
     const int es = f16 ? 2 : 4;
     #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        const __m256 yv = fld8(f16, yp + 8 * j * es);
+    for (int r = 0; r < TILEF; r++)
         #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(fld8(f16, xp[r] + 8 * j * es), yv, acc[r][j]);
+        for (int j = 0; j < 4; j++) acc[r][j] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + MF_FDOT_LANES <= n; i += MF_FDOT_LANES) {
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++) {
+            const size_t o = (size_t)(i + 32 * p + 8 * j) * es;
+            const __m256 yv = fld8(f16, y + o);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(fld8(f16, x + r * xs + o), yv, acc[r][j]);
+        }
+    }
+    if (i < n) {
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++) {
+            const size_t o = (size_t)(32 * p + 8 * j) * es;
+            const __m256 yv = fld8(f16, ty + o);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(fld8(f16, tx[r] + o), yv, acc[r][j]);
+        }
     }
 }
 
 AI void tilef(int f16, int R, int n, float *s, const uint8_t *x, size_t xs, const uint8_t *y) {
     const int es = f16 ? 2 : 4;
-    __m256 acc[TILEF][8];
-    #pragma GCC unroll 8
-    for (int r = 0; r < TILEF; r++)
-        #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) acc[r][j] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + MF_FDOT_LANES <= n; i += MF_FDOT_LANES) {
-        const uint8_t *xp[TILEF];
-        #pragma GCC unroll 8
-        for (int r = 0; r < TILEF; r++) xp[r] = x + (r < R ? r : 0) * xs + (size_t)i * es;
-        fstep(f16, R, y + (size_t)i * es, xp, acc);
-    }
+    const int i = n / MF_FDOT_LANES * MF_FDOT_LANES;
+    /* the tail, zero-padded to a whole step */
+    float ty[MF_FDOT_LANES], tx[TILEF][MF_FDOT_LANES];
+    const uint8_t *txp[TILEF];
     if (i < n) {
-        /* the tail, zero-padded to a whole step */
-        float ty[MF_FDOT_LANES], tx[TILEF][MF_FDOT_LANES];
         const size_t len = (size_t)(n - i) * es;
         memset(ty, 0, sizeof ty);
         memcpy(ty, y + (size_t)i * es, len);
-        const uint8_t *xp[TILEF];
         #pragma GCC unroll 8
-        for (int r = 0; r < TILEF; r++) {
+        for (int r = 0; r < R; r++) {
             memset(tx[r], 0, sizeof tx[r]);
-            if (r < R) memcpy(tx[r], x + r * xs + (size_t)i * es, len);
-            xp[r] = (const uint8_t *)tx[r];
+            memcpy(tx[r], x + r * xs + (size_t)i * es, len);
         }
-        fstep(f16, R, (const uint8_t *)ty, xp, acc);
     }
+    #pragma GCC unroll 8
+    for (int r = 0; r < TILEF; r++) txp[r] = (const uint8_t *)tx[r < R ? r : 0];
+    __m256 lo[TILEF][4], hi[TILEF][4];
+    fpass(f16, R, 0, n, x, xs, y, (const uint8_t *)ty, txp, lo);
+    fpass(f16, R, 1, n, x, xs, y, (const uint8_t *)ty, txp, hi);
     __m256 v[8];
     #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) {
-        if (r < R) { /* 64 -> 8 lanes: +32, +16, +8 (register j holds lanes 8j..8j+7) */
-            __m256 a0 = _mm256_add_ps(acc[r][0], acc[r][4]), a1 = _mm256_add_ps(acc[r][1], acc[r][5]);
-            __m256 a2 = _mm256_add_ps(acc[r][2], acc[r][6]), a3 = _mm256_add_ps(acc[r][3], acc[r][7]);
+        if (r < R) { /* 64 -> 8 lanes: +32 (the two passes), +16, +8 */
+            __m256 a0 = _mm256_add_ps(lo[r][0], hi[r][0]), a1 = _mm256_add_ps(lo[r][1], hi[r][1]);
+            __m256 a2 = _mm256_add_ps(lo[r][2], hi[r][2]), a3 = _mm256_add_ps(lo[r][3], hi[r][3]);
             a0 = _mm256_add_ps(a0, a2);
             a1 = _mm256_add_ps(a1, a3);
             v[r] = _mm256_add_ps(a0, a1);
@@ -444,10 +469,20 @@ AI void tilef(int f16, int R, int n, float *s, const uint8_t *x, size_t xs, cons
         if (r < nr) tilef(F16, 1, n, s + r, x + (size_t)r * xs, xs, y);                             \
     }
 
-DEFINE_ROWSF(rows_f32, 0)
 DEFINE_ROWSF(rows_f16, 1)
 
+/* F32 at this level is bound by FMA throughput (two 8-wide FMAs a cycle take
+ * both rows' loads in stride), so sharing the activation loads gains
+ * nothing: tiles measured 0.93-1.0x of vec_dot. Rows go through vec_dot. */
+static mf_vec_dot_fn g_vdot_f32;
+
+static void rows_f32(int n, float *s, const void *vx, size_t xs, const void *vy, int nr) {
+    for (int r = 0; r < nr; r++) g_vdot_f32(n, &s[r], (const uint8_t *)vx + (size_t)r * xs, vy);
+}
+
+/* tab must already hold this level's vec_dot (dispatch registers the dots first) */
 void mf_cpu_reg_dotrows_avx2(mf_type_traits *tab) {
+    g_vdot_f32 = tab[MF_TYPE_F32].vec_dot;
     tab[MF_TYPE_Q4_0].vec_dot_rows = rows_q4_0;
     tab[MF_TYPE_Q5_0].vec_dot_rows = rows_q5_0;
     tab[MF_TYPE_Q8_0].vec_dot_rows = rows_q8_0;

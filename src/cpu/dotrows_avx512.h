@@ -56,6 +56,7 @@
 
 #define TILE32 8 /* rows per tile, 32-element block types */
 #define TILEK 8  /* rows per tile, super-block types */
+#define KCHUNK 16 /* super-blocks whose values are formed before they are summed */
 
 /* ---------------- integer primitives ---------------- */
 
@@ -751,7 +752,13 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
     const int xbs = T == K_Q4 ? (int)sizeof(block_q4_K) : T == K_Q5 ? (int)sizeof(block_q5_K) : (int)sizeof(block_q6_K);
     const int nb = n / QK_K;
     __m256 sum = _mm256_setzero_ps(); /* lane r: row r's float chain */
-    for (int b = 0; b < nb; b++) {
+    /* Super-block values go to vals first and are added into sum in a second
+     * loop (same adds, same order): the chain of adds then never waits on a
+     * register the decode work pushed out to memory. */
+    __m256 vals[KCHUNK];
+    for (int b0 = 0; b0 < nb; b0 += KCHUNK) {
+    const int b1 = nb - b0 < KCHUNK ? nb : b0 + KCHUNK;
+    for (int b = b0; b < b1; b++) {
         __m512i ya[4];
         #pragma GCC unroll 8
         for (int j = 0; j < 4; j++) ya[j] = _mm512_loadu_si512(y[b].qs + 64 * j);
@@ -772,8 +779,8 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
             const __m256 dx = _mm256_cvtph_ps(_mm_setr_epi16(
                 (short)mf_ld16(XR(0) + o), (short)mf_ld16(XR(1) + o), (short)mf_ld16(XR(2) + o), (short)mf_ld16(XR(3) + o),
                 (short)mf_ld16(XR(4) + o), (short)mf_ld16(XR(5) + o), (short)mf_ld16(XR(6) + o), (short)mf_ld16(XR(7) + o)));
-            /* d = f16(x.d) * y.d; sum += d * isum */
-            sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(si)));
+            /* d = f16(x.d) * y.d; value d * isum */
+            vals[b - b0] = _mm256_mul_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(si));
         } else {
             const __m256i lo = hsum4x2(a, m); /* [isum | summ] of rows 0..3 */
             const __m256i hi = R > 4 ? hsum4x2(a + 4, m + 4) : lo;
@@ -787,11 +794,12 @@ AI void tilek(int T, int R, int n, float *s, const uint8_t *x, size_t xs, const 
                 _MM_SHUFFLE(3, 1, 2, 0)); /* d of rows 0..7 | dmin of rows 0..7 */
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dw)), yd);
             const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dw, 1)), yd);
-            /* sum += d * isum - dmin * summ */
-            sum = _mm256_add_ps(sum, _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(si)),
-                                                   _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(sm))));
+            /* value d * isum - dmin * summ */
+            vals[b - b0] = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(si)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(sm)));
         }
 #undef XR
+    }
+    for (int b = b0; b < b1; b++) sum = _mm256_add_ps(sum, vals[b - b0]);
     }
     store_rows(s, sum, R);
 }

@@ -168,7 +168,7 @@ static void type_cases(int t, qrand *r) {
     const int vt = ref->vec_dot_type;
     const int blck = mf_type_geom_get(t)->blck;
     /* lengths in blocks (32-element types): every partial group size, odd counts, 896 = 28, 4864 = 152, 8192 = 256 */
-    static const int64_t nb32[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 23, 28, 31, 33, 63, 65, 133, 152, 256};
+    static const int64_t nb32[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 23, 28, 31, 33, 63, 65, 133, 152, 256, 512, 513};
     static const int64_t nb256[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 19, 32};
     static const int64_t nfl[] = {1,  5,  15, 16,  17,  31,  32,  33,  48,  63,   64,   65,   96,  111,
                                   127, 128, 129, 200, 896, 1000, 4101, 4864, 8191, 8192};
