@@ -154,13 +154,17 @@ AI void y_group(int T, const uint8_t *yg, const part32 *pt, ygrp *Y) {
 /* one row's values of a group: the vector its accumulator adds */
 AI __m256 row_group(int T, const uint8_t *xg, const uint8_t *yg, const part32 *pt, const ygrp *Y) {
     const int bs = bbytes(T);
-    __m256i v[8];
+    /* the block sums as mf_reduce8_i32 forms them, each pair reduced as soon
+     * as it exists (fewer live registers) */
+    __m256i h[4];
     #pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        const int xo = pt ? pt->xo[k] : k * bs, yo = pt ? pt->yo[k] : k * YBS;
-        v[k] = blk(T, xg + xo, yg + yo + 2);
+    for (int k = 0; k < 4; k++) {
+        const int xo0 = pt ? pt->xo[2 * k] : 2 * k * bs, yo0 = pt ? pt->yo[2 * k] : 2 * k * YBS;
+        const int xo1 = pt ? pt->xo[2 * k + 1] : (2 * k + 1) * bs, yo1 = pt ? pt->yo[2 * k + 1] : (2 * k + 1) * YBS;
+        h[k] = _mm256_hadd_epi32(blk(T, xg + xo0, yg + yo0 + 2), blk(T, xg + xo1, yg + yo1 + 2));
     }
-    __m256i si = mf_reduce8_i32(v);
+    const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]), g1 = _mm256_hadd_epi32(h[2], h[3]);
+    __m256i si = _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
     if (boffset_log2(T) >= 0) si = _mm256_sub_epi32(si, Y->off);
     __m256 dx;
     if (pt) {
