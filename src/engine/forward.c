@@ -48,8 +48,11 @@ static void attention_block(mf_context *ctx, int il, int n) {
         op->norm(be, MF_NORM_RMS, s->k, L->k_norm, NULL, n * (int)hp->n_head_kv, (int)hp->head_dim_k, hp->norm_eps, s->k);
     }
     if (m->arch->rope != MF_ROPE_NONE) {
+        /* frequency factors: Llama 3.1's rope_freqs, or Phi-3's long/short
+         * pair chosen by whether this context exceeds the trained one */
+        mf_weight ff = m->rope_freqs ? m->rope_freqs : ctx->n_ctx > hp->n_ctx_orig ? m->rope_long : m->rope_short;
         mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
-                             m->rope_freqs ? (const float *)m->rope_freqs->data : NULL,
+                             ff ? (const float *)ff->data : NULL,
                              hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
         op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, ctx->pos, &rp);
         op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, ctx->pos, &rp);

@@ -86,6 +86,7 @@ static mf_status load_rope(mf_model *m) {
     if ((s = gguf_get_f32(f, akey(m, "rope.scaling.yarn_beta_fast"), false, &beta_fast))) return s;
     if ((s = gguf_get_f32(f, akey(m, "rope.scaling.yarn_beta_slow"), false, &beta_slow))) return s;
     if ((s = gguf_get_u32(f, akey(m, "rope.scaling.original_context_length"), false, &orig_ctx))) return s;
+    hp->n_ctx_orig = orig_ctx;
     hp->yarn_attn_factor = 1.0f;
     if (hp->yarn_ext_factor != 0.0f) {
         const float factor = 1.0f / hp->rope_scale;
@@ -355,6 +356,10 @@ static mf_status bind_weights(mf_model *m) {
     if ((s = bind(m, &m->output, false, E, V, 1, "output.weight"))) return s;
     if (!m->output) m->output = m->token_embd; /* tied embeddings */
     if ((s = bind(m, &m->rope_freqs, false, hp->n_rot / 2, 1, 1, "rope_freqs.weight"))) return s;
+    if ((s = bind(m, &m->rope_long, false, hp->n_rot / 2, 1, 1, "rope_factors_long.weight"))) return s;
+    if ((s = bind(m, &m->rope_short, false, hp->n_rot / 2, 1, 1, "rope_factors_short.weight"))) return s;
+    if (!m->rope_long != !m->rope_short)
+        return mf_err(MF_ERR_FORMAT, "%s: only one of rope_factors_long / rope_factors_short is present", m->gguf->path);
 
     if (hp->n_expert) {
         m->expert_views = calloc((size_t)hp->n_layer * 3 * hp->n_expert, sizeof *m->expert_views);
@@ -401,7 +406,9 @@ static void describe_traits(mf_model *m) {
         for (uint32_t i = 0; i < hp->n_layer; i++) n_swa_layers += m->layers[i].swa;
         trait(m, "sliding window %u on %u of %u layers", hp->n_swa, n_swa_layers, hp->n_layer);
     }
-    if (m->arch->rope != MF_ROPE_NONE) trait(m, "RoPE base %g%s", hp->rope_base, m->rope_freqs ? " with rope_freqs factors" : "");
+    if (m->arch->rope != MF_ROPE_NONE)
+        trait(m, "RoPE base %g%s", hp->rope_base,
+              m->rope_freqs ? " with rope_freqs factors" : m->rope_long ? " with long/short factors (longrope)" : "");
     if (hp->rope_scale != 1.0f)
         trait(m, "%s RoPE scaling x%g", hp->yarn_ext_factor != 0.0f ? "YaRN" : "linear", 1.0f / hp->rope_scale);
     if (hp->attn_softcap > 0) trait(m, "attention soft-cap %g", hp->attn_softcap);

@@ -54,6 +54,7 @@ typedef struct mf_hparams {
     float rope_scale;     /* frequency scale: 1 / scaling factor (linear and YaRN) */
     float yarn_ext_factor;  /* 0 = no YaRN */
     float yarn_attn_factor; /* cos/sin magnitude (YaRN's mscale correction) */
+    uint32_t n_ctx_orig;    /* the context the RoPE was trained for (rope.scaling.original_context_length) */
     uint32_t n_expert, n_expert_used;
     uint32_t n_ff_exp, n_ff_shexp; /* expert / shared-expert FFN widths */
     bool moe_norm_topk;   /* renormalise the k selected weights to sum 1 */
@@ -77,6 +78,7 @@ struct mf_model {
     mf_weight output_norm, output_norm_b;
     mf_weight output;     /* == token_embd when tied */
     mf_weight rope_freqs; /* per-dimension RoPE frequency factors (Llama 3.1 style), or NULL */
+    mf_weight rope_long, rope_short; /* Phi-3 "longrope" factors: long beyond the original context */
     mf_layer *layers;
     gguf_tensor *expert_views; /* storage behind the layers' per-expert views */
     mf_type ftype;        /* dominant weight type, for descriptions */

@@ -1,5 +1,6 @@
-/* test_rope_scaling.c - YaRN and Llama-3.1 rope_freqs against llama.cpp.
- * Builds the variants described in data/<name>.json from zoo models with the GGUF
+/* test_rope_scaling.c - YaRN, Llama-3.1 rope_freqs and Phi-3 longrope against llama.cpp.
+ * Also Phi-3's long/short factor pair ("longrope"), on each side of the
+ * trained context. Builds the variants described in data/<name>.json from zoo models with the GGUF
  * writer (temp files), runs one batched forward with an f32 KV cache, and
  * compares the stored slice of llama.cpp's logits (data/README.md) within
  * 0.01, the zoo tolerance for float weights. */
@@ -34,12 +35,19 @@ static bool build_variant(json_t *recipe, const char *out) {
         else if (json_is_integer(v)) ok = ok && gguf_writer_set_u32(w, key, (uint32_t)json_integer_value(v)) == MF_OK;
         else ok = ok && gguf_writer_set_f32(w, key, (float)json_number_value(v)) == MF_OK;
     }
-    static float ff[8];
-    if (json_object_get(recipe, "add_tensor")) {
-        /* the recipe's rope_freqs: f32[8] = 1 + 0.7 i (half the zoo llama's 16 rotated dims) */
-        for (int i = 0; i < 8; i++) ff[i] = 1.0f + 0.7f * (float)i;
-        const int64_t ne[1] = {8};
-        ok = ok && gguf_writer_add_tensor(w, "rope_freqs.weight", MF_TYPE_F32, 1, ne, ff) == MF_OK;
+    /* f32 vectors of n values a + b*i (frequency factors) */
+    static float ff[4][64];
+    int nt = 0;
+    json_object_foreach(json_object_get(recipe, "add_tensor"), key, v) {
+        const int n = (int)json_integer_value(json_object_get(v, "n"));
+        const float a = (float)json_number_value(json_object_get(v, "a")), b = (float)json_number_value(json_object_get(v, "b"));
+        if (nt == 4 || n <= 0 || n > 64) {
+            ok = false;
+            break;
+        }
+        for (int i = 0; i < n; i++) ff[nt][i] = a + b * (float)i;
+        const int64_t ne[1] = {n};
+        ok = ok && gguf_writer_add_tensor(w, key, MF_TYPE_F32, 1, ne, ff[nt++]) == MF_OK;
     }
     ok = ok && gguf_writer_write_file(w, out) == MF_OK;
     CHECK(ok, "building the variant of %s: %s", src, mf_last_error());
@@ -68,7 +76,7 @@ static void run_case(const char *name) {
     mf_token *toks = malloc(sizeof *toks * (size_t)n);
     for (int i = 0; i < n; i++) toks[i] = (mf_token)json_integer_value(json_array_get(ids, (size_t)i));
     mf_context_params cp = mf_context_default_params();
-    cp.n_ctx = 256;
+    cp.n_ctx = json_object_get(j, "n_ctx") ? (uint32_t)json_integer_value(json_object_get(j, "n_ctx")) : 256;
     cp.kv_type = MF_KV_F32;
     mf_context *ctx;
     mf_context_new(m, &cp, &ctx);
@@ -98,5 +106,7 @@ done:
 int main(void) {
     run_case("qwen2-yarn");
     run_case("llama-ropefreqs");
+    run_case("phi3-longrope-long");  /* context 256 > trained 64: the long factors */
+    run_case("phi3-longrope-short"); /* context 256 <= trained 512: the short factors */
     return test_summary("test_rope_scaling");
 }
