@@ -293,7 +293,9 @@ AI void k_row(int T, const uint8_t *xb, const block_q8_K *y, __m256i bsums, __m2
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = ld256(x->ql + 64 * h), l1 = ld256(x->ql + 64 * h + 32);
             const __m256i qh = ld256(x->qh + 32 * h);
-            const __m256i half = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+            /* (two literal immediates: an unoptimised build does not fold h) */
+            const __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                                   : _mm256_permute2x128_si256(sc16, sc16, 0x00);
             /* quarter k = elements 128h + 32k + l; top bits 2k, 2k + 1 of qh[l] moved to bits 4, 5 */
             __m256i w[4];
             /* (16-bit shifts, then the mask: bits crossing into the other byte land outside 0x30) */
