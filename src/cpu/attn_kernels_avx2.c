@@ -68,57 +68,88 @@ static float dot(const float *a, const float *b, int n) {
 
 static void axpy(float *acc, float s, const float *v, int n);
 
-/* 4 keys per pass over the query: the query's loads serve four dots; each
- * dot keeps its own 8 lanes, so the result equals dot() bitwise */
+/* fold8 of eight vectors at once: lane i of the result = fold8(s[i]), with
+ * the same additions in the same order (halves, then pairs of pairs, then
+ * the last pair), done on transposed data instead of one vector at a time */
+static __m256 fold8x8(const __m256 s[8]) {
+    __m256 t[4], u[2];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* [s_i halves summed | s_(i+4) halves summed] */
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(s[i], s[i + 4], 0x20), _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
+    #pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) { /* lanes 0+2, 1+3 of two sources, side by side */
+        const __m256d a = _mm256_castps_pd(t[2 * i]), b = _mm256_castps_pd(t[2 * i + 1]);
+        u[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    return _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* 8 keys per pass over the query: the query's loads serve eight dots; each
+ * dot keeps its own 8 lanes and fold8x8 folds them as fold8 would, so the
+ * result equals dot() bitwise */
 static void scores(const float *const *q, int nq, const float *const *k, int nk, int d, float scale, float *out, int ld) {
+    const __m256 vscale = _mm256_set1_ps(scale);
     for (int j = 0; j < nq; j++) {
         const float *a = q[j];
         float *o = out + (size_t)j * ld;
         int i = 0;
         if (d % 8 == 0) {
-            for (; i + 4 <= nk; i += 4) {
-                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (; i + 8 <= nk; i += 8) {
+                __m256 acc[8];
+                #pragma GCC unroll 8
+                for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
                 for (int e = 0; e < d; e += 8) {
                     const __m256 x = _mm256_loadu_ps(a + e);
-                    s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i] + e), s0);
-                    s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + 1] + e), s1);
-                    s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + 2] + e), s2);
-                    s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + 3] + e), s3);
+                    #pragma GCC unroll 8
+                    for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(x, _mm256_loadu_ps(k[i + r] + e), acc[r]);
                 }
-                o[i] = fold8(s0) * scale;
-                o[i + 1] = fold8(s1) * scale;
-                o[i + 2] = fold8(s2) * scale;
-                o[i + 3] = fold8(s3) * scale;
+                _mm256_storeu_ps(o + i, _mm256_mul_ps(fold8x8(acc), vscale));
             }
         }
         for (; i < nk; i++) o[i] = dot(a, k[i], d) * scale;
     }
 }
 
-/* per query, the accumulator stays in registers across the chunk's keys
- * (d <= 128: up to 16 ymm); fma order per element = key order, as axpy */
-static void accum(const float *w, int ld, int nq, const float *const *v, int nk, int d, float *acc) {
-    if (d % 8 || d > 128) {
-        for (int j = 0; j < nq; j++)
-            for (int i = 0; i < nk; i++) {
-                const float s = w[(size_t)j * ld + i];
-                if (s != 0.0f) axpy(acc + (size_t)j * d, s, v[i], d);
-            }
-        return;
-    }
-    const int nv = d / 8;
+/* per query, the accumulator stays in registers across the chunk's keys;
+ * NV (d / 8) is a compile-time constant in each instance so the r[] array
+ * really lives in registers (a runtime NV left it on the stack: every fma
+ * went through a store-forwarded load, 4x slower); fma order per element =
+ * key order, as axpy */
+static inline __attribute__((always_inline)) void accum_nv(const int NV, const float *w, int ld, int nq,
+                                                          const float *const *v, int nk, float *acc) {
     for (int j = 0; j < nq; j++) {
         __m256 r[16];
-        float *a = acc + (size_t)j * d;
-        for (int e = 0; e < nv; e++) r[e] = _mm256_loadu_ps(a + 8 * e);
+        float *a = acc + (size_t)j * NV * 8;
+        #pragma GCC unroll 16
+        for (int e = 0; e < NV; e++) r[e] = _mm256_loadu_ps(a + 8 * e);
         const float *wj = w + (size_t)j * ld;
         for (int i = 0; i < nk; i++) {
             if (wj[i] == 0.0f) continue;
             const __m256 s = _mm256_set1_ps(wj[i]);
-            for (int e = 0; e < nv; e++) r[e] = _mm256_fmadd_ps(s, _mm256_loadu_ps(v[i] + 8 * e), r[e]);
+            const float *vi = v[i];
+            #pragma GCC unroll 16
+            for (int e = 0; e < NV; e++) r[e] = _mm256_fmadd_ps(s, _mm256_loadu_ps(vi + 8 * e), r[e]);
         }
-        for (int e = 0; e < nv; e++) _mm256_storeu_ps(a + 8 * e, r[e]);
+        #pragma GCC unroll 16
+        for (int e = 0; e < NV; e++) _mm256_storeu_ps(a + 8 * e, r[e]);
     }
+}
+
+static void accum(const float *w, int ld, int nq, const float *const *v, int nk, int d, float *acc) {
+    switch (d) {
+    case 64: accum_nv(8, w, ld, nq, v, nk, acc); return;
+    case 128: accum_nv(16, w, ld, nq, v, nk, acc); return;
+    case 32: accum_nv(4, w, ld, nq, v, nk, acc); return;
+    case 96: accum_nv(12, w, ld, nq, v, nk, acc); return;
+    case 80: accum_nv(10, w, ld, nq, v, nk, acc); return;
+    default: break;
+    }
+    for (int j = 0; j < nq; j++)
+        for (int i = 0; i < nk; i++) {
+            const float s = w[(size_t)j * ld + i];
+            if (s != 0.0f) axpy(acc + (size_t)j * d, s, v[i], d);
+        }
 }
 
 /* mf_attn_expf on 8 lanes with the same operations */

@@ -22,7 +22,7 @@ static float frand(void) {
 
 static void compare_sets(mf_kv_type kv, const mf_attn_kernels *a, const mf_attn_kernels *b) {
     enum { NQ = 7, NK = 37 };
-    const int dims[] = {8, 16, 32, 64, 96, 128, 13};
+    const int dims[] = {8, 16, 32, 64, 80, 96, 128, 13};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         const int d = dims[di];
         static float qs[NQ][128], ks[NK][128], vs[NK][128], w[NQ * 64], acc1[NQ * 128], acc2[NQ * 128], s1[NQ * 64], s2[NQ * 64];
