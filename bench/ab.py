@@ -54,6 +54,8 @@ def main():
     ap.add_argument("-r", "--reps", type=int, default=1, help="timed runs per invocation")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--md", help="append the result rows (markdown) to this file")
+    ap.add_argument("--minfer-args", default="", help="extra minfer bench arguments (e.g. --no-mmap)")
+    ap.add_argument("--llama-args", default="", help="extra llama-bench arguments (e.g. -mmp 0)")
     a = ap.parse_args()
 
     lenv = dict(os.environ)
@@ -64,8 +66,8 @@ def main():
         p, n, d = parse_test(t)
         common = ["-m", a.model, "-p", str(p), "-n", str(n), "-d", str(d),
                   "-r", str(a.reps), "-t", str(a.threads), "-o", "json"]
-        A = [a.minfer, "bench"] + common + ["--no-bandwidth"]
-        B = [a.llama_bench] + common
+        A = [a.minfer, "bench"] + common + ["--no-bandwidth"] + a.minfer_args.split()
+        B = [a.llama_bench] + common + a.llama_args.split()
         ma, mb, ratios = [], [], []
         for i in range(a.pairs):
             x = run_json(A)
@@ -79,7 +81,7 @@ def main():
     if a.md:
         with open(a.md, "a") as f:
             for r in rows:
-                f.write(f"| {os.path.basename(a.model)} | {r[0]} | {r[1]:.2f} | {r[2]:.2f} | "
+                f.write(f"| {os.path.basename(a.model)} {a.minfer_args} {a.llama_args} | {r[0]} | {r[1]:.2f} | {r[2]:.2f} | "
                         f"**{r[3]:.3f}** | {r[4]:.3f}..{r[5]:.3f} |\n")
 
 

@@ -1,4 +1,5 @@
-/* mapfile.c - mmap a file read-only; empty files get a valid empty view. */
+/* mapfile.c - mmap a file read-only (or read it into huge-page-advised
+ * memory); empty files get a valid empty view. */
 #include "core/mapfile.h"
 #include "core/error.h"
 
@@ -9,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-mf_status mf_mapfile_open(const char *path, mf_mapfile *out) {
+static mf_status map_or_read(const char *path, int read_copy, mf_mapfile *out) {
     out->data = NULL;
-    out->size = 0;
+    out->size = out->map_size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return mf_err(MF_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
@@ -30,17 +31,53 @@ mf_status mf_mapfile_open(const char *path, mf_mapfile *out) {
         out->data = empty;
         return MF_OK;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const size_t size = (size_t)st.st_size;
+    if (read_copy) {
+        const size_t huge = (size_t)2 << 20;
+        const size_t rounded = (size + huge - 1) & ~(huge - 1);
+        void *p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return mf_err(MF_ERR_NOMEM, "%s: cannot allocate %zu bytes to read the file into: %s", path, size, strerror(e));
+        }
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
+#endif
+        size_t got = 0;
+        while (got < size) {
+            ssize_t r = pread(fd, (uint8_t *)p + got, size - got, (off_t)got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                int e = r < 0 ? errno : EIO;
+                close(fd);
+                munmap(p, rounded);
+                return mf_err(MF_ERR_IO, "%s: read failed at byte %zu of %zu: %s", path, got, size,
+                              r < 0 ? strerror(e) : "unexpected end of file");
+            }
+            got += (size_t)r;
+        }
+        close(fd);
+        (void)mprotect(p, rounded, PROT_READ); /* the view is read-only either way */
+        out->data = p;
+        out->size = size;
+        out->map_size = rounded;
+        return MF_OK;
+    }
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return mf_err(MF_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
     out->data = p;
-    out->size = (size_t)st.st_size;
+    out->size = out->map_size = size;
     return MF_OK;
 }
 
+mf_status mf_mapfile_open(const char *path, mf_mapfile *out) { return map_or_read(path, 0, out); }
+mf_status mf_mapfile_read(const char *path, mf_mapfile *out) { return map_or_read(path, 1, out); }
+
 void mf_mapfile_close(mf_mapfile *m) {
-    if (m->size) munmap((void *)m->data, m->size);
+    if (m->map_size) munmap((void *)m->data, m->map_size);
     m->data = NULL;
-    m->size = 0;
+    m->size = m->map_size = 0;
 }

@@ -102,6 +102,8 @@ typedef struct gguf_file {
 } gguf_file;
 
 mf_status gguf_open(const char *path, gguf_file **out);
+/* read_copy: read the file into memory instead of mapping it (mapfile.h) */
+mf_status gguf_open_ex(const char *path, bool read_copy, gguf_file **out);
 /* Parse a caller-owned buffer (it must outlive the result); `name` labels messages. */
 mf_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_file **out);
 void gguf_close(gguf_file *f);

@@ -525,10 +525,12 @@ mf_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_fi
     return MF_OK;
 }
 
-mf_status gguf_open(const char *path, gguf_file **out) {
+mf_status gguf_open(const char *path, gguf_file **out) { return gguf_open_ex(path, false, out); }
+
+mf_status gguf_open_ex(const char *path, bool read_copy, gguf_file **out) {
     *out = NULL;
     mf_mapfile m;
-    mf_status s = mf_mapfile_open(path, &m);
+    mf_status s = read_copy ? mf_mapfile_read(path, &m) : mf_mapfile_open(path, &m);
     if (s) return s;
     gguf_file *f;
     s = gguf_parse(m.data, m.size, path, &f);

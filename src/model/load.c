@@ -447,7 +447,7 @@ mf_status mf_model_load(const char *path, const mf_model_params *params, mf_mode
     mf_model *m = calloc(1, sizeof *m);
     if (!m) return mf_err(MF_ERR_NOMEM, "out of memory");
     m->verbose = p.verbose;
-    mf_status s = gguf_open(path, &m->gguf);
+    mf_status s = gguf_open_ex(path, p.no_mmap, &m->gguf);
     if (s) goto fail;
     char arch[64] = "";
     if ((s = gguf_get_str(m->gguf, "general.architecture", true, arch, sizeof arch))) goto fail;

@@ -433,6 +433,49 @@ static void refusals(void) {
     gguf_writer_free(w);
 }
 
+/* The no-mmap load (file read into anonymous memory) gives the same view as
+ * the mapping: same keys and tensors, identical bytes; a missing or
+ * truncated file fails the same way. */
+static void read_copy(void) {
+    const char *path = "../shared/models/stories260K-q4_k_m.gguf";
+    gguf_file *a = NULL, *b = NULL;
+    CHECK(gguf_open_ex(path, false, &a) == MF_OK && a, "mapped open: %s", mf_last_error());
+    CHECK(gguf_open_ex(path, true, &b) == MF_OK && b, "read-copy open: %s", mf_last_error());
+    if (a && b) {
+        CHECK(a->size == b->size && a->n_kv == b->n_kv && a->n_tensors == b->n_tensors, "same shape of file");
+        CHECK(!memcmp(a->map.data, b->map.data, a->size), "read copy differs from the mapping");
+        CHECK(b->map.map_size % (2u << 20) == 0 && b->map.map_size >= b->size, "copy rounded to 2 MiB");
+        for (uint64_t i = 0; i < a->n_tensors && i < b->n_tensors; i++) {
+            const gguf_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+            CHECK(!strcmp(x->name, y->name) && x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes),
+                  "tensor %s differs", x->name);
+            CHECK((const uint8_t *)y->data >= b->map.data && (const uint8_t *)y->data + y->nbytes <= b->map.data + b->size,
+                  "tensor %s outside the copy", y->name);
+        }
+    }
+    gguf_close(a);
+    gguf_close(b);
+    /* truncated: same refusal as the mapped reader */
+    size_t n = 0;
+    uint8_t *bytes = test_read_file(path, &n);
+    if (bytes) {
+        char tmp[] = "/tmp/minfer-readcopy-XXXXXX";
+        int fd = mkstemp(tmp);
+        CHECK(fd >= 0, "mkstemp");
+        if (fd >= 0) {
+            CHECK(write(fd, bytes, n / 2) == (ssize_t)(n / 2), "write");
+            close(fd);
+            gguf_file *t = NULL;
+            CHECK(gguf_open_ex(tmp, true, &t) != MF_OK && !t, "truncated file accepted by the read-copy load");
+            CHECK(strstr(mf_last_error(), "past the end of the file") != NULL, "message: %s", mf_last_error());
+            unlink(tmp);
+        }
+        free(bytes);
+    }
+    gguf_file *m = NULL;
+    CHECK(gguf_open_ex("../shared/models/does-not-exist.gguf", true, &m) == MF_ERR_IO && !m, "missing file");
+}
+
 int main(void) {
     /* stories260K.gguf was written by gguf-py, the f16 / q4_k_m variants by
      * llama-quantize (llama.cpp's writer) and llama-2-tiny-random by another
@@ -447,5 +490,6 @@ int main(void) {
     filtered_copy();
     features();
     refusals();
+    read_copy();
     return test_summary("gguf_roundtrip");
 }

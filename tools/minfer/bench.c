@@ -25,6 +25,7 @@ static void usage(FILE *f) {
             "  --cache-type T       KV cache type: f16 (default), f32, q8_0\n"
             "  -o, --output FMT     md (default), csv or json\n"
             "  --no-bandwidth       skip the bandwidth probe and ceiling line\n"
+            "  --no-mmap            read the model into memory (2 MiB pages) instead of mapping it\n"
             "Tests use fixed pseudo-random token ids, so any model and vocabulary work.\n");
 }
 
@@ -90,6 +91,7 @@ static void human_params(uint64_t p, char *out, size_t cap) {
 }
 
 int cmd_bench(int argc, char **argv) {
+    mf_model_params mp = mf_model_default_params();
     const char *model_path = NULL, *fmt = "md";
     long n_prompt = 512, n_gen = 128, n_depth = 0, reps = 5, n_threads = 0, n_batch = 512;
     bool probe = true;
@@ -106,6 +108,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 512, n_threads);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1 << 16, n_batch);
         else if (!strcmp(a, "--no-bandwidth")) probe = false;
+        else if (!strcmp(a, "--no-mmap")) mp.no_mmap = true;
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && v) {
             fmt = v;
             i++;
@@ -132,7 +135,7 @@ int cmd_bench(int argc, char **argv) {
     result res[2];
     int n_res = 0;
     memset(res, 0, sizeof res);
-    if (mf_model_load(model_path, NULL, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
+    if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
     const int32_t n_vocab = mf_model_n_vocab(model);
     mf_context_params cp = mf_context_default_params();
     long need = n_depth + (n_prompt > n_gen ? n_prompt : n_gen);

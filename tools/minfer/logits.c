@@ -17,7 +17,8 @@ static void usage(FILE *f) {
             "  --no-bos          do not prepend BOS when tokenizing\n"
             "  -t, --threads N   worker threads\n"
             "  -c, --n-ctx N     context size (default: enough for the prompt)\n"
-            "  --cache-type T    KV cache type: f16 (default), f32, q8_0; the goldens use f32\n");
+            "  --cache-type T    KV cache type: f16 (default), f32, q8_0; the goldens use f32\n"
+            "  --no-mmap         read the model into memory instead of mapping it\n");
 }
 
 static int parse_ids(const char *s, mf_token **out) {
@@ -44,6 +45,7 @@ static int parse_ids(const char *s, mf_token **out) {
 }
 
 int cmd_logits(int argc, char **argv) {
+    mf_model_params mp = mf_model_default_params();
     const char *model_path = NULL, *text = NULL, *ids = NULL, *outp = NULL;
     long n_threads = 0, n_ctx = 0;
     bool no_bos = false;
@@ -56,6 +58,7 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--ids") && v) { ids = v; i++; }
         else if (!strcmp(a, "-o") && v) { outp = v; i++; }
         else if (!strcmp(a, "--no-bos")) no_bos = true;
+        else if (!strcmp(a, "--no-mmap")) mp.no_mmap = true;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int("logits", a, v, 0, 512, &n_threads)) return 2; i++; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--n-ctx")) { if (!cli_int("logits", a, v, 0, 1L << 24, &n_ctx)) return 2; i++; }
         else if (!strcmp(a, "--cache-type") && v) {
@@ -77,7 +80,7 @@ int cmd_logits(int argc, char **argv) {
     mf_token *toks = NULL;
     FILE *fo = NULL;
     int32_t n;
-    if (mf_model_load(model_path, NULL, &model)) { fprintf(stderr, "minfer logits: %s\n", mf_last_error()); goto done; }
+    if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer logits: %s\n", mf_last_error()); goto done; }
     if (ids) {
         n = parse_ids(ids, &toks);
         if (n <= 0) { fprintf(stderr, "minfer logits: --ids needs a list of non-negative integers\n"); goto done; }
