@@ -111,23 +111,23 @@ static void scores(const float *const *q, int nq, const float *const *k, int nk,
     }
 }
 
-/* per query, the accumulator stays in registers across the chunk's keys;
- * NV (d / 8) is a compile-time constant in each instance so the r[] array
- * really lives in registers (a runtime NV left it on the stack: every fma
- * went through a store-forwarded load, 4x slower); fma order per element =
- * key order, as axpy */
+/* per query, a slab of NV * 8 accumulator columns [col, col + NV * 8) stays
+ * in registers across the chunk's keys; NV is a compile-time constant in each
+ * instance so r[] really lives in registers (a run-time NV left it on the
+ * stack: every fma went through a store-forwarded load, 2x slower). Per
+ * element the fmas run in key order, as axpy, whatever the slab split. */
 static inline __attribute__((always_inline)) void accum_nv(const int NV, const float *w, int ld, int nq,
-                                                          const float *const *v, int nk, float *acc) {
+                                                          const float *const *v, int nk, int d, int col, float *acc) {
     for (int j = 0; j < nq; j++) {
         __m256 r[16];
-        float *a = acc + (size_t)j * NV * 8;
+        float *a = acc + (size_t)j * d + col;
         #pragma GCC unroll 16
         for (int e = 0; e < NV; e++) r[e] = _mm256_loadu_ps(a + 8 * e);
         const float *wj = w + (size_t)j * ld;
         for (int i = 0; i < nk; i++) {
             if (wj[i] == 0.0f) continue;
             const __m256 s = _mm256_set1_ps(wj[i]);
-            const float *vi = v[i];
+            const float *vi = v[i] + col;
             #pragma GCC unroll 16
             for (int e = 0; e < NV; e++) r[e] = _mm256_fmadd_ps(s, _mm256_loadu_ps(vi + 8 * e), r[e]);
         }
@@ -137,18 +137,24 @@ static inline __attribute__((always_inline)) void accum_nv(const int NV, const f
 }
 
 static void accum(const float *w, int ld, int nq, const float *const *v, int nk, int d, float *acc) {
-    switch (d) {
-    case 64: accum_nv(8, w, ld, nq, v, nk, acc); return;
-    case 128: accum_nv(16, w, ld, nq, v, nk, acc); return;
-    case 32: accum_nv(4, w, ld, nq, v, nk, acc); return;
-    case 96: accum_nv(12, w, ld, nq, v, nk, acc); return;
-    case 80: accum_nv(10, w, ld, nq, v, nk, acc); return;
+    switch (d) { /* the common head sizes in one slab */
+    case 64: accum_nv(8, w, ld, nq, v, nk, d, 0, acc); return;
+    case 128: accum_nv(16, w, ld, nq, v, nk, d, 0, acc); return;
+    case 32: accum_nv(4, w, ld, nq, v, nk, d, 0, acc); return;
+    case 96: accum_nv(12, w, ld, nq, v, nk, d, 0, acc); return;
+    case 80: accum_nv(10, w, ld, nq, v, nk, d, 0, acc); return;
     default: break;
     }
-    for (int j = 0; j < nq; j++)
+    /* any other size (256 for Gemma): 128-column slabs, then 8-column ones */
+    int col = 0;
+    for (; col + 128 <= d; col += 128) accum_nv(16, w, ld, nq, v, nk, d, col, acc);
+    for (; col + 8 <= d; col += 8) accum_nv(1, w, ld, nq, v, nk, d, col, acc);
+    if (col == d) return;
+    for (int j = 0; j < nq; j++) /* the last d % 8 columns */
         for (int i = 0; i < nk; i++) {
             const float s = w[(size_t)j * ld + i];
-            if (s != 0.0f) axpy(acc + (size_t)j * d, s, v[i], d);
+            if (s != 0.0f)
+                for (int e = col; e < d; e++) acc[(size_t)j * d + e] = fmaf(s, v[i][e], acc[(size_t)j * d + e]);
         }
 }
 

@@ -22,10 +22,10 @@ static float frand(void) {
 
 static void compare_sets(mf_kv_type kv, const mf_attn_kernels *a, const mf_attn_kernels *b) {
     enum { NQ = 7, NK = 37 };
-    const int dims[] = {8, 16, 32, 64, 80, 96, 128, 13};
+    const int dims[] = {8, 16, 32, 64, 80, 96, 128, 13, 256, 200, 140};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         const int d = dims[di];
-        static float qs[NQ][128], ks[NK][128], vs[NK][128], w[NQ * 64], acc1[NQ * 128], acc2[NQ * 128], s1[NQ * 64], s2[NQ * 64];
+        static float qs[NQ][256], ks[NK][256], vs[NK][256], w[NQ * 64], acc1[NQ * 256], acc2[NQ * 256], s1[NQ * 64], s2[NQ * 64];
         const float *q[NQ], *k[NK], *v[NK];
         for (int j = 0; j < NQ; j++) {
             for (int e = 0; e < d; e++) qs[j][e] = frand() * 3;
