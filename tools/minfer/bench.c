@@ -117,10 +117,7 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(a, "--cache-type") && v) {
-            if (!strcmp(v, "f32")) kv = MF_KV_F32;
-            else if (!strcmp(v, "f16")) kv = MF_KV_F16;
-            else if (!strcmp(v, "q8_0")) kv = MF_KV_Q8_0;
-            else { fprintf(stderr, "minfer bench: unknown --cache-type '%s'\n", v); return 2; }
+            if (!cli_kv_type("bench", v, &kv)) return 2;
             i++;
         } else { fprintf(stderr, "minfer bench: unknown option or missing value '%s' (see --help)\n", a); return 2; }
 #undef INT_OPT
@@ -186,7 +183,7 @@ int cmd_bench(int argc, char **argv) {
     human_size(mf_model_size(model), sz, sizeof sz);
     human_params(mf_model_n_params(model), pr, sizeof pr);
     snprintf(name, sizeof name, "%s", mf_model_desc(model));
-    const char *kvn = kv == MF_KV_F32 ? "f32" : kv == MF_KV_F16 ? "f16" : "q8_0";
+    const char *kvn = cli_kv_name(kv);
     const int threads = n_threads ? (int)n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (!strcmp(fmt, "md")) {
         printf("| model | size | params | backend | threads | type_kv | test | t/s |\n");

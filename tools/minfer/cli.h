@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "minfer.h"
+
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -19,6 +21,9 @@ int cmd_synth(int argc, char **argv);
  * return false. */
 bool cli_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *cmd, const char *opt, const char *val, double *out);
+/* --cache-type VALUE: f32, f16 or q8_0; a message naming cmd otherwise */
+bool cli_kv_type(const char *cmd, const char *val, mf_kv_type *out);
+const char *cli_kv_name(mf_kv_type t);
 /* Reads all of stdin (for prompts), a file, or an open stream, NUL-terminated;
  * NULL on error (errno tells why). `len` may be NULL. */
 char *cli_read_stdin(size_t *len);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 bool cli_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
     if (!val) {
@@ -72,3 +73,20 @@ char *cli_read_stream(FILE *f, size_t *len) {
     if (len) *len = n;
     return buf;
 }
+
+bool cli_kv_type(const char *cmd, const char *val, mf_kv_type *out) {
+    static const struct { const char *name; mf_kv_type t; } k[] = {{"f32", MF_KV_F32}, {"f16", MF_KV_F16}, {"q8_0", MF_KV_Q8_0}};
+    if (!val) {
+        fprintf(stderr, "minfer %s: option --cache-type needs a value\n", cmd);
+        return false;
+    }
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(val, k[i].name)) {
+            *out = k[i].t;
+            return true;
+        }
+    fprintf(stderr, "minfer %s: unknown --cache-type '%s' (f32, f16, q8_0)\n", cmd, val);
+    return false;
+}
+
+const char *cli_kv_name(mf_kv_type t) { return t == MF_KV_F32 ? "f32" : t == MF_KV_Q8_0 ? "q8_0" : "f16"; }

@@ -62,10 +62,7 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int("logits", a, v, 0, 512, &n_threads)) return 2; i++; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--n-ctx")) { if (!cli_int("logits", a, v, 0, 1L << 24, &n_ctx)) return 2; i++; }
         else if (!strcmp(a, "--cache-type") && v) {
-            if (!strcmp(v, "f32")) kv = MF_KV_F32;
-            else if (!strcmp(v, "f16")) kv = MF_KV_F16;
-            else if (!strcmp(v, "q8_0")) kv = MF_KV_Q8_0;
-            else { fprintf(stderr, "minfer logits: unknown --cache-type '%s'\n", v); return 2; }
+            if (!cli_kv_type("logits", v, &kv)) return 2;
             i++;
         }
         else { fprintf(stderr, "minfer logits: unknown option or missing value '%s' (see --help)\n", a); return 2; }

@@ -57,16 +57,6 @@ static void flush_utf8(char *pend, size_t *np, bool all) {
     }
 }
 
-bool run_kv_type(const char *name, mf_kv_type *out) {
-    if (!strcmp(name, "f32")) *out = MF_KV_F32;
-    else if (!strcmp(name, "f16")) *out = MF_KV_F16;
-    else if (!strcmp(name, "q8_0")) *out = MF_KV_Q8_0;
-    else return false;
-    return true;
-}
-
-const char *run_kv_name(mf_kv_type t) { return t == MF_KV_F32 ? "f32" : t == MF_KV_Q8_0 ? "q8_0" : "f16"; }
-
 bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     *model = NULL;
     *ctx = NULL;
@@ -127,7 +117,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--presence-penalty")) FLT_OPT(sp->presence_penalty);
         else if (!strcmp(a, "--cache-type")) {
             if (!v) goto missing;
-            if (!run_kv_type(v, &o->kv)) { fprintf(stderr, "minfer run: unknown --cache-type '%s' (f32, f16, q8_0)\n", v); return 2; }
+            if (!cli_kv_type("run", v, &o->kv)) return 2;
             i++;
         }
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = true;

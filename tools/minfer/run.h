@@ -30,8 +30,6 @@ typedef struct run_opts {
 bool run_open(const run_opts *o, mf_model **model, mf_context **ctx);
 
 /* "f16" -> MF_KV_F16 ...; false for an unknown name. */
-bool run_kv_type(const char *name, mf_kv_type *out);
-const char *run_kv_name(mf_kv_type t);
 
 /* chat.c: the --cnv loop. Returns the process exit status. */
 int run_chat(const run_opts *o);
