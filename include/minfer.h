@@ -48,6 +48,9 @@ typedef struct mf_model_params {
     bool no_mmap;       /* read the file into memory advised for 2 MiB pages instead
                            of mapping it: a slower load and a private copy of the
                            weights, for a few % faster decode (fewer TLB misses) */
+    bool no_repack;     /* keep every matrix in the file's layout; by default the
+                           ones the CPU has x16 kernels for are interleaved 16 rows
+                           at a time at load (also MINFER_NO_REPACK=1) */
 } mf_model_params;
 
 mf_model_params mf_model_default_params(void);

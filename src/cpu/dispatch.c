@@ -48,6 +48,7 @@ static void build_tables(void) {
         case MF_CPU_AVX512_VNNI:
             mf_cpu_reg_dot_int8_vnni_avx512(tab);
             mf_cpu_reg_dotrows_vnni_avx512(tab);
+            mf_cpu_reg_dotx16_vnni_avx512(tab);
             break;
         default: break;
         }

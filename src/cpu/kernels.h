@@ -25,5 +25,6 @@ void mf_cpu_reg_dotrows_avx512(mf_type_traits *tab); /* vec_dot_rows */
 /* AVX-512 VNNI */
 void mf_cpu_reg_dot_int8_vnni_avx512(mf_type_traits *tab);
 void mf_cpu_reg_dotrows_vnni_avx512(mf_type_traits *tab); /* vec_dot_rows */
+void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab);  /* vec_dot_x16 */
 
 #endif

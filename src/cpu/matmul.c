@@ -17,6 +17,7 @@
  * order, so results do not depend on the thread count or the split. */
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
+#include "quant/interleave.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ typedef struct matmul_task {
     tileset ts[MAX_W];
     uint8_t *scratch;   /* per thread: one converted row, then the panels of a chunk */
     size_t scratch_per_thread, tmp_bytes;
+    size_t unpack_off;  /* in a thread's panel area: room for one panel of rows unpacked from x16 */
     long chunk_groups;  /* panel groups per chunk */
     long chunk0[MAX_W + 1]; /* prefix sums of chunks per weight */
     /* work handed out by counters, not by a fixed split: the cores of a
@@ -120,8 +122,19 @@ static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels
         for (int p = 0; p < npan; p++) {
             int n = nrows - p * g->panel_rows;
             n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
-            g->pack((const uint8_t *)w->data + (size_t)(r0 + (long)p * g->panel_rows) * w_row * (n > 0), w_row, n, k,
-                    panels + (size_t)(u - c0) * group + (size_t)p * pb);
+            const long pr0 = r0 + (long)p * g->panel_rows;
+            const uint8_t *src = (const uint8_t *)w->data + (size_t)pr0 * w_row * (n > 0);
+            if (w->x16 && n > 0) {
+                /* interleaved weights: the panel's rows back in the file's layout first */
+                uint8_t *tmp = panels + t->unpack_off;
+                for (int i = 0; i < n; i++) {
+                    const long row = pr0 + i;
+                    mf_x16_unpack_row(w->type, (const uint8_t *)w->x16 + (size_t)(row / MF_X16) * w_row * MF_X16,
+                                      (int)(row % MF_X16), k, tmp + (size_t)i * w_row);
+                }
+                src = tmp;
+            }
+            g->pack(src, w_row, n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
         }
     }
     for (int i = 0; i < ts->ntiles; i++) {
@@ -163,6 +176,18 @@ static void dot_rows(void *arg, int ith, int nth) {
         const gguf_tensor *w = t->w[wi];
         const int64_t n_in = w->ne[0], n_out = w->ne[1];
         const size_t w_row = mf_row_size(w->type, n_in);
+        if (w->x16) {
+            /* interleaved rows: whole groups of 16. Both neighbours round
+             * their shared boundary up the same way, so the groups are still
+             * split without gaps or overlap (n_out is a multiple of 16). */
+            const mf_vec_dot_x16_fn dot16 = t->tr[wi]->vec_dot_x16;
+            const size_t grp = w_row * MF_X16;
+            for (long g = (a + MF_X16 - 1) / MF_X16; g < (b + MF_X16 - 1) / MF_X16; g++)
+                for (int r = 0; r < t->rows; r++)
+                    dot16((int)n_in, t->out[wi] + (size_t)r * n_out + (size_t)g * MF_X16,
+                          (const uint8_t *)w->x16 + (size_t)g * grp, t->xq[wi] + (size_t)r * t->xq_row[wi]);
+            continue;
+        }
         const uint8_t *wd = w->data;
         /* one vec_dot per row: a decode streams the weights from memory, and
          * row after row is one sequential stream. (vec_dot_rows, 8 rows at
@@ -255,7 +280,14 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         t.chunk0[0] = 0;
         for (int i = 0; i < nw; i++)
             t.chunk0[i + 1] = t.chunk0[i] + (t.unit0[i + 1] - t.unit0[i] + t.chunk_groups - 1) / t.chunk_groups;
-        t.scratch_per_thread = t.tmp_bytes + align64(group_bytes * (size_t)t.chunk_groups);
+        size_t unpack_bytes = 0;
+        for (int i = 0; i < nw; i++)
+            if (t.g[i] && w[i]->x16) {
+                const size_t ub = mf_row_size(w[i]->type, t.n_in) * (size_t)t.g[i]->panel_rows;
+                if (ub > unpack_bytes) unpack_bytes = ub;
+            }
+        t.unpack_off = align64(group_bytes * (size_t)t.chunk_groups);
+        t.scratch_per_thread = t.tmp_bytes + t.unpack_off + align64(unpack_bytes);
         t.scratch = cpu->act_buf + used;
         used += t.scratch_per_thread * (size_t)cpu->n_threads;
         if (used <= cpu->act_cap) break;

@@ -3,11 +3,13 @@
  * Reductions follow ggml's order (sums of squares in double) so results stay
  * close to llama.cpp's; every row is processed by exactly one thread. */
 #include "cpu/cpu.h"
+#include "quant/interleave.h"
 
 #include "quant/fp16.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- embedding rows ---- */
@@ -26,6 +28,19 @@ static void get_rows_fn(void *arg, int ith, int nth) {
     const size_t row = mf_row_size(t->w->type, n_in);
     long i0, i1;
     mf_split(t->n, ith, nth, &i0, &i1);
+    if (t->w->x16) {
+        /* an interleaved (tied) output head: each row back in the file's layout first */
+        uint8_t *tmp = i1 > i0 ? malloc(row) : NULL;
+        if (i1 > i0 && !tmp) abort(); /* one row; the forward pass cannot report an error here */
+        for (long i = i0; i < i1; i++) {
+            const size_t id = (size_t)t->ids[i];
+            mf_x16_unpack_row(t->w->type, (const uint8_t *)t->w->x16 + id / MF_X16 * row * MF_X16, (int)(id % MF_X16), n_in,
+                              tmp);
+            tr->to_float(tmp, t->out + i * n_in, n_in);
+        }
+        free(tmp);
+        return;
+    }
     for (long i = i0; i < i1; i++)
         tr->to_float((const uint8_t *)t->w->data + (size_t)t->ids[i] * row, t->out + i * n_in, n_in);
 }

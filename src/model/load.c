@@ -471,6 +471,7 @@ mf_status mf_model_load(const char *path, const mf_model_params *params, mf_mode
     if ((s = load_hparams(m))) goto fail;
     m->hp.n_vocab = (uint32_t)mf_vocab_n_tokens(m->vocab);
     if ((s = bind_weights(m))) goto fail;
+    if (!p.no_repack && (s = mf_model_repack(m))) goto fail;
     describe(m);
     describe_traits(m);
     *out = m;
@@ -485,6 +486,7 @@ void mf_model_free(mf_model *m) {
     mf_vocab_free(m->vocab);
     free(m->layers);
     free(m->expert_views);
+    mf_model_repack_free(m);
     gguf_close(m->gguf);
     free(m);
 }

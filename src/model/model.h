@@ -81,11 +81,17 @@ struct mf_model {
     mf_weight rope_long, rope_short; /* Phi-3 "longrope" factors: long beyond the original context */
     mf_layer *layers;
     gguf_tensor *expert_views; /* storage behind the layers' per-expert views */
+    void *x16_buf;        /* the interleaved copies of the matrices (model/repack.c) */
+    size_t x16_size;
     mf_type ftype;        /* dominant weight type, for descriptions */
     uint64_t n_params;
     bool verbose;
     char desc[256];
     char traits[768];    /* "qwen3: RMSNorm, ...; decoupled head dim 32 (...)" for `minfer info` */
 };
+
+/* Interleaves the matrices the CPU has x16 decode kernels for (model/repack.c). */
+mf_status mf_model_repack(mf_model *m);
+void mf_model_repack_free(mf_model *m);
 
 #endif

@@ -77,6 +77,9 @@ typedef void (*mf_vec_dot_fn)(int n, float *s, const void *x, const void *y);
  * (one token) spends its time here: sharing the activation loads and each
  * tile's setup across rows is what makes short rows fast. */
 typedef void (*mf_vec_dot_rows_fn)(int n, float *s, const void *x, size_t x_stride, const void *y, int nr);
+/* 16 interleaved weight rows (one group of quant/interleave.h's layout)
+ * against one activation row: s[r] = vec_dot of row r, bit for bit. */
+typedef void (*mf_vec_dot_x16_fn)(int n, float *s, const void *group, const void *y);
 
 typedef struct mf_type_traits {
     mf_to_float_fn to_float;       /* dequantize */
@@ -85,6 +88,7 @@ typedef struct mf_type_traits {
     mf_vec_dot_fn vec_dot;
     mf_type vec_dot_type;
     mf_vec_dot_rows_fn vec_dot_rows; /* optional: NULL means vec_dot per row (mf_vec_dot_rows does that) */
+    mf_vec_dot_x16_fn vec_dot_x16;   /* optional: the x16 layout's kernel; NULL: weights stay as stored */
 } mf_type_traits;
 
 /* vec_dot_rows where the table has one, else vec_dot row by row (same bits). */

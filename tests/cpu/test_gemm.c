@@ -19,6 +19,7 @@
 #include "cpu/gemm.h"
 #include "engine/backend.h"
 #include "quant/blocks.h"
+#include "quant/interleave.h"
 #include "quant/types.h"
 
 #include <math.h>
@@ -282,9 +283,93 @@ static void matmul_tests(void) {
     matmul_case(single, 1, 1024, ns, at - 1 > 1 ? at - 1 : 2, &r);
 }
 
+/* ---------------- interleaved (x16) weights through the ops ---------------- */
+
+/* The same matrices as interleaved copies (tensor->x16, data NULL so any read
+ * of the file layout crashes) and as plain ones, mixed with a plain weight of
+ * another type in one matmul_n: decode (1 token), a short batch on the
+ * vec_dot path, a GEMM-sized batch (panels unpacked from x16) at 1-3
+ * threads, and get_rows of the interleaved matrix, all bitwise equal. */
+static void x16_case(const mf_type *types, int nw, int64_t k, const int *n_out, qrand *r) {
+    wbuf wb[4];
+    gguf_tensor xt[4];
+    uint8_t *xd[4] = {0};
+    mf_weight plain[4], mixed[4];
+    int n_x16 = 0;
+    for (int i = 0; i < nw; i++) {
+        make_tensor(&wb[i], r, types[i], k, n_out[i]);
+        plain[i] = mixed[i] = &wb[i].t;
+        if (!mf_x16_layout(types[i], k) || n_out[i] % MF_X16 || !mf_type_traits_get(types[i])->vec_dot_x16) continue;
+        const size_t row = mf_row_size(types[i], k);
+        xd[i] = malloc(row * (size_t)n_out[i]);
+        for (int g = 0; g < n_out[i] / MF_X16; g++)
+            mf_x16_pack(types[i], wb[i].data + (size_t)g * MF_X16 * row, row, k, xd[i] + (size_t)g * MF_X16 * row);
+        xt[i] = wb[i].t;
+        xt[i].data = NULL;
+        xt[i].x16 = xd[i];
+        mixed[i] = &xt[i];
+        n_x16++;
+    }
+    const mf_gemm_kind *gk = mf_gemm_get(types[0]);
+    const int batches[] = {1, 3, gk ? gk->min_rows + 5 : 21};
+    for (int bi = 0; bi < 3; bi++) {
+        const int rows = batches[bi];
+        float *x = malloc(sizeof(float) * (size_t)k * (size_t)rows);
+        make_acts(r, A_GAUSS, k, rows, x);
+        for (int nth = 1; nth <= 3; nth++) {
+            mf_backend *be = mf_cpu_backend_new(nth, rows, (int)k, 64, false);
+            float *a[4], *b[4];
+            for (int i = 0; i < nw; i++) {
+                a[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+                b[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+            }
+            be->ops->matmul_n(be, plain, nw, x, rows, a);
+            be->ops->matmul_n(be, mixed, nw, x, rows, b);
+            for (int i = 0; i < nw; i++) {
+                CHECK(!memcmp(a[i], b[i], sizeof(float) * (size_t)n_out[i] * (size_t)rows),
+                      "x16 %s (weight %d of %d), k %lld, %d rows, %d tokens, %d threads: differs from the plain layout",
+                      mf_type_name(types[i]), i, nw, (long long)k, n_out[i], rows, nth);
+                free(a[i]);
+                free(b[i]);
+            }
+            if (bi == 0)
+                for (int i = 0; i < nw; i++) {
+                    if (!xd[i]) continue;
+                    const mf_token ids[] = {0, 15, 16, n_out[i] - 1, 17};
+                    float *ga = malloc(sizeof(float) * (size_t)k * 5), *gb = malloc(sizeof(float) * (size_t)k * 5);
+                    be->ops->get_rows(be, plain[i], ids, 5, ga);
+                    be->ops->get_rows(be, mixed[i], ids, 5, gb);
+                    CHECK(!memcmp(ga, gb, sizeof(float) * (size_t)k * 5), "x16 %s get_rows, %d threads: differs",
+                          mf_type_name(types[i]), nth);
+                    free(ga);
+                    free(gb);
+                }
+            be->ops->destroy(be);
+        }
+        free(x);
+    }
+    for (int i = 0; i < nw; i++) free(wb[i].data), free(xd[i]);
+    printf("x16 %-7s x%d (%d interleaved), k %5lld: decode, batch, GEMM batch and get_rows equal the plain layout\n",
+           mf_type_name(types[0]), nw, n_x16, (long long)k);
+}
+
+static void x16_tests(void) {
+    qrand r = {777};
+    const mf_type kq[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
+    const int nkq[] = {80, 17, 48};
+    x16_case(kq, 3, 512, nkq, &r);
+    const mf_type k6[] = {MF_TYPE_Q6_K, MF_TYPE_Q4_K};
+    const int n6[] = {16, 96};
+    x16_case(k6, 2, 2048, n6, &r);
+    const mf_type leg[] = {MF_TYPE_Q8_0, MF_TYPE_Q5_0, MF_TYPE_Q4_0};
+    const int nleg[] = {64, 48, 32};
+    x16_case(leg, 3, 896, nleg, &r);
+}
+
 int main(void) {
     mf_cpu_init();
     kernel_tests();
     matmul_tests();
+    x16_tests();
     return test_summary("cpu_gemm");
 }

@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "  -o, --output FMT     md (default), csv or json\n"
             "  --no-bandwidth       skip the bandwidth probe and ceiling line\n"
             "  --no-mmap            read the model into memory (2 MiB pages) instead of mapping it\n"
+            "  --no-repack          keep the weights in the file's layout (no 16-row interleave for decode)\n"
             "Tests use fixed pseudo-random token ids, so any model and vocabulary work.\n");
 }
 
@@ -109,6 +110,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1 << 16, n_batch);
         else if (!strcmp(a, "--no-bandwidth")) probe = false;
         else if (!strcmp(a, "--no-mmap")) mp.no_mmap = true;
+        else if (!strcmp(a, "--no-repack")) mp.no_repack = true;
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && v) {
             fmt = v;
             i++;

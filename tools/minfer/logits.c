@@ -18,7 +18,8 @@ static void usage(FILE *f) {
             "  -t, --threads N   worker threads\n"
             "  -c, --n-ctx N     context size (default: enough for the prompt)\n"
             "  --cache-type T    KV cache type: f16 (default), f32, q8_0; the goldens use f32\n"
-            "  --no-mmap         read the model into memory instead of mapping it\n");
+            "  --no-mmap         read the model into memory instead of mapping it\n"
+            "  --no-repack       keep the weights in the file's layout (no 16-row interleave)\n");
 }
 
 static int parse_ids(const char *s, mf_token **out) {
@@ -59,6 +60,7 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "-o") && v) { outp = v; i++; }
         else if (!strcmp(a, "--no-bos")) no_bos = true;
         else if (!strcmp(a, "--no-mmap")) mp.no_mmap = true;
+        else if (!strcmp(a, "--no-repack")) mp.no_repack = true;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int("logits", a, v, 0, 512, &n_threads)) return 2; i++; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--n-ctx")) { if (!cli_int("logits", a, v, 0, 1L << 24, &n_ctx)) return 2; i++; }
         else if (!strcmp(a, "--cache-type") && v) {

@@ -33,6 +33,7 @@ static void usage(FILE *f) {
             "  --ignore-eos           keep generating past end-of-generation tokens\n"
             "  --no-bos               do not prepend BOS even if the model asks for it\n"
             "  --no-mmap              read the model into memory (2 MiB pages) instead of mapping it\n"
+            "  --no-repack            keep the weights in the file's layout (no 16-row interleave for decode)\n"
             "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
@@ -63,6 +64,7 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     mf_model_params mp = mf_model_default_params();
     mp.verbose = o->verbose;
     mp.no_mmap = o->no_mmap;
+    mp.no_repack = o->no_repack;
     double t_load = mf_now();
     if (mf_model_load(o->model_path, &mp, model)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
@@ -124,6 +126,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--no-bos")) o->no_bos = true;
         else if (!strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "--no-mmap")) o->no_mmap = true;
+        else if (!strcmp(a, "--no-repack")) o->no_repack = true;
         else if (!strcmp(a, "-cnv") || !strcmp(a, "--cnv") || !strcmp(a, "--conversation")) o->cnv = true;
         else if (!strcmp(a, "-sys") || !strcmp(a, "--system")) STR_OPT(o->system);
         else if (!strcmp(a, "--chat-template")) STR_OPT(o->chat_template);

@@ -1,0 +1,132 @@
+/* repack.c - at load, interleave the weight matrices 16 rows at a time
+ * (quant/interleave.h) when the CPU has an x16 decode kernel for their type.
+ *
+ * The copies live in one anonymous buffer advised for 2 MiB pages. The
+ * original pages of each repacked matrix are then unmapped, so the model is
+ * held once (with an mmapped file they would otherwise stay resident after
+ * being read here); every reader of a matrix goes through tensor->x16 when it
+ * is set (cpu/matmul.c, cpu/ops.c), and a stray read of the old bytes faults
+ * instead of returning garbage. Matrices whose row count is not a multiple of
+ * 16, expert stacks and token-embedding tables that are not also the output
+ * head stay as they are. MINFER_NO_REPACK=1 (or no_repack) turns it off. */
+#include "model/model.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "cpu/features.h"
+#include "quant/interleave.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MAX_REPACK 4096
+
+typedef struct repack_job {
+    gguf_tensor *t[MAX_REPACK];
+    uint8_t *dst[MAX_REPACK];
+    long group0[MAX_REPACK + 1]; /* prefix sums of 16-row groups */
+    int n;
+} repack_job;
+
+static void pack_fn(void *arg, int ith, int nth) {
+    repack_job *j = arg;
+    long g0, g1;
+    mf_split(j->group0[j->n], ith, nth, &g0, &g1);
+    int i = 0;
+    for (long g = g0; g < g1; g++) {
+        while (g >= j->group0[i + 1]) i++;
+        const gguf_tensor *t = j->t[i];
+        const size_t row = mf_row_size(t->type, t->ne[0]), grp = row * MF_X16;
+        const long local = g - j->group0[i];
+        mf_x16_pack(t->type, (const uint8_t *)t->data + (size_t)local * grp, row, t->ne[0], j->dst[i] + (size_t)local * grp);
+    }
+}
+
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static void add(mf_model *m, repack_job *j, mf_weight w) {
+    if (!w || j->n == MAX_REPACK) return;
+    if (w->n_dims > 2 || w->ne[2] != 1 || w->ne[1] % MF_X16 || !mf_x16_layout(w->type, w->ne[0])) return;
+    const mf_type_traits *tr = mf_type_traits_get(w->type);
+    if (!tr || !tr->vec_dot_x16) return;
+    if (w == m->token_embd && w != m->output) return; /* only looked up by row */
+    for (int i = 0; i < j->n; i++)
+        if (j->t[i] == w) return;
+    j->t[j->n++] = (gguf_tensor *)w; /* the model owns its gguf_file's tensors */
+}
+
+mf_status mf_model_repack(mf_model *m) {
+    if (env_on("MINFER_NO_REPACK")) return MF_OK;
+    mf_cpu_init(); /* the live traits table: x16 kernels exist only at some SIMD levels */
+    repack_job *j = calloc(1, sizeof *j);
+    if (!j) return mf_err(MF_ERR_NOMEM, "out of memory");
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight ws[] = {L->wq,          L->wk,         L->wv,           L->wo,           L->wqkv,
+                                L->ffn_gate,    L->ffn_up,     L->ffn_down,     L->ffn_gate_up,  L->ffn_gate_shexp,
+                                L->ffn_up_shexp, L->ffn_down_shexp};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) add(m, j, ws[i]);
+    }
+    add(m, j, m->output);
+    size_t total = 0;
+    j->group0[0] = 0;
+    for (int i = 0; i < j->n; i++) {
+        total += j->t[i]->nbytes;
+        j->group0[i + 1] = j->group0[i] + j->t[i]->ne[1] / MF_X16;
+    }
+    if (!total) {
+        free(j);
+        return MF_OK;
+    }
+    const double t0 = mf_now();
+    const size_t huge = (size_t)2 << 20, size = (total + huge - 1) & ~(huge - 1);
+    void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) {
+        free(j);
+        return mf_err(MF_ERR_NOMEM, "cannot allocate %zu bytes for the interleaved weights (MINFER_NO_REPACK=1 keeps "
+                                    "the file's layout)", total);
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(buf, size, MADV_HUGEPAGE);
+#endif
+    size_t off = 0;
+    for (int i = 0; i < j->n; i++) {
+        j->dst[i] = (uint8_t *)buf + off;
+        off += (j->t[i]->nbytes + 63) & ~(size_t)63;
+    }
+    mf_pool *pool = mf_pool_new(0);
+    if (pool) {
+        mf_pool_run(pool, pack_fn, j);
+        mf_pool_free(pool);
+    } else {
+        pack_fn(j, 0, 1);
+    }
+    (void)mprotect(buf, size, PROT_READ);
+    /* release the originals' whole pages */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < j->n; i++) {
+        const uintptr_t a = ((uintptr_t)j->t[i]->data + page - 1) & ~(page - 1);
+        const uintptr_t b = ((uintptr_t)j->t[i]->data + j->t[i]->nbytes) & ~(page - 1);
+        if (b > a) (void)munmap((void *)a, b - a);
+        j->t[i]->x16 = j->dst[i];
+    }
+    m->x16_buf = buf;
+    m->x16_size = size;
+    if (m->verbose)
+        fprintf(stderr, "minfer: %d weight matrices (%.1f MiB) interleaved 16 rows at a time for the decode kernels in "
+                        "%.2f s (MINFER_NO_REPACK=1 keeps the file's layout)\n",
+                j->n, (double)total / (1 << 20), mf_now() - t0);
+    free(j);
+    return MF_OK;
+}
+
+void mf_model_repack_free(mf_model *m) {
+    if (m->x16_buf) munmap(m->x16_buf, m->x16_size);
+    m->x16_buf = NULL;
+}

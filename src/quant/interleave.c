@@ -1,0 +1,84 @@
+/* interleave.c - the x16 layouts (interleave.h): packing, unpacking and the
+ * reference kernel.
+ *
+ * A block group is the 16 rows' blocks b transposed in 32-bit words: word w
+ * of row r's block sits at byte 64 * w + 4 * r of the group, so a 512-bit
+ * load of "line" w holds word w of all 16 rows, row r in lane r. The bytes
+ * keep the file's order inside each word, so a word of 4-bit levels still
+ * holds four consecutive elements in its low nibbles and four in its high
+ * nibbles, which is what vpdpbusd sums per lane. A type whose block has a
+ * lone f16 scale not on a word boundary (Q6_K's d at byte 208) keeps it out
+ * of the words: the 16 rows' scales follow the lines as 16 consecutive f16
+ * (ready for one vcvtph2ps).
+ *
+ * Q4_K (144 bytes = 36 words): line 0 = d | dmin << 16, lines 1-3 = the
+ * 12 scale bytes, lines 4 + q = qs bytes 4q..4q+3.
+ * Q6_K (210 bytes): lines 0-31 = ql, 32-47 = qh, 48-51 = the 16 int8
+ * scales, then d[16]. */
+#include "quant/interleave.h"
+#include "quant/blocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* a block's word part: `words` 32-bit words from byte `w0`; the f16 at byte
+ * `half` (or -1) goes after the lines */
+typedef struct x16_geom {
+    int words, w0, half;
+} x16_geom;
+
+static bool geom(mf_type t, x16_geom *g) {
+    switch (t) {
+    case MF_TYPE_Q4_K: *g = (x16_geom){36, 0, -1}; return true;
+    case MF_TYPE_Q6_K: *g = (x16_geom){52, 0, 208}; return true;
+    default: return false;
+    }
+}
+
+bool mf_x16_layout(mf_type t, int64_t k) {
+    x16_geom g;
+    const mf_type_geom *tg = mf_type_geom_get(t);
+    return geom(t, &g) && tg && k > 0 && k % tg->blck == 0;
+}
+
+void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *dst) {
+    x16_geom g;
+    if (!geom(t, &g)) return;
+    const mf_type_geom *tg = mf_type_geom_get(t);
+    const size_t bs = (size_t)tg->size;
+    const int64_t nb = k / tg->blck;
+    for (int r = 0; r < MF_X16; r++) {
+        const uint8_t *row = (const uint8_t *)src + (size_t)r * src_row;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *x = row + (size_t)b * bs;
+            uint8_t *grp = (uint8_t *)dst + (size_t)b * MF_X16 * bs;
+            for (int w = 0; w < g.words; w++) memcpy(grp + 64 * w + 4 * r, x + g.w0 + 4 * w, 4);
+            if (g.half >= 0) memcpy(grp + 64 * g.words + 2 * r, x + g.half, 2);
+        }
+    }
+}
+
+void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst) {
+    x16_geom g;
+    if (!geom(t, &g)) return;
+    const mf_type_geom *tg = mf_type_geom_get(t);
+    const size_t bs = (size_t)tg->size;
+    const int64_t nb = k / tg->blck;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *x = (uint8_t *)dst + (size_t)b * bs;
+        const uint8_t *grp = (const uint8_t *)group + (size_t)b * MF_X16 * bs;
+        for (int w = 0; w < g.words; w++) memcpy(x + g.w0 + 4 * w, grp + 64 * w + 4 * r, 4);
+        if (g.half >= 0) memcpy(x + g.half, grp + 64 * g.words + 2 * r, 2);
+    }
+}
+
+void mf_x16_dot_ref(mf_type t, int k, float *s, const void *group, const void *y) {
+    const mf_type_traits *ref = mf_type_traits_ref(t);
+    uint8_t *row = malloc(mf_row_size(t, k));
+    if (!row) abort(); /* a test and reference path only */
+    for (int r = 0; r < MF_X16; r++) {
+        mf_x16_unpack_row(t, group, r, k, row);
+        ref->vec_dot(k, &s[r], row, y);
+    }
+    free(row);
+}
