@@ -143,7 +143,107 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
     _mm512_storeu_ps(s, sum);
 }
 
+/* ---------------- 32-element block types ----------------
+ * Block b's value (its exact int32 sum, then the reference's scale products)
+ * goes into accumulator b % 8; the eight are folded at the end as
+ * mf_lanes_fold does (quant/lanes.h), per lane. */
+
+/* 16 rows' f16 scales after the `words` lines of a block group */
+static inline __m512 d16(const uint8_t *g, int words) { return f16x16(g + 64 * words); }
+
+/* the sum of a Q8_0 activation block's 32 quants, in every lane */
+static inline __m512i act_sum(const block_q8_0 *a) {
+    const __m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                           _mm256_loadu_si256((const __m256i *)a->qs));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_broadcastd_epi32(s4);
+}
+
+static inline void fold8_store(float *s, __m512 acc[8]) {
+    for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i], acc[i + 4]);
+    for (int i = 0; i < 2; i++) acc[i] = _mm512_add_ps(acc[i], acc[i + 2]);
+    _mm512_storeu_ps(s, _mm512_add_ps(acc[0], acc[1]));
+}
+
+/* exact sum of levels * activation over a block, minus off * sum(activation) */
+static inline __m512i q8_0_isum(const uint8_t *g, const block_q8_0 *a) {
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    #pragma GCC unroll 8
+    for (int w = 0; w < 8; w += 2) {
+        p0 = _mm512_dpbusd_epi32(p0, line(g, w), bcast4(a->qs + 4 * w));
+        p1 = _mm512_dpbusd_epi32(p1, line(g, w + 1), bcast4(a->qs + 4 * w + 4));
+    }
+    /* the stored bytes are q + 128 */
+    return _mm512_sub_epi32(_mm512_add_epi32(p0, p1), _mm512_slli_epi32(act_sum(a), 7));
+}
+
+static inline __m512i q4_0_isum(const uint8_t *g, const block_q8_0 *a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = line(g, c);
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), bcast4(a->qs + 4 * c));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), bcast4(a->qs + 16 + 4 * c));
+    }
+    return _mm512_sub_epi32(_mm512_add_epi32(p0, p1), _mm512_slli_epi32(act_sum(a), 3));
+}
+
+static inline __m512i q5_0_isum(const uint8_t *g, const block_q8_0 *a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+    const __m512i qh = line(g, 0); /* regrouped: bit t of byte i = 5th bit of element 4t + i */
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = line(g, 1 + c);
+        /* elements 4c..4c+3 (bit t = c) and 16+4c.. (bit t = 4 + c) */
+        const __m512i hlo = _mm512_and_si512(_mm512_slli_epi16(qh, 4 - c), m10);
+        const __m512i hhi = c == 0 ? _mm512_and_si512(qh, m10) : _mm512_and_si512(_mm512_srli_epi16(qh, c), m10);
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_or_si512(_mm512_and_si512(v, m4), hlo), bcast4(a->qs + 4 * c));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hhi),
+                                 bcast4(a->qs + 16 + 4 * c));
+    }
+    return _mm512_sub_epi32(_mm512_add_epi32(p0, p1), _mm512_slli_epi32(act_sum(a), 4));
+}
+
+static inline __m512 f16bcast(mf_fp16 h) { return _mm512_cvtph_ps(_mm256_set1_epi16((short)h)); }
+
+/* One kernel body per type: ISUM gives block b's exact sums, VALUE its float
+ * value exactly as the type's reference writes it (dx: the 16 rows' scales,
+ * dy: the activation block's, fi: the sums as floats). */
+#define X16_LEGACY(name, block_t, WORDS, ISUM, VALUE)                                                \
+    static void name(int n, float *s, const void *vg, const void *vy) {                             \
+        const uint8_t *g = vg;                                                                       \
+        const block_q8_0 *y = vy;                                                                    \
+        const size_t gs = 16 * sizeof(block_t);                                                      \
+        const int nb = n / 32;                                                                       \
+        __m512 acc[8];                                                                               \
+        for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();                                   \
+        for (int b0 = 0; b0 < nb; b0 += 8) {                                                         \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                    \
+                const int b = b0 + l;                                                                \
+                if (b >= nb) break;                                                                  \
+                const uint8_t *gb = g + (size_t)b * gs;                                              \
+                prefetch_group(gb, gs);                                                              \
+                const __m512 dx = d16(gb, WORDS), dy = f16bcast(y[b].d);                             \
+                const __m512 fi = _mm512_cvtepi32_ps(ISUM(gb, &y[b]));                               \
+                acc[l] = _mm512_add_ps(acc[l], VALUE);                                               \
+            }                                                                                        \
+        }                                                                                            \
+        fold8_store(s, acc);                                                                         \
+    }
+
+/* references: Q8_0 (float)sumi * (dx * dy); Q4_0 (float)sumi * dx * dy; Q5_0 (dx * dy) * (float)sumi */
+X16_LEGACY(dot_x16_q8_0, block_q8_0, 8, q8_0_isum, _mm512_mul_ps(fi, _mm512_mul_ps(dx, dy)))
+X16_LEGACY(dot_x16_q4_0, block_q4_0, 4, q4_0_isum, _mm512_mul_ps(_mm512_mul_ps(fi, dx), dy))
+X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm512_mul_ps(_mm512_mul_ps(dx, dy), fi))
+
 void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
+    tab[MF_TYPE_Q4_0].vec_dot_x16 = dot_x16_q4_0;
+    tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
+    tab[MF_TYPE_Q8_0].vec_dot_x16 = dot_x16_q8_0;
 }

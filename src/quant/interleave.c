@@ -14,7 +14,13 @@
  * Q4_K (144 bytes = 36 words): line 0 = d | dmin << 16, lines 1-3 = the
  * 12 scale bytes, lines 4 + q = qs bytes 4q..4q+3.
  * Q6_K (210 bytes): lines 0-31 = ql, 32-47 = qh, 48-51 = the 16 int8
- * scales, then d[16]. */
+ * scales, then d[16].
+ * Q4_0 (18), Q5_0 (22), Q8_0 (34 bytes): the words after d, then d[16].
+ * Two words are stored transformed so the kernels need fewer operations
+ * (unpacking undoes it): Q8_0's quants as unsigned bytes q + 128 (vpdpbusd
+ * multiplies unsigned by signed bytes), and Q5_0's qh with its bits
+ * regrouped: bit t of byte i is the 5th bit of element 4t + i, so a shift
+ * and a mask put element 4t + i's bit at bit 4 of byte i for any t. */
 #include "quant/interleave.h"
 #include "quant/blocks.h"
 
@@ -31,8 +37,35 @@ static bool geom(mf_type t, x16_geom *g) {
     switch (t) {
     case MF_TYPE_Q4_K: *g = (x16_geom){36, 0, -1}; return true;
     case MF_TYPE_Q6_K: *g = (x16_geom){52, 0, 208}; return true;
+    case MF_TYPE_Q4_0: *g = (x16_geom){4, 2, 0}; return true;
+    case MF_TYPE_Q5_0: *g = (x16_geom){5, 2, 0}; return true;
+    case MF_TYPE_Q8_0: *g = (x16_geom){8, 2, 0}; return true;
     default: return false;
     }
+}
+
+/* Q5_0 qh: bit e (element e) <-> bit (e / 4) of byte (e % 4) */
+static uint32_t qh_regroup(uint32_t qh) {
+    uint32_t v = 0;
+    for (int e = 0; e < 32; e++) v |= ((qh >> e) & 1u) << (8 * (e % 4) + e / 4);
+    return v;
+}
+static uint32_t qh_ungroup(uint32_t v) {
+    uint32_t qh = 0;
+    for (int e = 0; e < 32; e++) qh |= ((v >> (8 * (e % 4) + e / 4)) & 1u) << e;
+    return qh;
+}
+
+/* a word as stored in a group, from the file's (and back) */
+static uint32_t word_in(mf_type t, int w, uint32_t v) {
+    if (t == MF_TYPE_Q8_0) return v ^ 0x80808080u;
+    if (t == MF_TYPE_Q5_0 && w == 0) return qh_regroup(v);
+    return v;
+}
+static uint32_t word_out(mf_type t, int w, uint32_t v) {
+    if (t == MF_TYPE_Q8_0) return v ^ 0x80808080u;
+    if (t == MF_TYPE_Q5_0 && w == 0) return qh_ungroup(v);
+    return v;
 }
 
 bool mf_x16_layout(mf_type t, int64_t k) {
@@ -52,7 +85,12 @@ void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *ds
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *x = row + (size_t)b * bs;
             uint8_t *grp = (uint8_t *)dst + (size_t)b * MF_X16 * bs;
-            for (int w = 0; w < g.words; w++) memcpy(grp + 64 * w + 4 * r, x + g.w0 + 4 * w, 4);
+            for (int w = 0; w < g.words; w++) {
+                uint32_t v;
+                memcpy(&v, x + g.w0 + 4 * w, 4);
+                v = word_in(t, w, v);
+                memcpy(grp + 64 * w + 4 * r, &v, 4);
+            }
             if (g.half >= 0) memcpy(grp + 64 * g.words + 2 * r, x + g.half, 2);
         }
     }
@@ -67,7 +105,12 @@ void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *x = (uint8_t *)dst + (size_t)b * bs;
         const uint8_t *grp = (const uint8_t *)group + (size_t)b * MF_X16 * bs;
-        for (int w = 0; w < g.words; w++) memcpy(x + g.w0 + 4 * w, grp + 64 * w + 4 * r, 4);
+        for (int w = 0; w < g.words; w++) {
+            uint32_t v;
+            memcpy(&v, grp + 64 * w + 4 * r, 4);
+            v = word_out(t, w, v);
+            memcpy(x + g.w0 + 4 * w, &v, 4);
+        }
         if (g.half >= 0) memcpy(x + g.half, grp + 64 * g.words + 2 * r, 2);
     }
 }

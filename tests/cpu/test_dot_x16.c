@@ -3,9 +3,11 @@
  *   - packing 16 rows and unpacking each one gives back the row's bytes
  *     (raw random blocks, so every bit of every field is exercised);
  *   - the reference kernel and every SIMD level's vec_dot_x16 give, bitwise,
- *     the scalar vec_dot of each row, for rows of 1 to 33 super-blocks,
+ *     the scalar vec_dot of each row, for rows of 1 to 33 blocks or
+ *     super-blocks,
  *     weights from raw random bytes and from the quantizer at tiny / ordinary
- *     / huge scales, activations from the Q8_K quantizer and raw ones;
+ *     / huge scales, activations from the Q8_K / Q8_0 quantizer and raw ones,
+ *     for Q4_K, Q6_K, Q4_0, Q5_0 and Q8_0;
  *   - the group and activation buffers are allocated to their exact size
  *     (the ASan build catches a kernel reading past either; the kernels'
  *     prefetches run ahead of the group by design and do not fault). */
@@ -21,8 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K};
-static const int k_blocks[] = {1, 2, 3, 7, 8, 16, 33};
+static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0};
+/* row lengths: 1 to 33 super-blocks; for the 32-element types also every
+ * remainder of the 8-block accumulator cycle and Qwen2.5-0.5B's widths */
+static const int64_t k_kquant[] = {256, 512, 768, 1792, 2048, 4096, 8448};
+static const int64_t k_legacy[] = {32, 96, 224, 256, 288, 480, 896, 4864};
 
 static mf_fp16 rand_f16(qrand *r, int lo, int hi) {
     const double e = lo + qrand_uniform(r) * (hi - lo);
@@ -33,7 +38,7 @@ static mf_fp16 rand_f16(qrand *r, int lo, int hi) {
 /* 16 rows: raw random blocks with finite f16 scales, or quantized data */
 static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
     const size_t rs = mf_row_size(t, k);
-    const int64_t nb = k / QK_K;
+    const int64_t nb = k / mf_type_geom_get(t)->blck;
     if (mode == 0) {
         for (size_t i = 0; i < 16 * rs; i++) rows[i] = (uint8_t)(qrand_uniform(r) * 256);
         for (int row = 0; row < 16; row++)
@@ -41,7 +46,8 @@ static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
                 uint8_t *p = rows + row * rs + (size_t)b * (size_t)mf_type_geom_get(t)->size;
                 const mf_fp16 h[2] = {rand_f16(r, -14, 4), rand_f16(r, -14, 4)};
                 if (t == MF_TYPE_Q4_K) memcpy(p, h, 4);
-                else memcpy(&((block_q6_K *)p)->d, h, 2);
+                else if (t == MF_TYPE_Q6_K) memcpy(&((block_q6_K *)p)->d, h, 2);
+                else memcpy(p, h, 2); /* Q4_0 / Q5_0 / Q8_0: d first */
             }
         return;
     }
@@ -55,18 +61,26 @@ static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
     free(x);
 }
 
-static void make_act(qrand *r, int64_t k, int raw, block_q8_K *y) {
+/* an activation row of type vt (Q8_K or Q8_0) from the quantizer; raw: then
+ * every quant set to +-127 (Q8_K bsums kept consistent) */
+static void make_act(qrand *r, mf_type vt, int64_t k, int raw, uint8_t *y) {
     float *x = malloc((size_t)k * sizeof(float));
     qrand_fill(r, x, k, QDATA_HEAVY, 1.0);
-    mf_type_traits_ref(MF_TYPE_Q8_K)->from_float(x, y, k);
+    mf_type_traits_ref(vt)->from_float(x, y, k);
     free(x);
     if (!raw) return;
-    for (int64_t b = 0; b < k / QK_K; b++) { /* extreme quants, bsums kept consistent */
-        for (int i = 0; i < QK_K; i++) y[b].qs[i] = (int8_t)(qrand_uniform(r) < 0.5 ? -127 : 127);
+    if (vt == MF_TYPE_Q8_0) {
+        for (int64_t b = 0; b < k / 32; b++)
+            for (int i = 0; i < 32; i++) ((block_q8_0 *)y)[b].qs[i] = (int8_t)(qrand_uniform(r) < 0.5 ? -127 : 127);
+        return;
+    }
+    block_q8_K *q = (block_q8_K *)y;
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        for (int i = 0; i < QK_K; i++) q[b].qs[i] = (int8_t)(qrand_uniform(r) < 0.5 ? -127 : 127);
         for (int j = 0; j < QK_K / 16; j++) {
             int s = 0;
-            for (int i = 0; i < 16; i++) s += y[b].qs[16 * j + i];
-            y[b].bsums[j] = (int16_t)s;
+            for (int i = 0; i < 16; i++) s += q[b].qs[16 * j + i];
+            q[b].bsums[j] = (int16_t)s;
         }
     }
 }
@@ -79,13 +93,18 @@ int main(void) {
         const mf_type t = k_types[ti];
         const mf_type_traits *ref = mf_type_traits_ref(t);
         CHECK(!ref->vec_dot_x16, "%s: the reference table has no x16 kernel", mf_type_name(t));
-        CHECK(!mf_x16_layout(t, 255) && mf_x16_layout(t, 256), "%s: layout needs whole super-blocks", mf_type_name(t));
-        for (size_t bi = 0; bi < sizeof k_blocks / sizeof k_blocks[0]; bi++) {
-            const int64_t k = (int64_t)k_blocks[bi] * QK_K;
+        const int kq = mf_type_geom_get(t)->blck == QK_K;
+        CHECK(!mf_x16_layout(t, kq ? 255 : 31) && mf_x16_layout(t, kq ? 256 : 32), "%s: layout needs whole blocks",
+              mf_type_name(t));
+        const int64_t *ks = kq ? k_kquant : k_legacy;
+        const size_t nks = kq ? sizeof k_kquant / sizeof k_kquant[0] : sizeof k_legacy / sizeof k_legacy[0];
+        const mf_type vt = ref->vec_dot_type;
+        for (size_t bi = 0; bi < nks; bi++) {
+            const int64_t k = ks[bi];
             const size_t rs = mf_row_size(t, k);
             for (int mode = 0; mode < 4; mode++) {
                 uint8_t *rows = malloc(16 * rs), *group = malloc(16 * rs), *back = malloc(rs);
-                block_q8_K *y = malloc((size_t)(k / QK_K) * sizeof(block_q8_K));
+                uint8_t *y = malloc(mf_row_size(vt, k));
                 make_rows(&r, t, k, mode, rows);
                 mf_x16_pack(t, rows, rs, k, group);
                 for (int row = 0; row < 16; row++) {
@@ -94,7 +113,7 @@ int main(void) {
                           mf_type_name(t), (long long)k, mode, row);
                 }
                 for (int raw = 0; raw < 2; raw++) {
-                    make_act(&r, k, raw, y);
+                    make_act(&r, vt, k, raw, y);
                     float want[16], got[16];
                     for (int row = 0; row < 16; row++) ref->vec_dot((int)k, &want[row], rows + row * rs, y);
                     mf_x16_dot_ref(t, (int)k, got, group, y);
