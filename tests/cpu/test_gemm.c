@@ -335,7 +335,7 @@ static void x16_case(const mf_type *types, int nw, int64_t k, const int *n_out, 
             if (bi == 0)
                 for (int i = 0; i < nw; i++) {
                     if (!xd[i]) continue;
-                    const mf_token ids[] = {0, 15, 16, n_out[i] - 1, 17};
+                    const mf_token ids[] = {0, 15 % n_out[i], 16 % n_out[i], n_out[i] - 1, 17 % n_out[i]};
                     float *ga = malloc(sizeof(float) * (size_t)k * 5), *gb = malloc(sizeof(float) * (size_t)k * 5);
                     be->ops->get_rows(be, plain[i], ids, 5, ga);
                     be->ops->get_rows(be, mixed[i], ids, 5, gb);
