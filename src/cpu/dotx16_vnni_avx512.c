@@ -15,6 +15,7 @@
 #endif
 #include "cpu/kernels.h"
 #include "quant/blocks.h"
+#include "quant/fp16.h"
 #include "quant/interleave.h"
 
 #include <immintrin.h>
@@ -240,10 +241,47 @@ X16_LEGACY(dot_x16_q8_0, block_q8_0, 8, q8_0_isum, _mm512_mul_ps(fi, _mm512_mul_
 X16_LEGACY(dot_x16_q4_0, block_q4_0, 4, q4_0_isum, _mm512_mul_ps(_mm512_mul_ps(fi, dx), dy))
 X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm512_mul_ps(_mm512_mul_ps(dx, dy), fi))
 
+/* ---------------- F16 ----------------
+ * The reference adds element i into lane i % 64 and folds the 64 lanes
+ * pairwise (quant/lanes.h). Here each of the 64 lanes is one 16-row vector
+ * (kept in memory: 64 registers do not exist), column c adds into vector
+ * c % 64 in column order, and the fold is the same pairwise halving between
+ * vectors. The product of two halves is exact in float, so the fma is the
+ * reference's add. */
+static void dot_x16_f16(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const mf_fp16 *y = vy;
+    __m512 acc[64];
+    _Alignas(64) float xf[64];
+    for (int l = 0; l < 64; l++) acc[l] = _mm512_setzero_ps();
+    for (int c0 = 0; c0 < n; c0 += 64) {
+        const int cnt = n - c0 < 64 ? n - c0 : 64;
+        if (cnt == 64) {
+            for (int q = 0; q < 4; q++)
+                _mm512_store_ps(xf + 16 * q, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + c0 + 16 * q))));
+            #pragma GCC unroll 64
+            for (int j = 0; j < 64; j++) {
+                if (!(j & 1)) _mm_prefetch((const char *)g + 32 * (c0 + j) + X16_PREFETCH, _MM_HINT_T0);
+                const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32 * (size_t)(c0 + j))));
+                acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(xf[j]), acc[j]);
+            }
+        } else {
+            for (int j = 0; j < cnt; j++) {
+                const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32 * (size_t)(c0 + j))));
+                acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(mf_fp16_to_fp32(y[c0 + j])), acc[j]);
+            }
+        }
+    }
+    for (int h = 32; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] = _mm512_add_ps(acc[l], acc[l + h]);
+    _mm512_storeu_ps(s, acc[0]);
+}
+
 void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
     tab[MF_TYPE_Q4_0].vec_dot_x16 = dot_x16_q4_0;
     tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
     tab[MF_TYPE_Q8_0].vec_dot_x16 = dot_x16_q8_0;
+    tab[MF_TYPE_F16].vec_dot_x16 = dot_x16_f16;
 }

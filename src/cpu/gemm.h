@@ -42,6 +42,9 @@ typedef enum mf_gemm_act {
 /* Packs rows [0, nrows) (nrows <= panel_rows; the rest of the panel is
  * zero) of a weight whose rows are row_bytes apart, k columns, into panel. */
 typedef void (*mf_gemm_pack_fn)(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel);
+/* The same panel from weights in the x16 layout (quant/interleave.h): rows
+ * row0 .. row0 + nrows - 1 of the matrix whose groups start at x16. */
+typedef void (*mf_gemm_pack_x16_fn)(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel);
 
 /* out[t * ldo + r] for r < nrows, t < ntok: the products of the
  * rows_per_call rows packed in `panels` (consecutive panels of panel_bytes)
@@ -65,6 +68,7 @@ typedef struct mf_gemm_kind {
     size_t (*panel_bytes)(int64_t k);
     mf_gemm_pack_fn pack;
     mf_gemm_kernel_fn kernel;
+    mf_gemm_pack_x16_fn pack_x16; /* optional: NULL means unpack the rows, then pack */
 } mf_gemm_kind;
 
 /* The GEMM of weight type `type` at the SIMD level mf_cpu_init chose; NULL

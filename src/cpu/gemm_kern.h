@@ -1017,7 +1017,7 @@ static void kern_iq4xs(const uint8_t *panels, size_t pb, const uint8_t *tile, in
 #define STR(x) STR_(x)
 #define KQ_KIND(TNAME, NAME, MIN_ROWS)                                                                           \
     static const mf_gemm_kind kind_##NAME = {TNAME " " STR(KQ_ROWS) "x" STR(KQ_NT) " " LVL_NAME, MF_GEMM_ACT_Q8K, KQ_NT, 16, 16 * KQ_NV / HALVES, \
-                                             QK_K, MIN_ROWS, panel_bytes_##NAME, pack_##NAME, kern_##NAME};
+                                             QK_K, MIN_ROWS, panel_bytes_##NAME, pack_##NAME, kern_##NAME, NULL};
 /* Crossovers with vec_dot, measured on the matmul op (2 threads, this
  * repository's benchmark machine; docs/PERFORMANCE.md): the AVX2 K-quant
  * kernels (16 registers: 8 rows x 6 tokens per pass) beat vec_dot only on
@@ -1069,7 +1069,7 @@ KQ_KIND("q2_K", q2k, 32)
         b32_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, B_NV, B_JV, NT, SHIFT, SUMI_FIRST, CH);              \
     }                                                                                                                \
     static const mf_gemm_kind kind_##NAME = {#NAME " " STR(B_ROWS) "x" STR(NT) " " LVL_NAME, MF_GEMM_ACT_Q80, NT, 16, 16 * B_NV / HALVES, 32,      \
-                                             MIN_ROWS, panel_bytes_b32, pack_##NAME, kern_##NAME};
+                                             MIN_ROWS, panel_bytes_b32, pack_##NAME, kern_##NAME, NULL};
 
 #if MF_GEMM_VNNI
 DEF_B32(q4_0, B_NT, 3, 1, 8, 4)
@@ -1109,8 +1109,38 @@ static void kern_f16(const uint8_t *panels, size_t pb, const uint8_t *tile, int6
 #else
 #define F_MIN_ROWS 96
 #endif
+#if MF_GEMM_W == 512
+/* The F16 panel from the x16 layout: column c of 16 rows is one vcvtph2ps
+ * (16 halves at x16 + 32c in each group), so a panel's R rows come from one
+ * or two sequential group streams, one permute and one masked store per
+ * column, instead of R row streams and transposes. Columns are visited lane
+ * by lane, so the panel is written in order. */
+static void pack_f16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
+    float *o = (float *)panel;
+    if (nrows <= 0) {
+        memset(panel, 0, f16_panel_bytes_r(k, F_R));
+        return;
+    }
+    const int64_t g0 = row0 / 16;
+    const int off = (int)(row0 % 16), two = (row0 + nrows - 1) / 16 > g0;
+    const uint8_t *a = x16 + (size_t)g0 * 32 * (size_t)k, *b = a + 32 * (size_t)k;
+    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(off), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __mmask16 keep = (__mmask16)((1u << F_R) - 1), valid = (__mmask16)(nrows >= 16 ? 0xffffu : (1u << nrows) - 1);
+    for (int kk = 0; kk < 64; kk++) {
+        const int l = mf_gemm_rev6(kk);
+        for (int64_t c = l; c < k; c += 64, o += F_R) {
+            const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + 32 * c)));
+            const __m512 v1 = two ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32 * c))) : _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(o, keep, _mm512_maskz_permutex2var_ps(valid, v0, idx, v1));
+        }
+    }
+}
+#define F16_PACK_X16 pack_f16_x16
+#else
+#define F16_PACK_X16 NULL
+#endif
 static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_F16, F_TV * VL, F_R, F_R, 1,
-                                      F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16};
+                                      F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16, F16_PACK_X16};
 
 static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q4_K] = &kind_q4k;

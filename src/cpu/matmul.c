@@ -124,6 +124,10 @@ static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels
             n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
             const long pr0 = r0 + (long)p * g->panel_rows;
             const uint8_t *src = (const uint8_t *)w->data + (size_t)pr0 * w_row * (n > 0);
+            if (w->x16 && g->pack_x16) {
+                g->pack_x16(w->x16, pr0, n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
+                continue;
+            }
             if (w->x16 && n > 0) {
                 /* interleaved weights: the panel's rows back in the file's layout first */
                 uint8_t *tmp = panels + t->unpack_off;

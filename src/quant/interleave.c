@@ -16,6 +16,8 @@
  * Q6_K (210 bytes): lines 0-31 = ql, 32-47 = qh, 48-51 = the 16 int8
  * scales, then d[16].
  * Q4_0 (18), Q5_0 (22), Q8_0 (34 bytes): the words after d, then d[16].
+ * F16 is not in words: column c of the 16 rows is 16 consecutive halves at
+ * byte 32c (one vcvtph2ps gives the column for all rows).
  * Two words are stored transformed so the kernels need fewer operations
  * (unpacking undoes it): Q8_0's quants as unsigned bytes q + 128 (vpdpbusd
  * multiplies unsigned by signed bytes), and Q5_0's qh with its bits
@@ -69,12 +71,20 @@ static uint32_t word_out(mf_type t, int w, uint32_t v) {
 }
 
 bool mf_x16_layout(mf_type t, int64_t k) {
+    if (t == MF_TYPE_F16) return k > 0;
     x16_geom g;
     const mf_type_geom *tg = mf_type_geom_get(t);
     return geom(t, &g) && tg && k > 0 && k % tg->blck == 0;
 }
 
 void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *dst) {
+    if (t == MF_TYPE_F16) {
+        for (int r = 0; r < MF_X16; r++) {
+            const uint8_t *row = (const uint8_t *)src + (size_t)r * src_row;
+            for (int64_t c = 0; c < k; c++) memcpy((uint8_t *)dst + (size_t)c * 32 + 2 * r, row + 2 * c, 2);
+        }
+        return;
+    }
     x16_geom g;
     if (!geom(t, &g)) return;
     const mf_type_geom *tg = mf_type_geom_get(t);
@@ -97,6 +107,10 @@ void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *ds
 }
 
 void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst) {
+    if (t == MF_TYPE_F16) {
+        for (int64_t c = 0; c < k; c++) memcpy((uint8_t *)dst + 2 * c, (const uint8_t *)group + (size_t)c * 32 + 2 * r, 2);
+        return;
+    }
     x16_geom g;
     if (!geom(t, &g)) return;
     const mf_type_geom *tg = mf_type_geom_get(t);

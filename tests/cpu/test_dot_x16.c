@@ -7,7 +7,8 @@
  *     super-blocks,
  *     weights from raw random bytes and from the quantizer at tiny / ordinary
  *     / huge scales, activations from the Q8_K / Q8_0 quantizer and raw ones,
- *     for Q4_K, Q6_K, Q4_0, Q5_0 and Q8_0;
+ *     for Q4_K, Q6_K, Q4_0, Q5_0, Q8_0 and F16 (every remainder of its
+ *     64-lane cycle);
  *   - the group and activation buffers are allocated to their exact size
  *     (the ASan build catches a kernel reading past either; the kernels'
  *     prefetches run ahead of the group by design and do not fault). */
@@ -23,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0};
+static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_F16};
 /* row lengths: 1 to 33 super-blocks; for the 32-element types also every
  * remainder of the 8-block accumulator cycle and Qwen2.5-0.5B's widths */
 static const int64_t k_kquant[] = {256, 512, 768, 1792, 2048, 4096, 8448};
 static const int64_t k_legacy[] = {32, 96, 224, 256, 288, 480, 896, 4864};
+/* F16: every remainder of the 64-lane cycle around a few lengths */
+static const int64_t k_f16[] = {1, 7, 63, 64, 65, 100, 127, 128, 200, 896, 1000, 4864};
 
 static mf_fp16 rand_f16(qrand *r, int lo, int hi) {
     const double e = lo + qrand_uniform(r) * (hi - lo);
@@ -39,6 +42,10 @@ static mf_fp16 rand_f16(qrand *r, int lo, int hi) {
 static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
     const size_t rs = mf_row_size(t, k);
     const int64_t nb = k / mf_type_geom_get(t)->blck;
+    if (mode == 0 && t == MF_TYPE_F16) {
+        for (int64_t i = 0; i < 16 * k; i++) ((mf_fp16 *)rows)[i] = rand_f16(r, -14, 8);
+        return;
+    }
     if (mode == 0) {
         for (size_t i = 0; i < 16 * rs; i++) rows[i] = (uint8_t)(qrand_uniform(r) * 256);
         for (int row = 0; row < 16; row++)
@@ -69,6 +76,10 @@ static void make_act(qrand *r, mf_type vt, int64_t k, int raw, uint8_t *y) {
     mf_type_traits_ref(vt)->from_float(x, y, k);
     free(x);
     if (!raw) return;
+    if (vt == MF_TYPE_F16) {
+        for (int64_t i = 0; i < k; i++) ((mf_fp16 *)y)[i] = rand_f16(r, -14, 8);
+        return;
+    }
     if (vt == MF_TYPE_Q8_0) {
         for (int64_t b = 0; b < k / 32; b++)
             for (int i = 0; i < 32; i++) ((block_q8_0 *)y)[b].qs[i] = (int8_t)(qrand_uniform(r) < 0.5 ? -127 : 127);
@@ -93,11 +104,12 @@ int main(void) {
         const mf_type t = k_types[ti];
         const mf_type_traits *ref = mf_type_traits_ref(t);
         CHECK(!ref->vec_dot_x16, "%s: the reference table has no x16 kernel", mf_type_name(t));
-        const int kq = mf_type_geom_get(t)->blck == QK_K;
-        CHECK(!mf_x16_layout(t, kq ? 255 : 31) && mf_x16_layout(t, kq ? 256 : 32), "%s: layout needs whole blocks",
+        const int blck = mf_type_geom_get(t)->blck, kq = blck == QK_K;
+        CHECK((blck == 1 || !mf_x16_layout(t, blck - 1)) && mf_x16_layout(t, blck), "%s: layout needs whole blocks",
               mf_type_name(t));
-        const int64_t *ks = kq ? k_kquant : k_legacy;
-        const size_t nks = kq ? sizeof k_kquant / sizeof k_kquant[0] : sizeof k_legacy / sizeof k_legacy[0];
+        const int64_t *ks = kq ? k_kquant : blck == 1 ? k_f16 : k_legacy;
+        const size_t nks = kq ? sizeof k_kquant / sizeof k_kquant[0]
+                              : blck == 1 ? sizeof k_f16 / sizeof k_f16[0] : sizeof k_legacy / sizeof k_legacy[0];
         const mf_type vt = ref->vec_dot_type;
         for (size_t bi = 0; bi < nks; bi++) {
             const int64_t k = ks[bi];

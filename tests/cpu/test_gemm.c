@@ -364,6 +364,12 @@ static void x16_tests(void) {
     const mf_type leg[] = {MF_TYPE_Q8_0, MF_TYPE_Q5_0, MF_TYPE_Q4_0};
     const int nleg[] = {64, 48, 32};
     x16_case(leg, 3, 896, nleg, &r);
+    /* F16 panels are 14 rows: they straddle the 16-row groups */
+    const mf_type f16[] = {MF_TYPE_F16, MF_TYPE_Q8_0};
+    const int nf16[] = {80, 32};
+    x16_case(f16, 2, 200, nf16, &r);
+    const int nf16b[] = {32, 16};
+    x16_case(f16, 2, 896, nf16b, &r);
 }
 
 int main(void) {
