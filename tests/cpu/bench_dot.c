@@ -10,9 +10,12 @@
  * multi-CCD parts report the sum of all L3s), --l2 512, --n 4096, --ms 100;
  * TYPE names as in GGUF (q4_K, f16, ...), all dot types when none is given.
  * Each row is dotted with one activation row of the type's vec_dot_type, as
- * in a matrix-vector product. L2 set: best pass; big set: median rate of
+ * in a matrix-vector product. The last column is the x16 kernel (rows
+ * interleaved 16 at a time, quant/interleave.h) on the same rows, for the
+ * types that have one. L2 set: best pass; big set: median rate of
  * ~1 MiB chunks over two passes (robust to a busy machine; see run()). */
 #include "cpu/features.h"
+#include "quant/interleave.h"
 #include "quant/types.h"
 
 #include <math.h>
@@ -114,6 +117,56 @@ static double run(const mf_type_traits *tr, int64_t n, const uint8_t *w, int64_t
     return med;
 }
 
+/* The x16 kernel of the live table over the same rows packed 16 at a time
+ * (whole groups only; the L2 set best pass, the big set median of ~1 MiB
+ * chunks, as run()). */
+static double run_x16(const mf_type_traits *tr, int t, int64_t n, const uint8_t *w, int64_t rows, size_t rb,
+                      const void *act, int big, double min_s) {
+    const int64_t groups = rows / MF_X16;
+    if (!tr->vec_dot_x16 || !groups) return 0;
+    const size_t gb = rb * MF_X16;
+    uint8_t *x = malloc(gb * (size_t)groups);
+    for (int64_t g = 0; g < groups; g++) mf_x16_pack(t, w + (size_t)g * gb, rb, n, x + (size_t)g * gb);
+    float s[MF_X16], acc = 0;
+    double rate;
+    if (!big) {
+        double best = 1e30, t_all = 0;
+        for (int pass = 0; pass < 3 || (t_all < min_s && pass < 100000); pass++) {
+            const double t0 = now();
+            for (int64_t g = 0; g < groups; g++) {
+                tr->vec_dot_x16((int)n, s, x + (size_t)g * gb, act);
+                acc += s[0];
+            }
+            const double dt = now() - t0;
+            t_all += dt;
+            if (dt < best) best = dt;
+        }
+        rate = (double)groups * (double)gb / best / 1e9;
+    } else {
+        int64_t chunk = (int64_t)((1u << 20) / gb);
+        if (chunk < 1) chunk = 1;
+        const int64_t n_chunks = (groups + chunk - 1) / chunk;
+        double *r = malloc(sizeof(double) * (size_t)(2 * n_chunks));
+        int k = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t c = 0; c < n_chunks; c++) {
+                const int64_t g0 = c * chunk, g1 = g0 + chunk < groups ? g0 + chunk : groups;
+                const double t0 = now();
+                for (int64_t g = g0; g < g1; g++) {
+                    tr->vec_dot_x16((int)n, s, x + (size_t)g * gb, act);
+                    acc += s[0];
+                }
+                r[k++] = (double)(g1 - g0) * (double)gb / (now() - t0) / 1e9;
+            }
+        qsort(r, (size_t)k, sizeof *r, cmp_dbl);
+        rate = r[k / 2];
+        free(r);
+    }
+    g_sink += acc;
+    free(x);
+    return rate;
+}
+
 int main(int argc, char **argv) {
     size_t big = 256u << 20, l2 = 512u << 10;
     int64_t n = 4096;
@@ -142,8 +195,8 @@ int main(int argc, char **argv) {
     printf("vec_dot throughput, GB/s of weights, 1 thread, rows of %lld; L2 set %zu KiB, big set %zu MiB\n",
            (long long)n, l2 >> 10, big >> 20);
     printf("CPU supports %s%s\n", mf_cpu_level_name(sup), sup < MF_CPU_AVX512_VNNI ? " (higher levels not measured)" : "");
-    printf("| type    | set | scalar | AVX2   | AVX-512 | AVX-512 VNNI |\n");
-    printf("|---------|-----|--------|--------|---------|--------------|\n");
+    printf("| type    | set | scalar | AVX2   | AVX-512 | AVX-512 VNNI | x16 VNNI |\n");
+    printf("|---------|-----|--------|--------|---------|--------------|----------|\n");
     for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++) {
         const int t = k_types[k];
         if (any && !want[t]) continue;
@@ -169,6 +222,10 @@ int main(int argc, char **argv) {
                 printf(" %*.2f |", width, gbs);
                 fflush(stdout);
             }
+            /* the interleaved layout's kernel (VNNI level only), on the same rows */
+            const mf_type_traits *top = mf_cpu_traits_for_level(t, MF_CPU_AVX512_VNNI);
+            if (top && top->vec_dot_x16) printf(" %8.2f |", run_x16(top, t, n, w, rows, rb, act, set, min_ms / 1e3));
+            else printf(" %8s |", "-");
             printf("\n");
             free(w);
         }
