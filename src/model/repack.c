@@ -2,8 +2,8 @@
  * (quant/interleave.h) when the CPU has an x16 decode kernel for their type.
  *
  * The copies live in one anonymous buffer advised for 2 MiB pages. The
- * original pages of each repacked matrix are then unmapped, so the model is
- * held once (with an mmapped file they would otherwise stay resident after
+ * original pages of each repacked matrix are then released (replaced by an
+ * inaccessible reservation), so the model is held once (with an mmapped file they would otherwise stay resident after
  * being read here); every reader of a matrix goes through tensor->x16 when it
  * is set (cpu/matmul.c, cpu/ops.c), and a stray read of the old bytes faults
  * instead of returning garbage. Matrices whose row count is not a multiple of
@@ -108,12 +108,16 @@ mf_status mf_model_repack(mf_model *m) {
         pack_fn(j, 0, 1);
     }
     (void)mprotect(buf, size, PROT_READ);
-    /* release the originals' whole pages */
+    /* Release the originals' whole pages by mapping an inaccessible
+     * reservation over them: the memory goes back, a stray read faults, and
+     * the address range stays ours (a plain munmap would leave holes that
+     * later mappings could land in, and closing the file would unmap those). */
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < j->n; i++) {
         const uintptr_t a = ((uintptr_t)j->t[i]->data + page - 1) & ~(page - 1);
         const uintptr_t b = ((uintptr_t)j->t[i]->data + j->t[i]->nbytes) & ~(page - 1);
-        if (b > a) (void)munmap((void *)a, b - a);
+        if (b > a)
+            (void)mmap((void *)a, b - a, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
         j->t[i]->x16 = j->dst[i];
     }
     m->x16_buf = buf;

@@ -1,0 +1,112 @@
+/* test_repack.c - the load-time x16 repack (model/repack.c) on real files:
+ *   - every repacked matrix unpacks, row by row, to the bytes the file holds
+ *     (read through a second, independent open of the file);
+ *   - the original pages were released but stay reserved: still mapped
+ *     (msync succeeds), so no later mapping can land inside the model's
+ *     range and be unmapped when the model closes;
+ *   - no_repack (and MINFER_NO_REPACK=1) leave every matrix as it is;
+ *   - logits with and without the repack are bitwise equal (prefill batch
+ *     and one-token decode).
+ * On a CPU without AVX-512 VNNI nothing is repacked and only that is checked. */
+#include "testutil.h"
+
+#include "cpu/features.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "quant/interleave.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static int count_x16(const mf_model *m) {
+    int n = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) n += m->gguf->tensors[i].x16 != NULL;
+    return n;
+}
+
+static void check_bytes(const char *path, const mf_model *m) {
+    gguf_file *ref = NULL;
+    CHECK(gguf_open(path, &ref) == MF_OK, "%s: second open", path);
+    if (!ref) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf->tensors[i];
+        if (!t->x16) continue;
+        const gguf_tensor *r = gguf_find_tensor(ref, t->name);
+        CHECK(r && r->nbytes == t->nbytes, "%s: tensor %s missing from the second open", path, t->name);
+        if (!r) continue;
+        const size_t row = mf_row_size(t->type, t->ne[0]);
+        uint8_t *buf = malloc(row);
+        int bad = 0;
+        for (int64_t k = 0; k < t->ne[1]; k++) {
+            mf_x16_unpack_row(t->type, (const uint8_t *)t->x16 + (size_t)(k / MF_X16) * row * MF_X16, (int)(k % MF_X16),
+                              t->ne[0], buf);
+            bad += memcmp(buf, (const uint8_t *)r->data + (size_t)k * row, row) != 0;
+        }
+        CHECK(!bad, "%s: %s: %d rows of the interleaved copy differ from the file", path, t->name, bad);
+        free(buf);
+        const uintptr_t a = ((uintptr_t)t->data + page - 1) & ~(page - 1), b = ((uintptr_t)t->data + t->nbytes) & ~(page - 1);
+        if (b > a) CHECK(msync((void *)a, b - a, MS_ASYNC) == 0, "%s: %s: the released range is no longer reserved", path, t->name);
+    }
+    gguf_close(ref);
+}
+
+static float *logits_of(const char *path, bool no_repack, const mf_token *ids, int n, int *n_vocab) {
+    mf_model_params mp = mf_model_default_params();
+    mp.no_repack = no_repack;
+    mf_model *m = NULL;
+    if (mf_model_load(path, &mp, &m)) return NULL;
+    mf_context_params cp = mf_context_default_params();
+    cp.n_threads = 2;
+    mf_context *ctx = NULL;
+    float *out = NULL;
+    if (!mf_context_new(m, &cp, &ctx)) {
+        *n_vocab = mf_model_n_vocab(m);
+        out = malloc(sizeof(float) * (size_t)*n_vocab * 2);
+        /* a prefill batch, then one decoded token */
+        if (mf_decode(ctx, ids, n - 1, false) == MF_OK)
+            memcpy(out, mf_get_logits(ctx, -1), sizeof(float) * (size_t)*n_vocab);
+        if (mf_decode(ctx, ids + n - 1, 1, false) == MF_OK)
+            memcpy(out + *n_vocab, mf_get_logits(ctx, -1), sizeof(float) * (size_t)*n_vocab);
+        mf_context_free(ctx);
+    }
+    mf_model_free(m);
+    return out;
+}
+
+int main(void) {
+    const char *files[] = {"../shared/models/stories260K-f16.gguf", "../shared/models/stories260K-q4_k_m.gguf",
+                           "../shared/models/zoo/llama-q8_0.gguf", "../shared/models/zoo/qwen2.gguf",
+                           "../shared/models/zoo/mixtral.gguf", "../shared/models/zoo/gemma2.gguf", "../shared/models/llama-2-tiny-random.gguf"};
+    const int vnni = mf_cpu_init() >= MF_CPU_AVX512_VNNI;
+    int repacked = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        mf_model_params mp = mf_model_default_params();
+        mf_model *m = NULL;
+        CHECK(mf_model_load(files[f], &mp, &m) == MF_OK, "load %s: %s", files[f], mf_last_error());
+        if (!m) continue;
+        const int nx = count_x16(m);
+        repacked += nx;
+        if (!vnni) CHECK(nx == 0, "%s: repacked without the x16 kernels", files[f]);
+        check_bytes(files[f], m);
+        mf_model_free(m);
+        mp.no_repack = true;
+        CHECK(mf_model_load(files[f], &mp, &m) == MF_OK, "load %s", files[f]);
+        if (m) CHECK(count_x16(m) == 0, "%s: no_repack still repacked", files[f]);
+        mf_model_free(m);
+        const mf_token ids[] = {1, 15, 43, 99, 7, 200, 31, 8, 64, 5, 17, 250};
+        const int n = sizeof ids / sizeof ids[0];
+        int nv = 0, nv2 = 0;
+        float *a = logits_of(files[f], false, ids, n, &nv), *b = logits_of(files[f], true, ids, n, &nv2);
+        CHECK(a && b && nv == nv2, "%s: logits", files[f]);
+        if (a && b && nv == nv2)
+            CHECK(!memcmp(a, b, sizeof(float) * (size_t)nv * 2), "%s: logits differ with and without the repack", files[f]);
+        free(a);
+        free(b);
+        printf("%s: %d matrices interleaved; bytes and logits equal the file's layout\n", files[f], nx);
+    }
+    if (vnni) CHECK(repacked > 0, "no matrix of these files was interleaved");
+    return test_summary("test_repack");
+}
