@@ -27,22 +27,32 @@
 typedef struct repack_job {
     gguf_tensor *t[MAX_REPACK];
     uint8_t *dst[MAX_REPACK];
-    long group0[MAX_REPACK + 1]; /* prefix sums of 16-row groups */
     int n;
+    int cur; /* the tensor being packed */
 } repack_job;
 
+/* the 16-row groups of tensor cur, split across the threads */
 static void pack_fn(void *arg, int ith, int nth) {
     repack_job *j = arg;
+    const gguf_tensor *t = j->t[j->cur];
+    const size_t row = mf_row_size(t->type, t->ne[0]), grp = row * MF_X16;
     long g0, g1;
-    mf_split(j->group0[j->n], ith, nth, &g0, &g1);
-    int i = 0;
-    for (long g = g0; g < g1; g++) {
-        while (g >= j->group0[i + 1]) i++;
-        const gguf_tensor *t = j->t[i];
-        const size_t row = mf_row_size(t->type, t->ne[0]), grp = row * MF_X16;
-        const long local = g - j->group0[i];
-        mf_x16_pack(t->type, (const uint8_t *)t->data + (size_t)local * grp, row, t->ne[0], j->dst[i] + (size_t)local * grp);
-    }
+    mf_split((long)(t->ne[1] / MF_X16), ith, nth, &g0, &g1);
+    for (long g = g0; g < g1; g++)
+        mf_x16_pack(t->type, (const uint8_t *)t->data + (size_t)g * grp, row, t->ne[0], j->dst[j->cur] + (size_t)g * grp);
+}
+
+/* Release a tensor's original whole pages by mapping an inaccessible
+ * reservation over them: the memory goes back, a stray read faults, and the
+ * address range stays ours (a plain munmap would leave holes that later
+ * mappings could land in, and closing the file would unmap those). Done
+ * right after each tensor is packed, so the peak is the copy plus one
+ * tensor, not twice the model. */
+static void release_pages(const gguf_tensor *t) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    const uintptr_t b = ((uintptr_t)t->data + t->nbytes) & ~(page - 1);
+    if (b > a) (void)mmap((void *)a, b - a, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 }
 
 static bool env_on(const char *name) {
@@ -74,18 +84,17 @@ mf_status mf_model_repack(mf_model *m) {
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) add(m, j, ws[i]);
     }
     add(m, j, m->output);
-    size_t total = 0;
-    j->group0[0] = 0;
+    size_t total = 0, need = 0; /* bytes, and bytes with each copy 64-byte aligned */
     for (int i = 0; i < j->n; i++) {
         total += j->t[i]->nbytes;
-        j->group0[i + 1] = j->group0[i] + j->t[i]->ne[1] / MF_X16;
+        need += (j->t[i]->nbytes + 63) & ~(size_t)63;
     }
     if (!total) {
         free(j);
         return MF_OK;
     }
     const double t0 = mf_now();
-    const size_t huge = (size_t)2 << 20, size = (total + huge - 1) & ~(huge - 1);
+    const size_t huge = (size_t)2 << 20, size = (need + huge - 1) & ~(huge - 1);
     void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) {
         free(j);
@@ -101,25 +110,14 @@ mf_status mf_model_repack(mf_model *m) {
         off += (j->t[i]->nbytes + 63) & ~(size_t)63;
     }
     mf_pool *pool = mf_pool_new(0);
-    if (pool) {
-        mf_pool_run(pool, pack_fn, j);
-        mf_pool_free(pool);
-    } else {
-        pack_fn(j, 0, 1);
+    for (j->cur = 0; j->cur < j->n; j->cur++) {
+        if (pool) mf_pool_run(pool, pack_fn, j);
+        else pack_fn(j, 0, 1);
+        release_pages(j->t[j->cur]);
+        j->t[j->cur]->x16 = j->dst[j->cur];
     }
+    mf_pool_free(pool);
     (void)mprotect(buf, size, PROT_READ);
-    /* Release the originals' whole pages by mapping an inaccessible
-     * reservation over them: the memory goes back, a stray read faults, and
-     * the address range stays ours (a plain munmap would leave holes that
-     * later mappings could land in, and closing the file would unmap those). */
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (int i = 0; i < j->n; i++) {
-        const uintptr_t a = ((uintptr_t)j->t[i]->data + page - 1) & ~(page - 1);
-        const uintptr_t b = ((uintptr_t)j->t[i]->data + j->t[i]->nbytes) & ~(page - 1);
-        if (b > a)
-            (void)mmap((void *)a, b - a, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-        j->t[i]->x16 = j->dst[i];
-    }
     m->x16_buf = buf;
     m->x16_size = size;
     if (m->verbose)
