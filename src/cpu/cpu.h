@@ -56,5 +56,9 @@ void mf_cpu_scatter_rows(mf_backend *be, const float *src, const int32_t *idx, c
 void mf_cpu_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out);
 void mf_cpu_softcap(mf_backend *be, float *x, float cap, size_t n);
 void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
+/* SiLU (ops.c), and SwiGLU out = silu(g) * u on 8 lanes (act_avx2.c, AVX2 +
+ * FMA CPUs only) giving the same bits as mf_silu_ref(g) * u */
+float mf_silu_ref(float x);
+void mf_cpu_swiglu_avx2(const float *g, const float *u, float *out, long n);
 
 #endif

@@ -3,6 +3,8 @@
  * Reductions follow ggml's order (sums of squares in double) so results stay
  * close to llama.cpp's; every row is processed by exactly one thread. */
 #include "cpu/cpu.h"
+#include "cpu/attn_kernels.h"
+#include "cpu/features.h"
 #include "quant/interleave.h"
 
 #include "quant/fp16.h"
@@ -206,9 +208,17 @@ typedef struct glu_task {
     const float *gate, *up;
     size_t n;
     float *out;
+    int simd; /* SwiGLU through mf_cpu_swiglu_avx2 (same bits as mf_silu_ref) */
 } glu_task;
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/* silu(x) = x * sigmoid(x), sigmoid from t = exp(-|x|) <= 1 (so the exp
+ * never overflows): 1 / (1 + t) for x >= 0, t / (1 + t) below. The exp is
+ * mf_attn_expf, which act_avx2.c evaluates on 8 lanes with the same
+ * operations: the two give the same bits. */
+float mf_silu_ref(float x) {
+    const float t = mf_attn_expf(0.0f - fabsf(x));
+    return x * ((x >= 0.0f ? 1.0f : t) / (1.0f + t));
+}
 
 static inline float gelu_tanh(float x) {
     const float c = 0.797884560802865355f; /* sqrt(2/pi) */
@@ -240,13 +250,15 @@ static void glu_fn(void *arg, int ith, int nth) {
         for (long i = i0; i < i1; i++) t->out[i] = gelu_f16(t->gate[i]) * t->up[i];
     else if (t->act == MF_FFN_GELU)
         for (long i = i0; i < i1; i++) t->out[i] = gelu_f16(t->gate[i]);
+    else if (t->simd)
+        mf_cpu_swiglu_avx2(t->gate + i0, t->up + i0, t->out + i0, i1 - i0);
     else
-        for (long i = i0; i < i1; i++) t->out[i] = silu(t->gate[i]) * t->up[i];
+        for (long i = i0; i < i1; i++) t->out[i] = mf_silu_ref(t->gate[i]) * t->up[i];
 }
 
 void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out) {
     if (act != MF_FFN_SWIGLU) pthread_once(&g_gelu_once, gelu_table_init);
-    glu_task t = {act, gate, up, n, out};
+    glu_task t = {act, gate, up, n, out, mf_cpu_init() >= MF_CPU_AVX2};
     mf_pool_run(((mf_cpu *)be)->pool, glu_fn, &t);
 }
 
