@@ -141,7 +141,9 @@ int cmd_info(int argc, char **argv) {
      * gets its container printed above; the reason is shown instead. */
     if (mf_gguf_find_key(g, "general.architecture") >= 0) {
         mf_model *model;
-        if (mf_model_load(path, NULL, &model) == MF_OK) {
+        mf_model_params mp = mf_model_default_params();
+        mp.no_repack = true; /* nothing is computed: do not rearrange the weights */
+        if (mf_model_load(path, &mp, &model) == MF_OK) {
             printf("traits: %s\n", mf_model_traits(model));
             mf_model_free(model);
         } else {
