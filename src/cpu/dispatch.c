@@ -1,6 +1,7 @@
 /* dispatch.c - builds one traits table per SIMD level the CPU supports and
  * installs the chosen level's kernels into the live table (mf_cpu_init). */
 #include "cpu/features.h"
+#include "core/env.h"
 #include "cpu/kernels.h"
 
 #include <pthread.h>
@@ -62,25 +63,19 @@ const mf_type_traits *mf_cpu_traits_for_level(int type, mf_cpu_level level) {
     return t->vec_dot ? t : NULL;
 }
 
-/* An environment switch is on when set to anything but "" or "0". */
-static int env_on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 static void init_once(void) {
     pthread_once(&g_tab_once, build_tables);
     mf_cpu_level lv = g_supported;
     const char *why = NULL;
-    if (lv > MF_CPU_AVX2 && env_on("MINFER_NO_AVX512")) {
+    if (lv > MF_CPU_AVX2 && mf_env_on("MINFER_NO_AVX512")) {
         lv = MF_CPU_AVX2;
         why = "MINFER_NO_AVX512";
     }
-    if (lv > MF_CPU_SCALAR && env_on("MINFER_NO_AVX2")) {
+    if (lv > MF_CPU_SCALAR && mf_env_on("MINFER_NO_AVX2")) {
         lv = MF_CPU_SCALAR;
         why = "MINFER_NO_AVX2";
     }
-    if (lv == MF_CPU_AVX512_VNNI && env_on("MINFER_NO_VNNI")) {
+    if (lv == MF_CPU_AVX512_VNNI && mf_env_on("MINFER_NO_VNNI")) {
         lv = MF_CPU_AVX512;
         why = "MINFER_NO_VNNI";
     }

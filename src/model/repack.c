@@ -10,6 +10,7 @@
  * 16, expert stacks and token-embedding tables that are not also the output
  * head stay as they are. MINFER_NO_REPACK=1 (or no_repack) turns it off. */
 #include "model/model.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -55,11 +56,6 @@ static void release_pages(const gguf_tensor *t) {
     if (b > a) (void)mmap((void *)a, b - a, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 }
 
-static bool env_on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 static void add(mf_model *m, repack_job *j, mf_weight w) {
     if (!w || j->n == MAX_REPACK) return;
     if (w->n_dims > 2 || w->ne[2] != 1 || w->ne[1] % MF_X16 || !mf_x16_layout(w->type, w->ne[0])) return;
@@ -72,7 +68,7 @@ static void add(mf_model *m, repack_job *j, mf_weight w) {
 }
 
 mf_status mf_model_repack(mf_model *m) {
-    if (env_on("MINFER_NO_REPACK")) return MF_OK;
+    if (mf_env_on("MINFER_NO_REPACK")) return MF_OK;
     mf_cpu_init(); /* the live traits table: x16 kernels exist only at some SIMD levels */
     repack_job *j = calloc(1, sizeof *j);
     if (!j) return mf_err(MF_ERR_NOMEM, "out of memory");

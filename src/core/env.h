@@ -1,0 +1,15 @@
+/* env.h - environment switches (MINFER_NO_AVX512, MINFER_NO_REPACK, ...). */
+#ifndef MF_CORE_ENV_H
+#define MF_CORE_ENV_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A switch is on when set to anything but "" or "0". */
+static inline bool mf_env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+#endif
