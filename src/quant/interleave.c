@@ -77,38 +77,16 @@ bool mf_x16_layout(mf_type t, int64_t k) {
     return geom(t, &g) && tg && k > 0 && k % tg->blck == 0;
 }
 
-void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *dst) {
+/* Moves row r of a 16-row group between the file's layout (row) and the
+ * group's, in either direction: pack (to_group) and unpack are the same walk.
+ * Only the destination side is written (the callers cast const away from
+ * the source side). */
+static void move_row(mf_type t, uint8_t *row, uint8_t *group, int r, int64_t k, bool to_group) {
     if (t == MF_TYPE_F16) {
-        for (int r = 0; r < MF_X16; r++) {
-            const uint8_t *row = (const uint8_t *)src + (size_t)r * src_row;
-            for (int64_t c = 0; c < k; c++) memcpy((uint8_t *)dst + (size_t)c * 32 + 2 * r, row + 2 * c, 2);
+        for (int64_t c = 0; c < k; c++) {
+            uint8_t *a = row + 2 * c, *b = group + (size_t)c * 32 + 2 * r;
+            memcpy(to_group ? b : a, to_group ? a : b, 2);
         }
-        return;
-    }
-    x16_geom g;
-    if (!geom(t, &g)) return;
-    const mf_type_geom *tg = mf_type_geom_get(t);
-    const size_t bs = (size_t)tg->size;
-    const int64_t nb = k / tg->blck;
-    for (int r = 0; r < MF_X16; r++) {
-        const uint8_t *row = (const uint8_t *)src + (size_t)r * src_row;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *x = row + (size_t)b * bs;
-            uint8_t *grp = (uint8_t *)dst + (size_t)b * MF_X16 * bs;
-            for (int w = 0; w < g.words; w++) {
-                uint32_t v;
-                memcpy(&v, x + g.w0 + 4 * w, 4);
-                v = word_in(t, w, v);
-                memcpy(grp + 64 * w + 4 * r, &v, 4);
-            }
-            if (g.half >= 0) memcpy(grp + 64 * g.words + 2 * r, x + g.half, 2);
-        }
-    }
-}
-
-void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst) {
-    if (t == MF_TYPE_F16) {
-        for (int64_t c = 0; c < k; c++) memcpy((uint8_t *)dst + 2 * c, (const uint8_t *)group + (size_t)c * 32 + 2 * r, 2);
         return;
     }
     x16_geom g;
@@ -117,16 +95,27 @@ void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst
     const size_t bs = (size_t)tg->size;
     const int64_t nb = k / tg->blck;
     for (int64_t b = 0; b < nb; b++) {
-        uint8_t *x = (uint8_t *)dst + (size_t)b * bs;
-        const uint8_t *grp = (const uint8_t *)group + (size_t)b * MF_X16 * bs;
+        uint8_t *x = row + (size_t)b * bs, *grp = group + (size_t)b * MF_X16 * bs;
         for (int w = 0; w < g.words; w++) {
+            uint8_t *a = x + g.w0 + 4 * w, *p = grp + 64 * w + 4 * r;
             uint32_t v;
-            memcpy(&v, grp + 64 * w + 4 * r, 4);
-            v = word_out(t, w, v);
-            memcpy(x + g.w0 + 4 * w, &v, 4);
+            memcpy(&v, to_group ? a : p, 4);
+            v = to_group ? word_in(t, w, v) : word_out(t, w, v);
+            memcpy(to_group ? p : a, &v, 4);
         }
-        if (g.half >= 0) memcpy(x + g.half, grp + 64 * g.words + 2 * r, 2);
+        if (g.half >= 0) {
+            uint8_t *a = x + g.half, *p = grp + 64 * g.words + 2 * r;
+            memcpy(to_group ? p : a, to_group ? a : p, 2);
+        }
     }
+}
+
+void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *dst) {
+    for (int r = 0; r < MF_X16; r++) move_row(t, (uint8_t *)src + (size_t)r * src_row, dst, r, k, true);
+}
+
+void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst) {
+    move_row(t, dst, (uint8_t *)group, r, k, false);
 }
 
 void mf_x16_dot_ref(mf_type t, int k, float *s, const void *group, const void *y) {
