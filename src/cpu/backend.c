@@ -82,7 +82,7 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     if (!cpu->act_buf) goto fail;
     /* once per process: the SIMD level's kernels replace the references in
      * the traits table (bitwise-equal results, so contexts never disagree) */
-    mf_cpu_init();
+    cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2;
     if (verbose) fprintf(stderr, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
     return &cpu->base;
 fail:

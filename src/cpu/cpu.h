@@ -14,6 +14,7 @@ typedef struct mf_cpu {
     mf_pool *pool;
     int n_threads;
     bool verbose;
+    bool swiglu_simd;  /* SwiGLU through mf_cpu_swiglu_avx2 (the SIMD level allows it) */
     /* activations converted to a weight's vec_dot_type, once per matmul input */
     uint8_t *act_buf;
     size_t act_cap;

@@ -14,6 +14,7 @@
 #pragma GCC target("no-avx512bf16")
 #endif
 #include "cpu/kernels.h"
+#include "cpu/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/interleave.h"
@@ -156,10 +157,7 @@ static inline __m512 d16(const uint8_t *g, int words) { return f16x16(g + 64 * w
 static inline __m512i act_sum(const block_q8_0 *a) {
     const __m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
                                            _mm256_loadu_si256((const __m256i *)a->qs));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_broadcastd_epi32(s4);
+    return _mm512_set1_epi32(mf_hsum_i32_8(s8));
 }
 
 static inline void fold8_store(float *s, __m512 acc[8]) {

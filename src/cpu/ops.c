@@ -4,7 +4,6 @@
  * close to llama.cpp's; every row is processed by exactly one thread. */
 #include "cpu/cpu.h"
 #include "cpu/attn_kernels.h"
-#include "cpu/features.h"
 #include "quant/interleave.h"
 
 #include "quant/fp16.h"
@@ -258,7 +257,7 @@ static void glu_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out) {
     if (act != MF_FFN_SWIGLU) pthread_once(&g_gelu_once, gelu_table_init);
-    glu_task t = {act, gate, up, n, out, mf_cpu_init() >= MF_CPU_AVX2};
+    glu_task t = {act, gate, up, n, out, ((mf_cpu *)be)->swiglu_simd};
     mf_pool_run(((mf_cpu *)be)->pool, glu_fn, &t);
 }
 
