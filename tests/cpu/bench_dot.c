@@ -77,49 +77,64 @@ static int cmp_dbl(const void *a, const void *b) {
 
 static float g_sink;
 
-static double run(const mf_type_traits *tr, int64_t n, const uint8_t *w, int64_t rows, size_t rb, const void *act,
-                  int big, double min_s) {
-    float acc = 0, s;
+/* What one timed unit is: a row through vec_dot, or a 16-row x16 group
+ * through vec_dot_x16. */
+typedef struct unit_set {
+    const mf_type_traits *tr;
+    int64_t n;
+    const uint8_t *w;
+    size_t bytes; /* of one unit */
+    const void *act;
+    int x16;
+} unit_set;
+
+static float dot_units(const unit_set *u, int64_t u0, int64_t u1) {
+    float acc = 0, s[MF_X16];
+    for (int64_t i = u0; i < u1; i++) {
+        if (u->x16) u->tr->vec_dot_x16((int)u->n, s, u->w + (size_t)i * u->bytes, u->act);
+        else u->tr->vec_dot((int)u->n, s, u->w + (size_t)i * u->bytes, u->act);
+        acc += s[0];
+    }
+    return acc;
+}
+
+static double run_units(const unit_set *u, int64_t units, int big, double min_s) {
     if (!big) {
         double best = 1e30, t_all = 0;
         for (int pass = 0; pass < 3 || (t_all < min_s && pass < 100000); pass++) {
             const double t0 = now();
-            for (int64_t r = 0; r < rows; r++) {
-                tr->vec_dot((int)n, &s, w + (size_t)r * rb, act);
-                acc += s;
-            }
+            g_sink += dot_units(u, 0, units);
             const double dt = now() - t0;
             t_all += dt;
             if (dt < best) best = dt;
         }
-        g_sink += acc;
-        return (double)rows * (double)rb / best / 1e9;
+        return (double)units * (double)u->bytes / best / 1e9;
     }
-    int64_t chunk = (int64_t)((1u << 20) / rb);
+    int64_t chunk = (int64_t)((1u << 20) / u->bytes);
     if (chunk < 1) chunk = 1;
-    const int64_t n_chunks = (rows + chunk - 1) / chunk;
+    const int64_t n_chunks = (units + chunk - 1) / chunk;
     double *rate = malloc(sizeof(double) * (size_t)(2 * n_chunks));
     int k = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int64_t c = 0; c < n_chunks; c++) {
-            const int64_t r0 = c * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            const int64_t u0 = c * chunk, u1 = u0 + chunk < units ? u0 + chunk : units;
             const double t0 = now();
-            for (int64_t r = r0; r < r1; r++) {
-                tr->vec_dot((int)n, &s, w + (size_t)r * rb, act);
-                acc += s;
-            }
-            rate[k++] = (double)(r1 - r0) * (double)rb / (now() - t0) / 1e9;
+            g_sink += dot_units(u, u0, u1);
+            rate[k++] = (double)(u1 - u0) * (double)u->bytes / (now() - t0) / 1e9;
         }
-    g_sink += acc;
     qsort(rate, (size_t)k, sizeof *rate, cmp_dbl);
     const double med = rate[k / 2];
     free(rate);
     return med;
 }
 
-/* The x16 kernel of the live table over the same rows packed 16 at a time
- * (whole groups only; the L2 set best pass, the big set median of ~1 MiB
- * chunks, as run()). */
+static double run(const mf_type_traits *tr, int64_t n, const uint8_t *w, int64_t rows, size_t rb, const void *act,
+                  int big, double min_s) {
+    const unit_set u = {tr, n, w, rb, act, 0};
+    return run_units(&u, rows, big, min_s);
+}
+
+/* The x16 kernel over the same rows packed 16 at a time (whole groups only). */
 static double run_x16(const mf_type_traits *tr, int t, int64_t n, const uint8_t *w, int64_t rows, size_t rb,
                       const void *act, int big, double min_s) {
     const int64_t groups = rows / MF_X16;
@@ -127,42 +142,8 @@ static double run_x16(const mf_type_traits *tr, int t, int64_t n, const uint8_t 
     const size_t gb = rb * MF_X16;
     uint8_t *x = malloc(gb * (size_t)groups);
     for (int64_t g = 0; g < groups; g++) mf_x16_pack(t, w + (size_t)g * gb, rb, n, x + (size_t)g * gb);
-    float s[MF_X16], acc = 0;
-    double rate;
-    if (!big) {
-        double best = 1e30, t_all = 0;
-        for (int pass = 0; pass < 3 || (t_all < min_s && pass < 100000); pass++) {
-            const double t0 = now();
-            for (int64_t g = 0; g < groups; g++) {
-                tr->vec_dot_x16((int)n, s, x + (size_t)g * gb, act);
-                acc += s[0];
-            }
-            const double dt = now() - t0;
-            t_all += dt;
-            if (dt < best) best = dt;
-        }
-        rate = (double)groups * (double)gb / best / 1e9;
-    } else {
-        int64_t chunk = (int64_t)((1u << 20) / gb);
-        if (chunk < 1) chunk = 1;
-        const int64_t n_chunks = (groups + chunk - 1) / chunk;
-        double *r = malloc(sizeof(double) * (size_t)(2 * n_chunks));
-        int k = 0;
-        for (int pass = 0; pass < 2; pass++)
-            for (int64_t c = 0; c < n_chunks; c++) {
-                const int64_t g0 = c * chunk, g1 = g0 + chunk < groups ? g0 + chunk : groups;
-                const double t0 = now();
-                for (int64_t g = g0; g < g1; g++) {
-                    tr->vec_dot_x16((int)n, s, x + (size_t)g * gb, act);
-                    acc += s[0];
-                }
-                r[k++] = (double)(g1 - g0) * (double)gb / (now() - t0) / 1e9;
-            }
-        qsort(r, (size_t)k, sizeof *r, cmp_dbl);
-        rate = r[k / 2];
-        free(r);
-    }
-    g_sink += acc;
+    const unit_set u = {tr, n, x, gb, act, 1};
+    const double rate = run_units(&u, groups, big, min_s);
     free(x);
     return rate;
 }
