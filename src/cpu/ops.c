@@ -30,16 +30,23 @@ static void get_rows_fn(void *arg, int ith, int nth) {
     long i0, i1;
     mf_split(t->n, ith, nth, &i0, &i1);
     if (t->w->x16) {
-        /* an interleaved (tied) output head: each row back in the file's layout first */
-        uint8_t *tmp = i1 > i0 ? malloc(row) : NULL;
-        if (i1 > i0 && !tmp) abort(); /* one row; the forward pass cannot report an error here */
+        /* an interleaved (tied) output head: each row back in the file's
+         * layout, a few blocks at a time through a stack buffer (a block
+         * group's blocks are at 16 * block bytes apart, so a run of blocks
+         * unpacks on its own) */
+        const mf_type_geom *g = mf_type_geom_get(t->w->type);
+        uint8_t tmp[4096];
+        const int64_t nb = n_in / g->blck, per = (int64_t)(sizeof tmp / (size_t)g->size);
         for (long i = i0; i < i1; i++) {
             const size_t id = (size_t)t->ids[i];
-            mf_x16_unpack_row(t->w->type, (const uint8_t *)t->w->x16 + id / MF_X16 * row * MF_X16, (int)(id % MF_X16), n_in,
-                              tmp);
-            tr->to_float(tmp, t->out + i * n_in, n_in);
+            const uint8_t *grp = (const uint8_t *)t->w->x16 + id / MF_X16 * row * MF_X16;
+            for (int64_t b0 = 0; b0 < nb; b0 += per) {
+                const int64_t cnt = nb - b0 < per ? nb - b0 : per;
+                mf_x16_unpack_row(t->w->type, grp + (size_t)b0 * MF_X16 * (size_t)g->size, (int)(id % MF_X16),
+                                  cnt * g->blck, tmp);
+                tr->to_float(tmp, t->out + i * n_in + b0 * g->blck, cnt * g->blck);
+            }
         }
-        free(tmp);
         return;
     }
     for (long i = i0; i < i1; i++)

@@ -31,7 +31,8 @@ void mf_x16_pack(mf_type t, const void *src, size_t src_row, int64_t k, void *ds
 /* Row r (< 16) of a group, back in the file's layout (bytes equal). */
 void mf_x16_unpack_row(mf_type t, const void *group, int r, int64_t k, void *dst);
 /* The reference kernel: s[r] = vec_dot (the reference's) of row r of the
- * group with the activation row y, for the 16 rows. */
-void mf_x16_dot_ref(mf_type t, int k, float *s, const void *group, const void *y);
+ * group with the activation row y, for the 16 rows; `row` is scratch of
+ * mf_row_size(t, k) bytes. */
+void mf_x16_dot_ref(mf_type t, int k, float *s, const void *group, const void *y, void *row);
 
 #endif

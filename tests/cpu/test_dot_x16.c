@@ -128,7 +128,7 @@ int main(void) {
                     make_act(&r, vt, k, raw, y);
                     float want[16], got[16];
                     for (int row = 0; row < 16; row++) ref->vec_dot((int)k, &want[row], rows + row * rs, y);
-                    mf_x16_dot_ref(t, (int)k, got, group, y);
+                    mf_x16_dot_ref(t, (int)k, got, group, y, back);
                     CHECK(!memcmp(want, got, sizeof want), "%s k=%lld mode %d: mf_x16_dot_ref differs from vec_dot",
                           mf_type_name(t), (long long)k, mode);
                     for (int lv = MF_CPU_SCALAR; lv <= (int)top; lv++) {

@@ -370,6 +370,10 @@ static void x16_tests(void) {
     x16_case(f16, 2, 200, nf16, &r);
     const int nf16b[] = {32, 16};
     x16_case(f16, 2, 896, nf16b, &r);
+    /* rows longer than get_rows' 4 KiB unpack buffer: looked up in chunks */
+    const mf_type big[] = {MF_TYPE_F16, MF_TYPE_Q8_0};
+    const int nbig[] = {16, 16};
+    x16_case(big, 2, 4864, nbig, &r);
 }
 
 int main(void) {
