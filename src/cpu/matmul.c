@@ -286,7 +286,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
             t.chunk0[i + 1] = t.chunk0[i] + (t.unit0[i + 1] - t.unit0[i] + t.chunk_groups - 1) / t.chunk_groups;
         size_t unpack_bytes = 0;
         for (int i = 0; i < nw; i++)
-            if (t.g[i] && w[i]->x16) {
+            if (t.g[i] && w[i]->x16 && !t.g[i]->pack_x16) { /* kinds that pack from x16 need no room */
                 const size_t ub = mf_row_size(w[i]->type, t.n_in) * (size_t)t.g[i]->panel_rows;
                 if (ub > unpack_bytes) unpack_bytes = ub;
             }
