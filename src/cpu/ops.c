@@ -55,7 +55,7 @@ static void get_rows_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out) {
     rows_task t = {w, ids, n, out};
-    mf_pool_run(((mf_cpu *)be)->pool, get_rows_fn, &t);
+    mf_cpu_run((mf_cpu *)be, get_rows_fn, &t, (size_t)n * (size_t)w->ne[0]);
 }
 
 /* ---- norms ---- */
@@ -105,7 +105,7 @@ static void norm_fn(void *arg, int ith, int nth) {
 void mf_cpu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
                  float eps, float *out) {
     norm_task t = {type, x, w ? (const float *)w->data : NULL, b ? (const float *)b->data : NULL, rows, n, eps, out};
-    mf_pool_run(((mf_cpu *)be)->pool, norm_fn, &t);
+    mf_cpu_run((mf_cpu *)be, norm_fn, &t, (size_t)rows * (size_t)n);
 }
 
 /* ---- elementwise ---- */
@@ -126,7 +126,7 @@ static void add_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_add(mf_backend *be, float *a, const float *b, size_t n) {
     ew_task t = {a, b, 0, n};
-    mf_pool_run(((mf_cpu *)be)->pool, add_fn, &t);
+    mf_cpu_run((mf_cpu *)be, add_fn, &t, n);
 }
 
 static void scale_fn(void *arg, int ith, int nth) {
@@ -138,7 +138,7 @@ static void scale_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_scale(mf_backend *be, float *x, float s, size_t n) {
     ew_task t = {x, NULL, s, n};
-    mf_pool_run(((mf_cpu *)be)->pool, scale_fn, &t);
+    mf_cpu_run((mf_cpu *)be, scale_fn, &t, n);
 }
 
 /* ---- RoPE ---- */
@@ -204,7 +204,7 @@ static void rope_fn(void *arg, int ith, int nth) {
 void mf_cpu_rope(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
                  const mf_rope_params *p) {
     rope_task t = {x, n_tok, n_head, head_dim, pos, p};
-    mf_pool_run(((mf_cpu *)be)->pool, rope_fn, &t);
+    mf_cpu_run((mf_cpu *)be, rope_fn, &t, (size_t)n_tok * (size_t)n_head * (size_t)head_dim);
 }
 
 /* ---- gated activations ---- */
@@ -265,7 +265,7 @@ static void glu_fn(void *arg, int ith, int nth) {
 void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out) {
     if (act != MF_FFN_SWIGLU) pthread_once(&g_gelu_once, gelu_table_init);
     glu_task t = {act, gate, up, n, out, ((mf_cpu *)be)->swiglu_simd};
-    mf_pool_run(((mf_cpu *)be)->pool, glu_fn, &t);
+    mf_cpu_run((mf_cpu *)be, glu_fn, &t, n);
 }
 
 /* ---- row movement: biases, column slices, gather / scatter, slot sums ---- */
@@ -292,7 +292,7 @@ static void add_bias_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_add_bias(mf_backend *be, float *x, mf_weight b, int rows, int n) {
     rowop_task t = {.dst = x, .b = b->data, .rows = rows, .n = n};
-    mf_pool_run(((mf_cpu *)be)->pool, add_bias_fn, &t);
+    mf_cpu_run((mf_cpu *)be, add_bias_fn, &t, (size_t)rows * (size_t)n);
 }
 
 void mf_cpu_copy_cols(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst) {
@@ -330,7 +330,7 @@ static void sum_slots_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out) {
     rowop_task t = {.src = src, .dst = out, .rows = rows, .k = k, .n = n};
-    mf_pool_run(((mf_cpu *)be)->pool, sum_slots_fn, &t);
+    mf_cpu_run((mf_cpu *)be, sum_slots_fn, &t, (size_t)rows * (size_t)k * (size_t)n);
 }
 
 static void softcap_fn(void *arg, int ith, int nth) {
@@ -342,5 +342,5 @@ static void softcap_fn(void *arg, int ith, int nth) {
 
 void mf_cpu_softcap(mf_backend *be, float *x, float cap, size_t n) {
     rowop_task t = {.dst = x, .rows = (int)n, .cap = cap};
-    mf_pool_run(((mf_cpu *)be)->pool, softcap_fn, &t);
+    mf_cpu_run((mf_cpu *)be, softcap_fn, &t, n);
 }
