@@ -44,11 +44,18 @@ typedef struct matmul_task {
      * it owns in the row split */
     const uint8_t *xq[MAX_W];
     size_t xq_row[MAX_W];
-    long row0[MAX_W + 1];
+    long vunit0[MAX_W + 1]; /* prefix sums of vec_dot units (VD_UNIT rows) per weight */
+    long min_units;         /* smallest run claimed (about VD_MIN_BYTES of weights) */
     int n_conv;
     mf_type conv_type[MAX_W];
     uint8_t *conv_dst[MAX_W];
     size_t conv_row[MAX_W];
+    /* conv_span != 0: each thread converts the rows itself; thread ith > 0
+     * into conv_copies + (ith - 1) * conv_span (the same offsets as thread
+     * 0's conv_dst[] from conv_dst[0]) */
+    size_t conv_span;
+    uint8_t *conv_copies;
+    bool xq_conv[MAX_W]; /* weight i reads a conversion (not x itself) */
     /* GEMM path: kind and tile set of weight i (NULL: vec_dot), the units
      * (groups of rows_per_call rows) it owns in the unit split */
     const mf_gemm_kind *g[MAX_W];
@@ -65,8 +72,16 @@ typedef struct matmul_task {
      * shared machine are not equally fast, and a fixed split waits for the
      * slowest (every output element is computed the same way whichever
      * thread takes its chunk, so results do not change) */
-    atomic_long next_tile, next_chunk;
+    atomic_long next_tile, next_chunk, next_unit;
 } matmul_task;
+
+/* vec_dot work is handed out in units of this many rows: a group of an
+ * interleaved weight (MF_X16), or ROW_BLOCK plain rows */
+#define VD_UNIT 16
+#define VD_MIN_BYTES (32 * 1024)
+/* batches of at most this many rows skip the separate conversion job */
+#define CONV_EACH_ROWS 4
+_Static_assert(VD_UNIT == MF_X16, "a vec_dot unit is one interleaved group");
 
 static void convert_rows(void *arg, int ith, int nth) {
     matmul_task *t = arg;
@@ -96,7 +111,7 @@ static void convert_rows(void *arg, int ith, int nth) {
 }
 
 /* rows of W per inner block: keeps a few weight rows hot while sweeping tokens */
-#define ROW_BLOCK 16
+#define ROW_BLOCK VD_UNIT
 
 /* Weight bytes a thread packs before sweeping the tiles over them: a tile
  * is then read from cache by every panel group of the chunk instead of
@@ -163,50 +178,88 @@ static void gemm_units(matmul_task *t, int ith) {
     }
 }
 
+/* The vec_dot rows [a, b) of weight wi (whole groups of 16 for interleaved
+ * weights, whose row counts are multiples of 16). */
+static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b) {
+    const gguf_tensor *w = t->w[wi];
+    const int64_t n_in = w->ne[0], n_out = w->ne[1];
+    const size_t w_row = mf_row_size(w->type, n_in);
+    if (w->x16) {
+        const mf_vec_dot_x16_fn dot16 = t->tr[wi]->vec_dot_x16;
+        const size_t grp = w_row * MF_X16;
+        for (long g = a / MF_X16; g < b / MF_X16; g++)
+            for (int r = 0; r < t->rows; r++)
+                dot16((int)n_in, t->out[wi] + (size_t)r * n_out + (size_t)g * MF_X16,
+                      (const uint8_t *)w->x16 + (size_t)g * grp, xq + (size_t)r * t->xq_row[wi]);
+        return;
+    }
+    const uint8_t *wd = w->data;
+    /* one vec_dot per row: a decode streams the weights from memory, and
+     * row after row is one sequential stream. (vec_dot_rows, 8 rows at
+     * once, measured 10-15% slower here on weights that do not fit the
+     * caches, though faster on cached ones.) */
+    const mf_vec_dot_fn dot = t->tr[wi]->vec_dot;
+    for (long ob = a; ob < b; ob += ROW_BLOCK) {
+        long oe = ob + ROW_BLOCK < b ? ob + ROW_BLOCK : b;
+        for (int r = 0; r < t->rows; r++) {
+            const uint8_t *xr = xq + (size_t)r * t->xq_row[wi];
+            float *y = t->out[wi] + (size_t)r * n_out;
+            for (long o = ob; o < oe; o++) dot((int)n_in, &y[o], wd + (size_t)o * w_row, xr);
+        }
+    }
+}
+
+/* Claim the next run of vec_dot units (blocks of VD_UNIT rows over all the
+ * weights): a share of what is left, shrinking as the call drains (guided
+ * scheduling), so the threads finish together even when one core runs slower
+ * than the other, at a few atomic operations per thread and call. */
+static bool claim_units(matmul_task *t, int nth, long *u0, long *u1) {
+    const long total = t->vunit0[t->nw];
+    long cur = atomic_load_explicit(&t->next_unit, memory_order_relaxed);
+    for (;;) {
+        if (cur >= total) return false;
+        long n = (total - cur) / (2L * nth);
+        if (n < t->min_units) n = t->min_units;
+        if (n > total - cur) n = total - cur;
+        if (atomic_compare_exchange_weak_explicit(&t->next_unit, &cur, cur + n, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *u0 = cur;
+            *u1 = cur + n;
+            return true;
+        }
+    }
+}
+
 static void dot_rows(void *arg, int ith, int nth) {
     matmul_task *t = arg;
     if (t->unit0[t->nw]) {
         gemm_units(t, ith);
         mf_gemm_fence(); /* the kernels' non-temporal stores, before the pool's barrier */
     }
-    long o0, o1;
-    mf_split(t->row0[t->nw], ith, nth, &o0, &o1);
-    for (int wi = 0; wi < t->nw; wi++) {
-        /* the part of this thread's range that falls in weight wi */
-        long a = o0 > t->row0[wi] ? o0 : t->row0[wi], b = o1 < t->row0[wi + 1] ? o1 : t->row0[wi + 1];
-        if (a >= b) continue;
-        a -= t->row0[wi];
-        b -= t->row0[wi];
-        const gguf_tensor *w = t->w[wi];
-        const int64_t n_in = w->ne[0], n_out = w->ne[1];
-        const size_t w_row = mf_row_size(w->type, n_in);
-        if (w->x16) {
-            /* interleaved rows: whole groups of 16. Both neighbours round
-             * their shared boundary up the same way, so the groups are still
-             * split without gaps or overlap (n_out is a multiple of 16). */
-            const mf_vec_dot_x16_fn dot16 = t->tr[wi]->vec_dot_x16;
-            const size_t grp = w_row * MF_X16;
-            for (long g = (a + MF_X16 - 1) / MF_X16; g < (b + MF_X16 - 1) / MF_X16; g++)
-                for (int r = 0; r < t->rows; r++)
-                    dot16((int)n_in, t->out[wi] + (size_t)r * n_out + (size_t)g * MF_X16,
-                          (const uint8_t *)w->x16 + (size_t)g * grp, t->xq[wi] + (size_t)r * t->xq_row[wi]);
-            continue;
-        }
-        const uint8_t *wd = w->data;
-        /* one vec_dot per row: a decode streams the weights from memory, and
-         * row after row is one sequential stream. (vec_dot_rows, 8 rows at
-         * once, measured 10-15% slower here on weights that do not fit the
-         * caches, though faster on cached ones.) */
-        const mf_vec_dot_fn dot = t->tr[wi]->vec_dot;
-        for (long ob = a; ob < b; ob += ROW_BLOCK) {
-            long oe = ob + ROW_BLOCK < b ? ob + ROW_BLOCK : b;
-            for (int r = 0; r < t->rows; r++) {
-                const uint8_t *xr = t->xq[wi] + (size_t)r * t->xq_row[wi];
-                float *y = t->out[wi] + (size_t)r * n_out;
-                for (long o = ob; o < oe; o++) dot((int)n_in, &y[o], wd + (size_t)o * w_row, xr);
-            }
-        }
+    /* this thread's converted activations */
+    const uint8_t *xq[MAX_W];
+    for (int wi = 0; wi < t->nw; wi++) xq[wi] = t->xq[wi];
+    if (t->conv_span && ith > 0) {
+        uint8_t *mine = t->conv_copies + (size_t)(ith - 1) * t->conv_span;
+        for (int wi = 0; wi < t->nw; wi++)
+            if (t->xq_conv[wi]) xq[wi] = mine + (t->xq[wi] - t->conv_dst[0]);
     }
+    if (t->conv_span)
+        for (int c = 0; c < t->n_conv; c++) {
+            uint8_t *dst = ith ? t->conv_copies + (size_t)(ith - 1) * t->conv_span + (t->conv_dst[c] - t->conv_dst[0])
+                               : t->conv_dst[c];
+            for (int r = 0; r < t->rows; r++)
+                mf_type_traits_get(t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in, dst + (size_t)r * t->conv_row[c],
+                                                                t->n_in);
+        }
+    for (long u0, u1; claim_units(t, nth, &u0, &u1);)
+        for (int wi = 0; wi < t->nw; wi++) {
+            /* the part of the run that falls in weight wi */
+            const long a = u0 > t->vunit0[wi] ? u0 : t->vunit0[wi], b = u1 < t->vunit0[wi + 1] ? u1 : t->vunit0[wi + 1];
+            if (a >= b) continue;
+            const long n_out = t->w[wi]->ne[1], r1 = (b - t->vunit0[wi]) * VD_UNIT;
+            dot_range(t, wi, xq[wi], (a - t->vunit0[wi]) * VD_UNIT, r1 < n_out ? r1 : n_out);
+        }
 }
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -228,15 +281,21 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         if (g && (t.n_in % g->k_multiple || rows < g->min_rows)) g = NULL;
         t.g[i] = g;
     }
+    size_t used = 0;
     for (int pass = 0; pass < 2; pass++) {
         /* pass 0 plans the GEMM; if its buffers do not fit, pass 1 plans
          * everything on the vec_dot path */
-        size_t used = 0, tmp_bytes = 0, group_bytes = 0;
+        size_t tmp_bytes = 0, group_bytes = 0;
+        used = 0;
         t.n_ts = t.n_conv = 0;
-        t.row0[0] = t.unit0[0] = 0;
+        t.vunit0[0] = t.unit0[0] = 0;
+        size_t vd_bytes = 0, vd_units = 0;
         for (int i = 0; i < nw; i++) {
             const mf_gemm_kind *g = t.g[i];
-            t.row0[i + 1] = t.row0[i] + (g ? 0 : w[i]->ne[1]);
+            const long vu = g ? 0 : (long)((w[i]->ne[1] + VD_UNIT - 1) / VD_UNIT);
+            t.vunit0[i + 1] = t.vunit0[i] + vu;
+            vd_units += (size_t)vu;
+            vd_bytes += g ? 0 : mf_row_size(w[i]->type, t.n_in) * (size_t)w[i]->ne[1];
             t.unit0[i + 1] = t.unit0[i] + (g ? (w[i]->ne[1] + g->rows_per_call - 1) / g->rows_per_call : 0);
             if (g) {
                 int s = 0;
@@ -259,6 +318,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
             }
             const mf_type vt = t.tr[i]->vec_dot_type;
             if (vt == MF_TYPE_F32) {
+                t.xq_conv[i] = false;
                 t.xq[i] = (const uint8_t *)x;
                 t.xq_row[i] = (size_t)t.n_in * sizeof(float);
                 continue;
@@ -274,7 +334,10 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
             }
             t.xq[i] = t.conv_dst[c];
             t.xq_row[i] = t.conv_row[c];
+            t.xq_conv[i] = true;
         }
+        t.min_units = vd_units ? (long)(VD_MIN_BYTES / (vd_bytes / vd_units + 1)) : 1;
+        if (t.min_units < 1) t.min_units = 1;
         t.tmp_bytes = align64(tmp_bytes);
         t.chunk_groups = group_bytes ? (long)(MF_GEMM_CHUNK_BYTES / group_bytes) : 1;
         const long fair = (t.unit0[nw] + (long)MF_GEMM_CHUNKS_PER_THREAD * cpu->n_threads - 1) /
@@ -313,6 +376,20 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
                         mf_type_name(w[i]->type), t.g[i]->name, t.g[i]->min_rows);
     atomic_init(&t.next_tile, 0);
     atomic_init(&t.next_chunk, 0);
+    atomic_init(&t.next_unit, 0);
+    /* A decode's few rows: every thread converts them into its own copy at
+     * the start of the dot job, which costs less than a second pool round
+     * trip (the conversion is deterministic, so the copies are equal). */
+    if (t.n_conv && !t.n_ts && rows <= CONV_EACH_ROWS) {
+        t.conv_span = (size_t)(t.conv_dst[t.n_conv - 1] - t.conv_dst[0]) +
+                      align64(t.conv_row[t.n_conv - 1] * (size_t)rows);
+        if (used + t.conv_span * (size_t)(cpu->n_threads - 1) <= cpu->act_cap) {
+            t.conv_copies = cpu->act_buf + used;
+            mf_pool_run(cpu->pool, dot_rows, &t);
+            return;
+        }
+        t.conv_span = 0;
+    }
     if (t.n_conv || t.n_ts) mf_pool_run(cpu->pool, convert_rows, &t);
     mf_pool_run(cpu->pool, dot_rows, &t);
 }
