@@ -69,36 +69,58 @@ typedef struct norm_task {
     float *out;
 } norm_task;
 
+/* y = ((x - mean) * scale) * w + b, each step rounded to float, for rows that
+ * do not overlap (restrict lets the compiler vectorise it) */
+static void norm_apply(const float *restrict x, float mean, float scale, const float *restrict w,
+                       const float *restrict b, int n, float *restrict y) {
+    if (w)
+        for (int i = 0; i < n; i++) y[i] = ((x[i] - mean) * scale) * w[i];
+    else
+        for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * scale;
+    if (b)
+        for (int i = 0; i < n; i++) y[i] += b[i];
+}
+
+/* One row (y may be x: Gemma's post-norms, Qwen3's q/k norms). The sums run
+ * in double, one term after another, in ggml's order. RMS norm is the
+ * mean = 0 case: x - 0 is x exactly. */
+static void norm_row(mf_norm_type type, const float *x, const float *w, const float *b, int n, float eps, float *y) {
+    float mean = 0.0f, scale;
+    if (type == MF_NORM_RMS) {
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+        scale = 1.0f / sqrtf((float)(sum / n) + eps);
+    } else {
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += (double)x[i];
+        mean = (float)(sum / n);
+        double var = 0;
+        for (int i = 0; i < n; i++) {
+            const float d = x[i] - mean;
+            var += (double)(d * d);
+        }
+        scale = 1.0f / sqrtf((float)(var / n) + eps);
+    }
+    if (x != y) {
+        norm_apply(x, mean, scale, w, b, n, y);
+        return;
+    }
+    /* in place: through a small copy, so the vectorised pass sees no overlap */
+    float tmp[256];
+    for (int i0 = 0; i0 < n; i0 += 256) {
+        const int m = n - i0 < 256 ? n - i0 : 256;
+        memcpy(tmp, x + i0, sizeof(float) * (size_t)m);
+        norm_apply(tmp, mean, scale, w ? w + i0 : NULL, b ? b + i0 : NULL, m, y + i0);
+    }
+}
+
 static void norm_fn(void *arg, int ith, int nth) {
     norm_task *t = arg;
     long r0, r1;
     mf_split(t->rows, ith, nth, &r0, &r1);
     for (long r = r0; r < r1; r++) {
         const float *x = t->x + r * t->n;
-        float *y = t->out + r * t->n;
-        if (t->type == MF_NORM_RMS) {
-            double sum = 0;
-            for (int i = 0; i < t->n; i++) sum += (double)(x[i] * x[i]);
-            const float mean = (float)(sum / t->n);
-            const float scale = 1.0f / sqrtf(mean + t->eps);
-            for (int i = 0; i < t->n; i++) y[i] = x[i] * scale;
-        } else {
-            double sum = 0;
-            for (int i = 0; i < t->n; i++) sum += (double)x[i];
-            const float mean = (float)(sum / t->n);
-            double var = 0;
-            for (int i = 0; i < t->n; i++) {
-                float d = x[i] - mean;
-                y[i] = d;
-                var += (double)(d * d);
-            }
-            const float scale = 1.0f / sqrtf((float)(var / t->n) + t->eps);
-            for (int i = 0; i < t->n; i++) y[i] *= scale;
-        }
-        if (t->w)
-            for (int i = 0; i < t->n; i++) y[i] *= t->w[i];
-        if (t->b)
-            for (int i = 0; i < t->n; i++) y[i] += t->b[i];
+        norm_row(t->type, x, t->w, t->b, t->n, t->eps, t->out + r * t->n);
     }
 }
 
