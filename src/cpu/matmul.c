@@ -209,10 +209,18 @@ static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b)
     }
 }
 
-/* Claim the next run of vec_dot units (blocks of VD_UNIT rows over all the
- * weights): a share of what is left, shrinking as the call drains (guided
- * scheduling), so the threads finish together even when one core runs slower
- * than the other, at a few atomic operations per thread and call. */
+/* vec_dot units are handed out in two stages. Each thread first takes a
+ * fixed contiguous share, STATIC_NUM/STATIC_DEN of an equal split, which it
+ * streams as one sequential run; the rest is claimed from an atomic counter
+ * in runs that shrink as it drains (guided scheduling), so the threads still
+ * finish together when one core of a shared machine runs slower. */
+#define STATIC_NUM 3
+#define STATIC_DEN 4
+
+static long static_share(const matmul_task *t, int nth) {
+    return t->vunit0[t->nw] * STATIC_NUM / STATIC_DEN / nth;
+}
+
 static bool claim_units(matmul_task *t, int nth, long *u0, long *u1) {
     const long total = t->vunit0[t->nw];
     long cur = atomic_load_explicit(&t->next_unit, memory_order_relaxed);
@@ -227,6 +235,16 @@ static bool claim_units(matmul_task *t, int nth, long *u0, long *u1) {
             *u1 = cur + n;
             return true;
         }
+    }
+}
+
+/* vec_dot units [u0, u1) over the weights they fall in */
+static void dot_units(matmul_task *t, const uint8_t *const *xq, long u0, long u1) {
+    for (int wi = 0; wi < t->nw; wi++) {
+        const long a = u0 > t->vunit0[wi] ? u0 : t->vunit0[wi], b = u1 < t->vunit0[wi + 1] ? u1 : t->vunit0[wi + 1];
+        if (a >= b) continue;
+        const long n_out = t->w[wi]->ne[1], r1 = (b - t->vunit0[wi]) * VD_UNIT;
+        dot_range(t, wi, xq[wi], (a - t->vunit0[wi]) * VD_UNIT, r1 < n_out ? r1 : n_out);
     }
 }
 
@@ -252,14 +270,9 @@ static void dot_rows(void *arg, int ith, int nth) {
                 mf_type_traits_get(t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in, dst + (size_t)r * t->conv_row[c],
                                                                 t->n_in);
         }
-    for (long u0, u1; claim_units(t, nth, &u0, &u1);)
-        for (int wi = 0; wi < t->nw; wi++) {
-            /* the part of the run that falls in weight wi */
-            const long a = u0 > t->vunit0[wi] ? u0 : t->vunit0[wi], b = u1 < t->vunit0[wi + 1] ? u1 : t->vunit0[wi + 1];
-            if (a >= b) continue;
-            const long n_out = t->w[wi]->ne[1], r1 = (b - t->vunit0[wi]) * VD_UNIT;
-            dot_range(t, wi, xq[wi], (a - t->vunit0[wi]) * VD_UNIT, r1 < n_out ? r1 : n_out);
-        }
+    const long share = static_share(t, nth);
+    dot_units(t, xq, (long)ith * share, (long)(ith + 1) * share);
+    for (long u0, u1; claim_units(t, nth, &u0, &u1);) dot_units(t, xq, u0, u1);
 }
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -376,7 +389,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
                         mf_type_name(w[i]->type), t.g[i]->name, t.g[i]->min_rows);
     atomic_init(&t.next_tile, 0);
     atomic_init(&t.next_chunk, 0);
-    atomic_init(&t.next_unit, 0);
+    atomic_init(&t.next_unit, static_share(&t, cpu->n_threads) * cpu->n_threads);
     /* A decode's few rows: every thread converts them into its own copy at
      * the start of the dot job, which costs less than a second pool round
      * trip (the conversion is deterministic, so the copies are equal). */
