@@ -49,7 +49,6 @@ static const mf_backend_ops g_cpu_ops = {
     .matmul = mf_cpu_matmul,
     .matmul_n = mf_cpu_matmul_n,
     .add = mf_cpu_add,
-    .add_bias = mf_cpu_add_bias,
     .copy_cols = mf_cpu_copy_cols,
     .gather_rows = mf_cpu_gather_rows,
     .scatter_rows = mf_cpu_scatter_rows,

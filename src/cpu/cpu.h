@@ -46,7 +46,8 @@ static inline void mf_cpu_run(const mf_cpu *cpu, mf_task_fn fn, void *arg, size_
 }
 
 void mf_cpu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
-void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out);
+void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
+                     float *const *out, float *res);
 void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
                       float *out);
 void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
@@ -62,7 +63,6 @@ void mf_cpu_add(mf_backend *be, float *a, const float *b, size_t n);
 void mf_cpu_scale(mf_backend *be, float *x, float s, size_t n);
 void mf_cpu_rope(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
                  const mf_rope_params *p);
-void mf_cpu_add_bias(mf_backend *be, float *x, mf_weight b, int rows, int n);
 void mf_cpu_copy_cols(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
 void mf_cpu_gather_rows(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst);
 void mf_cpu_scatter_rows(mf_backend *be, const float *src, const int32_t *idx, const float *scale, int count, int n,

@@ -38,6 +38,10 @@ typedef struct matmul_task {
     const gguf_tensor *w[MAX_W];
     const mf_type_traits *tr[MAX_W];
     float *out[MAX_W];
+    /* epilogue: out[i] += bias[i] per row (NULL: none), then res += out[0] */
+    const float *bias[MAX_W];
+    float *res;
+    bool epilogue;
     const float *x;
     int n_in, rows;
     /* vec_dot path: converted activations for weight i, and the output rows
@@ -178,6 +182,29 @@ static void gemm_units(matmul_task *t, int ith) {
     }
 }
 
+/* Outputs [o0, o1) of token row r of weight wi: the bias, then the residual
+ * add, each one float add per element as the separate ops did them. */
+static void epilogue(const matmul_task *t, int wi, int r, long o0, long o1) {
+    const size_t n_out = (size_t)t->w[wi]->ne[1];
+    float *y = t->out[wi] + (size_t)r * n_out;
+    const float *b = t->bias[wi];
+    if (b)
+        for (long o = o0; o < o1; o++) y[o] += b[o];
+    if (wi == 0 && t->res) {
+        float *z = t->res + (size_t)r * n_out;
+        for (long o = o0; o < o1; o++) z[o] += y[o];
+    }
+}
+
+/* The epilogue as its own job, after a GEMM (split by token rows). */
+static void epilogue_rows(void *arg, int ith, int nth) {
+    const matmul_task *t = arg;
+    long r0, r1;
+    mf_split(t->rows, ith, nth, &r0, &r1);
+    for (int wi = 0; wi < t->nw; wi++)
+        for (long r = r0; r < r1; r++) epilogue(t, wi, (int)r, 0, t->w[wi]->ne[1]);
+}
+
 /* The vec_dot rows [a, b) of weight wi (whole groups of 16 for interleaved
  * weights, whose row counts are multiples of 16). */
 static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b) {
@@ -188,9 +215,11 @@ static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b)
         const mf_vec_dot_x16_fn dot16 = t->tr[wi]->vec_dot_x16;
         const size_t grp = w_row * MF_X16;
         for (long g = a / MF_X16; g < b / MF_X16; g++)
-            for (int r = 0; r < t->rows; r++)
+            for (int r = 0; r < t->rows; r++) {
                 dot16((int)n_in, t->out[wi] + (size_t)r * n_out + (size_t)g * MF_X16,
                       (const uint8_t *)w->x16 + (size_t)g * grp, xq + (size_t)r * t->xq_row[wi]);
+                if (t->epilogue) epilogue(t, wi, r, g * MF_X16, (g + 1) * MF_X16);
+            }
         return;
     }
     const uint8_t *wd = w->data;
@@ -205,6 +234,7 @@ static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b)
             const uint8_t *xr = xq + (size_t)r * t->xq_row[wi];
             float *y = t->out[wi] + (size_t)r * n_out;
             for (long o = ob; o < oe; o++) dot((int)n_in, &y[o], wd + (size_t)o * w_row, xr);
+            if (t->epilogue) epilogue(t, wi, r, ob, oe);
         }
     }
 }
@@ -281,10 +311,14 @@ static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static atomic_int g_said[MF_TYPE_COUNT];
 static atomic_int g_said_nomem;
 
-void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out) {
+void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
+                     float *const *out, float *res) {
     mf_cpu *cpu = (mf_cpu *)be;
-    matmul_task t = {.nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows};
+    matmul_task t = {.nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows, .res = nw == 1 ? res : NULL};
+    t.epilogue = t.res != NULL;
     for (int i = 0; i < nw; i++) {
+        t.bias[i] = b && b[i] ? (const float *)b[i]->data : NULL;
+        t.epilogue |= t.bias[i] != NULL;
         t.w[i] = w[i];
         t.tr[i] = mf_type_traits_get(w[i]->type);
         t.out[i] = out[i];
@@ -375,7 +409,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         for (int i = 0; i < nw; i++) any |= t.g[i] != NULL, t.g[i] = NULL;
         if (!any) {
             /* more distinct conversions than the buffer holds: one weight at a time */
-            for (int i = 0; i < nw; i++) mf_cpu_matmul_n(be, &w[i], 1, x, rows, &out[i]);
+            for (int i = 0; i < nw; i++) mf_cpu_matmul_n(be, &w[i], b ? &b[i] : NULL, 1, x, rows, &out[i], t.res);
             return;
         }
         if (cpu->verbose && !atomic_exchange(&g_said_nomem, 1))
@@ -399,14 +433,22 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x,
         if (used + t.conv_span * (size_t)(cpu->n_threads - 1) <= cpu->act_cap) {
             t.conv_copies = cpu->act_buf + used;
             mf_pool_run(cpu->pool, dot_rows, &t);
-            return;
+            return; /* no GEMM here: the epilogue ran with the dots */
         }
         t.conv_span = 0;
     }
     if (t.n_conv || t.n_ts) mf_pool_run(cpu->pool, convert_rows, &t);
     mf_pool_run(cpu->pool, dot_rows, &t);
+    if (t.epilogue && t.unit0[nw]) {
+        /* GEMM outputs get theirs in a job of its own (the vec_dot rows
+         * already had theirs: only GEMM weights are left) */
+        for (int i = 0; i < nw; i++)
+            if (!t.g[i]) t.bias[i] = NULL;
+        if (t.g[0] == NULL) t.res = NULL;
+        mf_cpu_run(cpu, epilogue_rows, &t, (size_t)rows * (size_t)w[0]->ne[1]);
+    }
 }
 
 void mf_cpu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out) {
-    mf_cpu_matmul_n(be, &w, 1, x, rows, &out);
+    mf_cpu_matmul_n(be, &w, NULL, 1, x, rows, &out, NULL);
 }

@@ -290,32 +290,16 @@ void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float 
     mf_cpu_run((mf_cpu *)be, glu_fn, &t, n);
 }
 
-/* ---- row movement: biases, column slices, gather / scatter, slot sums ---- */
+/* ---- row movement: column slices, gather / scatter, slot sums ---- */
 
 typedef struct rowop_task {
     const float *src;
     float *dst;
-    const float *b;
     const int32_t *idx;
     const float *scale;
     int rows, n, src_width, col0, k;
     float cap;
 } rowop_task;
-
-static void add_bias_fn(void *arg, int ith, int nth) {
-    rowop_task *t = arg;
-    long r0, r1;
-    mf_split(t->rows, ith, nth, &r0, &r1);
-    for (long r = r0; r < r1; r++) {
-        float *x = t->dst + r * t->n;
-        for (int i = 0; i < t->n; i++) x[i] += t->b[i];
-    }
-}
-
-void mf_cpu_add_bias(mf_backend *be, float *x, mf_weight b, int rows, int n) {
-    rowop_task t = {.dst = x, .b = b->data, .rows = rows, .n = n};
-    mf_cpu_run((mf_cpu *)be, add_bias_fn, &t, (size_t)rows * (size_t)n);
-}
 
 void mf_cpu_copy_cols(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst) {
     (void)be; /* a copy of a few KB: not worth waking the pool */

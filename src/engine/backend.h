@@ -61,13 +61,15 @@ typedef struct mf_backend_ops {
                  float eps, float *out);
     /* out[rows][w->ne[1]] = x[rows][w->ne[0]] . W^T */
     void (*matmul)(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
-    /* nw (<= 4) products of the same input: out[i] = x . w[i]^T (Q/K/V, gate/up);
-     * lets the backend convert x once and run them as one job */
-    void (*matmul_n)(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out);
+    /* nw (<= 4) products of the same input (Q/K/V, gate/up), which the
+     * backend may convert once and run as one job, with their epilogue:
+     *   out[i] = x . w[i]^T, then out[i][r][j] += b[i][j]  (b NULL or b[i] NULL: no bias)
+     *   then, when res is given (nw == 1 only), res += out[0]  (the residual add)
+     * in that order, so a fused epilogue gives the bits of the separate ops */
+    void (*matmul_n)(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
+                     float *const *out, float *res);
     /* a[i] += b[i] */
     void (*add)(mf_backend *be, float *a, const float *b, size_t n);
-    /* x[r][i] += b[i] for rows of width n (b is an f32 vector weight) */
-    void (*add_bias)(mf_backend *be, float *x, mf_weight b, int rows, int n);
     /* dst[r][0..n) = src[r][col0..col0+n) for rows of src_width */
     void (*copy_cols)(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
     /* dst[i] = src[idx[i]], rows of width n (idx in host memory) */

@@ -12,10 +12,20 @@
 
 #define OP(ctx) ((ctx)->be->ops)
 
-/* y = x W^T (+ b) */
-static void linear(mf_context *ctx, mf_weight w, mf_weight b, const float *x, int n, float *y) {
-    OP(ctx)->matmul(ctx->be, w, x, n, y);
-    if (b) OP(ctx)->add_bias(ctx->be, y, b, n, (int)w->ne[1]);
+/* y = x W^T (+ b); with res, also res += y */
+static void linear(mf_context *ctx, mf_weight w, mf_weight b, const float *x, int n, float *y, float *res) {
+    if (!b && !res) {
+        OP(ctx)->matmul(ctx->be, w, x, n, y);
+        return;
+    }
+    float *const out[1] = {y};
+    OP(ctx)->matmul_n(ctx->be, &w, &b, 1, x, n, out, res);
+}
+
+/* The branch output o joins the residual stream x inside the projection's
+ * epilogue unless a post-norm or residual scale comes between them. */
+static bool residual_fuses(const mf_context *ctx, mf_weight post_norm) {
+    return !post_norm && ctx->model->hp.residual_scale == 1.0f;
 }
 
 static void attention_block(mf_context *ctx, int il, int n) {
@@ -31,17 +41,14 @@ static void attention_block(mf_context *ctx, int il, int n) {
     op->norm(be, m->arch->norm, s->x, L->attn_norm, L->attn_norm_b, n, (int)hp->n_embd, hp->norm_eps, s->xn);
     if (L->wqkv) {
         /* fused projection: rows are [Q ; K ; V] */
-        linear(ctx, L->wqkv, L->bqkv, s->xn, n, s->gate);
+        linear(ctx, L->wqkv, L->bqkv, s->xn, n, s->gate, NULL);
         op->copy_cols(be, s->gate, QD + KD + VD, 0, QD, n, s->q);
         op->copy_cols(be, s->gate, QD + KD + VD, QD, KD, n, s->k);
         op->copy_cols(be, s->gate, QD + KD + VD, QD + KD, VD, n, s->v);
     } else {
-        const mf_weight w[3] = {L->wq, L->wk, L->wv};
+        const mf_weight w[3] = {L->wq, L->wk, L->wv}, b[3] = {L->bq, L->bk, L->bv};
         float *const out[3] = {s->q, s->k, s->v};
-        op->matmul_n(be, w, 3, s->xn, n, out);
-        if (L->bq) op->add_bias(be, s->q, L->bq, n, QD);
-        if (L->bk) op->add_bias(be, s->k, L->bk, n, KD);
-        if (L->bv) op->add_bias(be, s->v, L->bv, n, VD);
+        op->matmul_n(be, w, b, 3, s->xn, n, out, NULL);
     }
     if (L->q_norm) {
         op->norm(be, MF_NORM_RMS, s->q, L->q_norm, NULL, n * (int)hp->n_head, (int)hp->head_dim_k, hp->norm_eps, s->q);
@@ -69,7 +76,11 @@ static void attention_block(mf_context *ctx, int il, int n) {
         .window = L->swa ? (int)hp->n_swa : 0,
     };
     op->attention(be, il, s->q, n, ctx->n_past, &ap, s->att);
-    linear(ctx, L->wo, L->bo, s->att, n, s->o);
+    if (residual_fuses(ctx, L->post_attn_norm)) {
+        linear(ctx, L->wo, L->bo, s->att, n, s->o, s->x);
+        return;
+    }
+    linear(ctx, L->wo, L->bo, s->att, n, s->o, NULL);
     if (L->post_attn_norm)
         op->norm(be, MF_NORM_RMS, s->o, L->post_attn_norm, NULL, n, (int)hp->n_embd, hp->norm_eps, s->o);
     if (hp->residual_scale != 1.0f) op->scale(be, s->o, hp->residual_scale, (size_t)n * hp->n_embd);
@@ -84,13 +95,13 @@ typedef struct ffn_w {
     int n_ff;
 } ffn_w;
 
-static void dense_ffn(mf_context *ctx, const ffn_w *f, const float *in, int n, float *out) {
+static void dense_ffn(mf_context *ctx, const ffn_w *f, const float *in, int n, float *out, float *res) {
     const mf_backend_ops *op = OP(ctx);
     mf_backend *be = ctx->be;
     mf_scratch *s = &ctx->s;
     const mf_ffn_type act = ctx->model->arch->ffn;
     if (act == MF_FFN_GELU) {
-        linear(ctx, f->up, f->up_b, in, n, s->up);
+        linear(ctx, f->up, f->up_b, in, n, s->up, NULL);
         op->glu(be, MF_FFN_GELU, s->up, NULL, (size_t)n * f->n_ff, s->act);
     } else {
         if (f->fused) {
@@ -98,14 +109,13 @@ static void dense_ffn(mf_context *ctx, const ffn_w *f, const float *in, int n, f
             op->copy_cols(be, s->act, 2 * f->n_ff, 0, f->n_ff, n, s->gate);
             op->copy_cols(be, s->act, 2 * f->n_ff, f->n_ff, f->n_ff, n, s->up);
         } else {
-            const mf_weight w[2] = {f->gate, f->up};
+            const mf_weight w[2] = {f->gate, f->up}, b[2] = {NULL, f->up_b};
             float *const out[2] = {s->gate, s->up};
-            op->matmul_n(be, w, 2, in, n, out);
-            if (f->up_b) op->add_bias(be, s->up, f->up_b, n, f->n_ff);
+            op->matmul_n(be, w, b, 2, in, n, out, NULL);
         }
         op->glu(be, act, s->gate, s->up, (size_t)n * f->n_ff, s->act);
     }
-    linear(ctx, f->down, f->down_b, s->act, n, out);
+    linear(ctx, f->down, f->down_b, s->act, n, out, res);
 }
 
 /* Mixture of experts: router softmax (or sigmoid) over all experts, the top k
@@ -168,7 +178,7 @@ static void moe_ffn(mf_context *ctx, const mf_layer *L, int n) {
         if (!cnt) continue;
         op->gather_rows(be, s->xn, p->rows, cnt, E, s->moe_in);
         ffn_w f = {.gate = &L->gate_exp[e], .up = &L->up_exp[e], .down = &L->down_exp[e], .n_ff = (int)hp->n_ff_exp};
-        dense_ffn(ctx, &f, s->moe_in, cnt, s->moe_out);
+        dense_ffn(ctx, &f, s->moe_in, cnt, s->moe_out, NULL);
         op->scatter_rows(be, s->moe_out, p->slots, p->scales, cnt, E, s->moe_slots);
     }
     op->sum_slots(be, s->moe_slots, n, K, E, s->o);
@@ -176,7 +186,7 @@ static void moe_ffn(mf_context *ctx, const mf_layer *L, int n) {
     if (L->ffn_up_shexp) {
         /* shared expert, gated per token by sigmoid(w . x) when a gate exists */
         ffn_w f = {.gate = L->ffn_gate_shexp, .up = L->ffn_up_shexp, .down = L->ffn_down_shexp, .n_ff = (int)hp->n_ff_shexp};
-        dense_ffn(ctx, &f, s->xn, n, s->moe_out);
+        dense_ffn(ctx, &f, s->xn, n, s->moe_out, NULL);
         if (L->ffn_gate_inp_shexp) {
             op->matmul(be, L->ffn_gate_inp_shexp, s->xn, n, s->router);
             op->download(be, s->router, (size_t)n, p->probs);
@@ -204,7 +214,11 @@ static void ffn_block(mf_context *ctx, int il, int n) {
     } else {
         ffn_w f = {.gate = L->ffn_gate, .up = L->ffn_gate_up ? L->ffn_gate_up : L->ffn_up, .down = L->ffn_down,
                    .up_b = L->ffn_up_b, .down_b = L->ffn_down_b, .fused = L->ffn_gate_up != NULL, .n_ff = (int)hp->n_ff};
-        dense_ffn(ctx, &f, s->xn, n, s->o);
+        if (residual_fuses(ctx, L->post_ffn_norm)) {
+            dense_ffn(ctx, &f, s->xn, n, s->o, s->x);
+            return;
+        }
+        dense_ffn(ctx, &f, s->xn, n, s->o, NULL);
     }
     if (L->post_ffn_norm)
         op->norm(be, MF_NORM_RMS, s->o, L->post_ffn_norm, NULL, n, (int)hp->n_embd, hp->norm_eps, s->o);

@@ -77,15 +77,13 @@ static void p_matmul(mf_backend *be, mf_weight w, const float *x, int rows, floa
     weight_kind("matmul", w, name, sizeof name);
     TIMED(be, name, INNER(be)->ops->matmul(INNER(be), w, x, rows, out));
 }
-static void p_matmul_n(mf_backend *be, const mf_weight *w, int nw, const float *x, int rows, float *const *out) {
+static void p_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
+                       float *const *out, float *res) {
     char name[48];
     weight_kind(nw > 1 ? "matmul_n" : "matmul", w[0], name, sizeof name);
-    TIMED(be, name, INNER(be)->ops->matmul_n(INNER(be), w, nw, x, rows, out));
+    TIMED(be, name, INNER(be)->ops->matmul_n(INNER(be), w, b, nw, x, rows, out, res));
 }
 static void p_add(mf_backend *be, float *a, const float *b, size_t n) { TIMED(be, "add", INNER(be)->ops->add(INNER(be), a, b, n)); }
-static void p_add_bias(mf_backend *be, float *x, mf_weight b, int rows, int n) {
-    TIMED(be, "add_bias", INNER(be)->ops->add_bias(INNER(be), x, b, rows, n));
-}
 static void p_copy_cols(mf_backend *be, const float *src, int w, int c0, int n, int rows, float *dst) {
     TIMED(be, "copy_cols", INNER(be)->ops->copy_cols(INNER(be), src, w, c0, n, rows, dst));
 }
@@ -162,7 +160,6 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .matmul = p_matmul,
         .matmul_n = p_matmul_n,
         .add = p_add,
-        .add_bias = p_add_bias,
         .copy_cols = p_copy_cols,
         .gather_rows = p_gather,
         .scatter_rows = p_scatter,

@@ -220,6 +220,23 @@ static void make_tensor(wbuf *b, qrand *r, mf_type type, int64_t k, int n_out) {
     b->t.data = b->data;
 }
 
+/* An interleaved copy of b's matrix as a tensor whose data pointer is NULL
+ * (so any read of the file layout crashes); returns the copy's buffer, or
+ * NULL (xt untouched) where the type or shape has no x16 layout. */
+static uint8_t *make_x16(const wbuf *b, gguf_tensor *xt) {
+    const mf_type type = b->t.type;
+    const int64_t k = b->t.ne[0], n_out = b->t.ne[1];
+    if (!mf_x16_layout(type, k) || n_out % MF_X16 || !mf_type_traits_get(type)->vec_dot_x16) return NULL;
+    const size_t row = mf_row_size(type, k);
+    uint8_t *xd = malloc(row * (size_t)n_out);
+    for (int64_t g = 0; g < n_out / MF_X16; g++)
+        mf_x16_pack(type, b->data + (size_t)g * MF_X16 * row, row, k, xd + (size_t)g * MF_X16 * row);
+    *xt = b->t;
+    xt->data = NULL;
+    xt->x16 = xd;
+    return xd;
+}
+
 /* nw weights of the given types reading one input of `rows` tokens */
 static void matmul_case(const mf_type *types, int nw, int64_t k, const int *n_out, int rows, qrand *r) {
     wbuf wb[4];
@@ -238,12 +255,12 @@ static void matmul_case(const mf_type *types, int nw, int64_t k, const int *n_ou
     for (int j = 0; j < rows; j++) {
         float *o[4];
         for (int i = 0; i < nw; i++) o[i] = one[i] + (size_t)j * n_out[i];
-        be1->ops->matmul_n(be1, w, nw, x + (size_t)j * (size_t)k, 1, o);
+        be1->ops->matmul_n(be1, w, NULL, nw, x + (size_t)j * (size_t)k, 1, o, NULL);
     }
     be1->ops->destroy(be1);
     for (int nth = 1; nth <= 3; nth++) {
         mf_backend *be = mf_cpu_backend_new(nth, rows, (int)k, 64, false);
-        be->ops->matmul_n(be, w, nw, x, rows, out);
+        be->ops->matmul_n(be, w, NULL, nw, x, rows, out, NULL);
         be->ops->destroy(be);
         for (int i = 0; i < nw; i++) {
             const size_t n = (size_t)n_out[i] * (size_t)rows;
@@ -256,6 +273,68 @@ static void matmul_case(const mf_type *types, int nw, int64_t k, const int *n_ou
     free(x);
     printf("matmul_n %-7s x%d, k %5lld, %3d tokens: batch == one token at a time at 1, 2, 3 threads\n",
            mf_type_name(types[0]), nw, (long long)k, rows);
+}
+
+/* The fused epilogue: out[i] = x.w[i]^T + b[i], and res += out[0] for one
+ * weight, bitwise the matmul followed by a bias add and an add, in a batch
+ * (GEMM where the kind has one) and token by token, at 1-3 threads. */
+static void epilogue_case(const mf_type *types, int nw, int64_t k, const int *n_out, int rows, bool x16, qrand *r) {
+    wbuf wb[4];
+    gguf_tensor bt[4], xt[4];
+    uint8_t *xd[4] = {0};
+    mf_weight w[4], bw[4], wf[4];
+    float *plain[4], *out[4], *bias[4];
+    float *x = malloc(sizeof(float) * (size_t)k * (size_t)rows);
+    make_acts(r, A_GAUSS, k, rows, x);
+    for (int i = 0; i < nw; i++) {
+        make_tensor(&wb[i], r, types[i], k, n_out[i]);
+        w[i] = wf[i] = &wb[i].t;
+        if (x16 && (xd[i] = make_x16(&wb[i], &xt[i]))) wf[i] = &xt[i];
+        plain[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+        out[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+        bias[i] = malloc(sizeof(float) * (size_t)n_out[i]);
+        make_acts(r, A_GAUSS, n_out[i], 1, bias[i]);
+        memset(&bt[i], 0, sizeof bt[i]);
+        bt[i].type = MF_TYPE_F32;
+        bt[i].ne[0] = n_out[i], bt[i].ne[1] = bt[i].ne[2] = bt[i].ne[3] = 1;
+        bt[i].data = bias[i];
+        /* the middle weight of three has no bias (Qwen2's q/k/v all have one;
+         * an ffn up bias comes without a gate bias) */
+        bw[i] = nw == 3 && i == 1 ? NULL : &bt[i];
+    }
+    const size_t n0 = (size_t)n_out[0] * (size_t)rows;
+    float *res0 = malloc(sizeof(float) * n0), *res = malloc(sizeof(float) * n0), *want = malloc(sizeof(float) * n0);
+    make_acts(r, A_GAUSS, n_out[0], rows, res0);
+    mf_backend *ref = mf_cpu_backend_new(1, rows, (int)k, 64, false);
+    ref->ops->matmul_n(ref, w, NULL, nw, x, rows, plain, NULL);
+    ref->ops->destroy(ref);
+    for (int i = 0; i < nw; i++)
+        if (bw[i])
+            for (int t = 0; t < rows; t++)
+                for (int j = 0; j < n_out[i]; j++) plain[i][(size_t)t * n_out[i] + j] += bias[i][j];
+    for (size_t j = 0; j < n0; j++) want[j] = res0[j] + plain[0][j];
+    int bad = 0;
+    for (int nth = 1; nth <= 3; nth++)
+        for (int by_token = 0; by_token < 2; by_token++) {
+            mf_backend *be = mf_cpu_backend_new(nth, rows, (int)k, 64, false);
+            memcpy(res, res0, sizeof(float) * n0);
+            for (int t0 = 0; t0 < rows; t0 += by_token ? 1 : rows) {
+                const int nt = by_token ? 1 : rows;
+                float *o[4];
+                for (int i = 0; i < nw; i++) o[i] = out[i] + (size_t)t0 * n_out[i];
+                be->ops->matmul_n(be, wf, bw, nw, x + (size_t)t0 * (size_t)k, nt, o, nw == 1 ? res + (size_t)t0 * n_out[0] : NULL);
+            }
+            be->ops->destroy(be);
+            for (int i = 0; i < nw; i++)
+                bad += memcmp(out[i], plain[i], sizeof(float) * (size_t)n_out[i] * (size_t)rows) != 0;
+            if (nw == 1) bad += memcmp(res, want, sizeof(float) * n0) != 0;
+        }
+    CHECK(!bad, "epilogue %s x%d%s, k %lld, %d tokens: %d outputs differ from matmul + bias add + add", mf_type_name(types[0]),
+          nw, x16 ? " x16" : "", (long long)k, rows, bad);
+    for (int i = 0; i < nw; i++) free(wb[i].data), free(xd[i]), free(plain[i]), free(out[i]), free(bias[i]);
+    free(res0), free(res), free(want), free(x);
+    printf("epilogue %-7s x%d%s, k %5lld, %3d tokens: bias and residual add fused == separate, batch and by token, 1-3 threads\n",
+           mf_type_name(types[0]), nw, x16 ? " (x16)" : "", (long long)k, rows);
 }
 
 static void matmul_tests(void) {
@@ -281,6 +360,14 @@ static void matmul_tests(void) {
     const int at = g ? g->min_rows : 4;
     matmul_case(single, 1, 1024, ns, at, &r);
     matmul_case(single, 1, 1024, ns, at - 1 > 1 ? at - 1 : 2, &r);
+    epilogue_case(qkv, 3, 896, nqkv, 37, false, &r);
+    epilogue_case(qkv, 3, 896, nqkv, 37, true, &r);
+    epilogue_case(single, 1, 1024, ns, at, false, &r);
+    epilogue_case(single, 1, 1024, ns, 3, false, &r);
+    const int n16[] = {208};
+    epilogue_case(single, 1, 1024, n16, at, true, &r);
+    const mf_type f16[] = {MF_TYPE_F16};
+    epilogue_case(f16, 1, 256, ns, 40, false, &r);
 }
 
 /* ---------------- interleaved (x16) weights through the ops ---------------- */
@@ -299,14 +386,7 @@ static void x16_case(const mf_type *types, int nw, int64_t k, const int *n_out, 
     for (int i = 0; i < nw; i++) {
         make_tensor(&wb[i], r, types[i], k, n_out[i]);
         plain[i] = mixed[i] = &wb[i].t;
-        if (!mf_x16_layout(types[i], k) || n_out[i] % MF_X16 || !mf_type_traits_get(types[i])->vec_dot_x16) continue;
-        const size_t row = mf_row_size(types[i], k);
-        xd[i] = malloc(row * (size_t)n_out[i]);
-        for (int g = 0; g < n_out[i] / MF_X16; g++)
-            mf_x16_pack(types[i], wb[i].data + (size_t)g * MF_X16 * row, row, k, xd[i] + (size_t)g * MF_X16 * row);
-        xt[i] = wb[i].t;
-        xt[i].data = NULL;
-        xt[i].x16 = xd[i];
+        if (!(xd[i] = make_x16(&wb[i], &xt[i]))) continue;
         mixed[i] = &xt[i];
         n_x16++;
     }
@@ -323,8 +403,8 @@ static void x16_case(const mf_type *types, int nw, int64_t k, const int *n_out, 
                 a[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
                 b[i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
             }
-            be->ops->matmul_n(be, plain, nw, x, rows, a);
-            be->ops->matmul_n(be, mixed, nw, x, rows, b);
+            be->ops->matmul_n(be, plain, NULL, nw, x, rows, a, NULL);
+            be->ops->matmul_n(be, mixed, NULL, nw, x, rows, b, NULL);
             for (int i = 0; i < nw; i++) {
                 CHECK(!memcmp(a[i], b[i], sizeof(float) * (size_t)n_out[i] * (size_t)rows),
                       "x16 %s (weight %d of %d), k %lld, %d rows, %d tokens, %d threads: differs from the plain layout",
