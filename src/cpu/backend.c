@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void cpu_destroy(mf_backend *be) {
     mf_cpu *cpu = (mf_cpu *)be;
@@ -35,12 +36,12 @@ static float *cpu_alloc(mf_backend *be, size_t n) {
 
 static void cpu_download(mf_backend *be, const float *src, size_t n, float *dst) {
     (void)be;
-    if (src != dst)
-        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    if (src != dst) memmove(dst, src, n * sizeof(float)); /* a decode's logits: 0.6 MB for a 152k vocabulary */
 }
 
 static const mf_backend_ops g_cpu_ops = {
     .name = "cpu",
+    .host_memory = true,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .kv_init = mf_cpu_kv_init,

@@ -9,6 +9,7 @@
 #ifndef MF_ENGINE_BACKEND_H
 #define MF_ENGINE_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,9 @@ typedef struct mf_backend mf_backend;
 
 typedef struct mf_backend_ops {
     const char *name;
+    /* activation buffers are ordinary host memory: the forward pass may then
+     * hand an op a host buffer as its output (the logits) and skip a download */
+    bool host_memory;
     void (*destroy)(mf_backend *be);
     /* activation buffer of n floats; NULL on failure */
     float *(*alloc)(mf_backend *be, size_t n);

@@ -235,11 +235,14 @@ static void output_rows(mf_context *ctx, int r0, int nr, int dst_row) {
     mf_scratch *s = &ctx->s;
     const float *xr = s->x + (size_t)r0 * hp->n_embd;
     const size_t nl = (size_t)nr * hp->n_vocab;
+    float *dst = ctx->logits + (size_t)dst_row * hp->n_vocab;
+    /* a host-memory backend writes the logits where the caller reads them */
+    float *lg = op->host_memory ? dst : s->logits;
     op->norm(be, m->arch->norm, xr, m->output_norm, m->output_norm_b, nr, (int)hp->n_embd, hp->norm_eps, s->xn);
-    op->matmul(be, m->output, s->xn, nr, s->logits);
-    if (hp->logit_scale != 1.0f) op->scale(be, s->logits, 1.0f / hp->logit_scale, nl);
-    if (hp->final_softcap > 0) op->softcap(be, s->logits, hp->final_softcap, nl);
-    op->download(be, s->logits, nl, ctx->logits + (size_t)dst_row * hp->n_vocab);
+    op->matmul(be, m->output, s->xn, nr, lg);
+    if (hp->logit_scale != 1.0f) op->scale(be, lg, 1.0f / hp->logit_scale, nl);
+    if (hp->final_softcap > 0) op->softcap(be, lg, hp->final_softcap, nl);
+    if (lg != dst) op->download(be, lg, nl, dst);
 }
 
 mf_status mf_forward(mf_context *ctx, const mf_token *tokens, int n, bool all, int row0) {

@@ -152,6 +152,7 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
     p->inner = inner;
     p->ops = (mf_backend_ops){
         .name = "profile",
+        .host_memory = inner->ops->host_memory,
         .destroy = p_destroy,
         .alloc = p_alloc,
         .kv_init = p_kv_init,
