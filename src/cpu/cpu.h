@@ -23,10 +23,12 @@ typedef struct mf_cpu {
     size_t att_scratch_per_thread;
     uint32_t max_ctx;
     const struct mf_attn_kernels *attn; /* inner loops for the cache type and SIMD level */
-    /* KV cache: per layer, n_ctx rows of k_width / v_width elements of kv.type */
+    /* KV cache: per layer, [slab][n_ctx][slab width] elements of kv.type
+     * (attention.c says why) */
     mf_kv_desc kv;
     uint8_t **k, **v;
-    size_t k_row_bytes, v_row_bytes;
+    uint32_t k_slab, v_slab;          /* elements per slab (whole heads, whole blocks) */
+    size_t k_slab_bytes, v_slab_bytes; /* one position's slab row */
     /* activation buffers handed out by alloc, freed with the backend */
     void **bufs;
     int n_bufs;

@@ -128,6 +128,46 @@ static void op_vs_reference(mf_kv_type kv, int window, float softcap) {
     be->ops->destroy(be);
 }
 
+/* kv_read gives, for each position, the row the cache type stores for the
+ * full kv width (K rows, then V rows) whatever the internal slab layout, and
+ * kv_write of those bytes into another cache reads back the same; the
+ * attention of both caches agrees bitwise. Head sizes where a q8_0 slab
+ * spans several heads (8: four heads per 32-block; 80: two heads per 160). */
+static void kv_rows_case(mf_kv_type kv, int nkv, int d) {
+    enum { NT = 40 };
+    const int w = nkv * d, nh = 2 * nkv;
+    mf_kv_desc kd = {kv, 64, 2, (uint32_t)w, (uint32_t)w, (uint32_t)d, (uint32_t)d};
+    mf_backend *a = mf_cpu_backend_new(2, NT, nh * d, 64, false), *b = mf_cpu_backend_new(1, NT, nh * d, 64, false);
+    CHECK(a && b && a->ops->kv_init(a, &kd) == MF_OK && b->ops->kv_init(b, &kd) == MF_OK, "kv_init: %s", mf_last_error());
+    float *k = malloc(sizeof(float) * NT * (size_t)w), *v = malloc(sizeof(float) * NT * (size_t)w);
+    float *q = malloc(sizeof(float) * (size_t)nh * d), *oa = malloc(sizeof(float) * (size_t)nh * d), *ob = malloc(sizeof(float) * (size_t)nh * d);
+    for (int i = 0; i < NT * w; i++) k[i] = frand(), v[i] = frand();
+    for (int i = 0; i < nh * d; i++) q[i] = frand();
+    const mf_type ty = kv == MF_KV_F16 ? MF_TYPE_F16 : kv == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
+    const size_t row = mf_row_size(ty, w);
+    uint8_t *want = malloc(2 * NT * row), *got = malloc(2 * NT * row), *back = malloc(2 * NT * row);
+    for (int t = 0; t < NT; t++) {
+        mf_type_traits_get(ty)->from_float(k + (size_t)t * w, want + (size_t)t * row, w);
+        mf_type_traits_get(ty)->from_float(v + (size_t)t * w, want + (size_t)(NT + t) * row, w);
+    }
+    a->ops->kv_store(a, 1, k, v, NT - 1, 0);
+    a->ops->kv_store(a, 1, k + (size_t)(NT - 1) * w, v + (size_t)(NT - 1) * w, 1, NT - 1);
+    CHECK(a->ops->kv_read(a, 1, 0, NT, NULL) == 2 * NT * row, "kv_read size, kv %d heads %d x %d", (int)kv, nkv, d);
+    a->ops->kv_read(a, 1, 0, NT, got);
+    CHECK(!memcmp(got, want, 2 * NT * row), "kv_read rows differ from the type's rows, kv %d heads %d x %d", (int)kv, nkv, d);
+    b->ops->kv_write(b, 1, 0, NT, got);
+    b->ops->kv_read(b, 1, 0, NT, back);
+    CHECK(!memcmp(back, want, 2 * NT * row), "kv_write/kv_read round trip, kv %d heads %d x %d", (int)kv, nkv, d);
+    const mf_attn_params ap = {nh, nkv, d, d, 0.2f, 0, 0};
+    a->ops->attention(a, 1, q, 1, NT - 1, &ap, oa);
+    b->ops->attention(b, 1, q, 1, NT - 1, &ap, ob);
+    CHECK(!memcmp(oa, ob, sizeof(float) * (size_t)nh * d), "attention over a written cache differs, kv %d heads %d x %d",
+          (int)kv, nkv, d);
+    a->ops->destroy(a);
+    b->ops->destroy(b);
+    free(k), free(v), free(q), free(oa), free(ob), free(want), free(got), free(back);
+}
+
 int main(void) {
     /* exp accuracy over [-87, 0] */
     double worst = 0;
@@ -140,6 +180,13 @@ int main(void) {
     CHECK(mf_attn_expf(-INFINITY) == 0.0f && mf_attn_expf(-100.0f) == 0.0f && mf_attn_expf(0.0f) == 1.0f,
           "mf_attn_expf edge values");
     fprintf(stderr, "mf_attn_expf max relative error %.3g\n", worst);
+
+    for (int kv = 0; kv < 3; kv++) {
+        kv_rows_case((mf_kv_type)kv, 2, 64);
+        kv_rows_case((mf_kv_type)kv, 8, 8);
+        kv_rows_case((mf_kv_type)kv, 4, 80);
+    }
+    fprintf(stderr, "kv_read/kv_write: full-width rows for every type and slab shape\n");
 
     for (int kv = 0; kv < 3; kv++) {
         const mf_attn_kernels *s = mf_attn_kernels_scalar((mf_kv_type)kv), *v = mf_attn_kernels_avx2((mf_kv_type)kv);
