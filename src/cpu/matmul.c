@@ -314,7 +314,7 @@ static atomic_int g_said_nomem;
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res) {
     mf_cpu *cpu = (mf_cpu *)be;
-    matmul_task t = {.nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows, .res = nw == 1 ? res : NULL};
+    matmul_task t = {.nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows, .res = res};
     t.epilogue = t.res != NULL;
     for (int i = 0; i < nw; i++) {
         t.bias[i] = b && b[i] ? (const float *)b[i]->data : NULL;
@@ -409,7 +409,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
         for (int i = 0; i < nw; i++) any |= t.g[i] != NULL, t.g[i] = NULL;
         if (!any) {
             /* more distinct conversions than the buffer holds: one weight at a time */
-            for (int i = 0; i < nw; i++) mf_cpu_matmul_n(be, &w[i], b ? &b[i] : NULL, 1, x, rows, &out[i], t.res);
+            for (int i = 0; i < nw; i++) mf_cpu_matmul_n(be, &w[i], b ? &b[i] : NULL, 1, x, rows, &out[i], i ? NULL : res);
             return;
         }
         if (cpu->verbose && !atomic_exchange(&g_said_nomem, 1))

@@ -68,7 +68,7 @@ typedef struct mf_backend_ops {
     /* nw (<= 4) products of the same input (Q/K/V, gate/up), which the
      * backend may convert once and run as one job, with their epilogue:
      *   out[i] = x . w[i]^T, then out[i][r][j] += b[i][j]  (b NULL or b[i] NULL: no bias)
-     *   then, when res is given (nw == 1 only), res += out[0]  (the residual add)
+     *   then, when res is given, res += out[0]  (the residual add; same shape as out[0])
      * in that order, so a fused epilogue gives the bits of the separate ops */
     void (*matmul_n)(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res);

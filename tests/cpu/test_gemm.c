@@ -275,8 +275,8 @@ static void matmul_case(const mf_type *types, int nw, int64_t k, const int *n_ou
            mf_type_name(types[0]), nw, (long long)k, rows);
 }
 
-/* The fused epilogue: out[i] = x.w[i]^T + b[i], and res += out[0] for one
- * weight, bitwise the matmul followed by a bias add and an add, in a batch
+/* The fused epilogue: out[i] = x.w[i]^T + b[i], and res += out[0], bitwise
+ * the matmul followed by a bias add and an add, in a batch
  * (GEMM where the kind has one) and token by token, at 1-3 threads. */
 static void epilogue_case(const mf_type *types, int nw, int64_t k, const int *n_out, int rows, bool x16, qrand *r) {
     wbuf wb[4];
@@ -322,12 +322,12 @@ static void epilogue_case(const mf_type *types, int nw, int64_t k, const int *n_
                 const int nt = by_token ? 1 : rows;
                 float *o[4];
                 for (int i = 0; i < nw; i++) o[i] = out[i] + (size_t)t0 * n_out[i];
-                be->ops->matmul_n(be, wf, bw, nw, x + (size_t)t0 * (size_t)k, nt, o, nw == 1 ? res + (size_t)t0 * n_out[0] : NULL);
+                be->ops->matmul_n(be, wf, bw, nw, x + (size_t)t0 * (size_t)k, nt, o, res + (size_t)t0 * n_out[0]);
             }
             be->ops->destroy(be);
             for (int i = 0; i < nw; i++)
                 bad += memcmp(out[i], plain[i], sizeof(float) * (size_t)n_out[i] * (size_t)rows) != 0;
-            if (nw == 1) bad += memcmp(res, want, sizeof(float) * n0) != 0;
+            bad += memcmp(res, want, sizeof(float) * n0) != 0;
         }
     CHECK(!bad, "epilogue %s x%d%s, k %lld, %d tokens: %d outputs differ from matmul + bias add + add", mf_type_name(types[0]),
           nw, x16 ? " x16" : "", (long long)k, rows, bad);
