@@ -44,8 +44,8 @@ typedef struct matmul_task {
     bool epilogue;
     const float *x;
     int n_in, rows;
-    /* vec_dot path: converted activations for weight i, and the output rows
-     * it owns in the row split */
+    /* vec_dot path: converted activations for weight i (one row of
+     * xq_row bytes per token), and its units in the shared unit space */
     const uint8_t *xq[MAX_W];
     size_t xq_row[MAX_W];
     long vunit0[MAX_W + 1]; /* prefix sums of vec_dot units (VD_UNIT rows) per weight */
