@@ -136,6 +136,20 @@ typedef struct attn_task {
     int gchunk;      /* query heads per chunk */
 } attn_task;
 
+/* The largest of x[0..n) (NaNs skipped; -inf if none), in 8 independent
+ * lanes: a max is exact in any order, and a decode at depth spends a good
+ * part of its attention here when it is one dependent chain. */
+static float row_max(const float *x, int n) {
+    float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) mx[l] = x[i + l] > mx[l] ? x[i + l] : mx[l];
+    for (; i < n; i++) mx[0] = x[i] > mx[0] ? x[i] : mx[0];
+    float m = -INFINITY;
+    for (int l = 0; l < 8; l++) m = mx[l] > m ? mx[l] : m;
+    return m;
+}
+
 /* One task: kv head hk, query heads [h0, h0+nh) of its group, tokens [t0, t1).
  * Keys are taken in chunks of KC: the chunk's K rows are converted once, every
  * query scores them (masked keys get -inf), each query's online softmax takes
@@ -181,16 +195,14 @@ static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, floa
         kk->scores(qv, nq, kr, nk, dk, p->scale, sc, KC);
         for (int j = 0; j < nq; j++) {
             float *row = sc + (size_t)j * KC;
-            float cmax = -INFINITY;
-            for (int i = 0; i < nk; i++) {
-                const uint32_t s = s0 + (uint32_t)i;
-                if (s < first[j] || s > qpos[j]) {
-                    row[i] = -INFINITY;
-                    continue;
+            /* masked keys to -inf and the soft-cap, where there is any */
+            if (s0 < first[j] || s0 + (uint32_t)nk - 1 > qpos[j] || p->softcap > 0)
+                for (int i = 0; i < nk; i++) {
+                    const uint32_t s = s0 + (uint32_t)i;
+                    if (s < first[j] || s > qpos[j]) row[i] = -INFINITY;
+                    else if (p->softcap > 0) row[i] = p->softcap * tanhf(row[i] / p->softcap);
                 }
-                if (p->softcap > 0) row[i] = p->softcap * tanhf(row[i] / p->softcap);
-                if (row[i] > cmax) cmax = row[i];
-            }
+            const float cmax = row_max(row, nk);
             if (cmax == -INFINITY) { /* no visible key in this chunk: weights 0 */
                 memset(row, 0, sizeof(float) * (size_t)nk);
                 continue;
