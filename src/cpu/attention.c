@@ -44,7 +44,7 @@ static uint32_t slab_width(mf_kv_type type, uint32_t head_dim, uint32_t width) {
     if (!s) return width;
     if (type == MF_KV_Q8_0)
         while (s % QK8_0) s += head_dim;
-    return s && width % s == 0 ? s : width;
+    return width % s == 0 ? s : width;
 }
 
 mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *d) {
@@ -100,14 +100,14 @@ void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, 
  * (engine/session.c) checked the range. */
 static size_t move_rows(mf_cpu *cpu, int layer, uint32_t pos0, uint32_t n, uint8_t *buf, bool to_cache) {
     const mf_kv_desc *d = &cpu->kv;
-    uint8_t *const base[2] = {cpu->k[layer], cpu->v[layer]};
     const uint32_t width[2] = {d->k_width, d->v_width}, slab[2] = {cpu->k_slab, cpu->v_slab};
     const size_t sb[2] = {cpu->k_slab_bytes, cpu->v_slab_bytes};
+    if (!buf) return (size_t)n * (width[0] / slab[0] * sb[0] + width[1] / slab[1] * sb[1]);
+    uint8_t *const base[2] = {cpu->k[layer], cpu->v[layer]};
     size_t off = 0;
     for (int kv = 0; kv < 2; kv++)
         for (uint32_t p = pos0; p < pos0 + n; p++)
             for (uint32_t j = 0; j < width[kv] / slab[kv]; j++, off += sb[kv]) {
-                if (!buf) continue;
                 uint8_t *c = slab_at(base[kv], d->n_ctx, sb[kv], j, p);
                 if (to_cache) memcpy(c, buf + off, sb[kv]);
                 else memcpy(buf + off, c, sb[kv]);
