@@ -35,7 +35,7 @@ typedef struct mf_cpu {
 } mf_cpu;
 
 /* Ops touching fewer elements than this run on the calling thread: a decode
- * step's norms, adds, biases and RoPE take well under a microsecond, less
+ * step's norms, adds, RoPE and GLU take about a microsecond or less, less
  * than a pool round trip between cores (about 0.6-1 us). Every op computes
  * each element the same way whatever its split, so results do not change. */
 #define MF_CPU_INLINE_WORK 16384

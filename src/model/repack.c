@@ -3,8 +3,8 @@
  *
  * The copies live in one anonymous buffer advised for 2 MiB pages. The
  * original pages of each repacked matrix are then released (replaced by an
- * inaccessible reservation), so the model is held once (with an mmapped file they would otherwise stay resident after
- * being read here); every reader of a matrix goes through tensor->x16 when it
+ * inaccessible reservation), so the model is held once (with an mmapped
+ * file they would otherwise stay resident after being read here); every reader of a matrix goes through tensor->x16 when it
  * is set (cpu/matmul.c, cpu/ops.c), and a stray read of the old bytes faults
  * instead of returning garbage. Matrices whose row count is not a multiple of
  * 16, expert stacks and token-embedding tables that are not also the output
