@@ -29,6 +29,7 @@ typedef enum mf_status {
     MF_ERR_INVALID_ARG, /* caller passed something out of range */
     MF_ERR_CONTEXT_FULL,/* the KV cache has no room for the batch */
     MF_ERR_INTERNAL,
+    MF_ERR_ABORTED,     /* the abort callback stopped the call */
 } mf_status;
 
 /* Message describing the last failure on this thread ("" if none). */
@@ -107,11 +108,41 @@ typedef enum mf_kv_type {
     MF_KV_Q8_0,
 } mf_kv_type;
 
+/* How embeddings of a sequence are pooled (llama.cpp's numbering, as GGUF's
+ * `<arch>.pooling_type` stores it). */
+typedef enum mf_pooling {
+    MF_POOLING_UNSPECIFIED = -1, /* the model's pooling_type, or NONE when it has none */
+    MF_POOLING_NONE = 0,         /* one vector per flagged token */
+    MF_POOLING_MEAN = 1,         /* mean over the sequence's tokens in the batch */
+    MF_POOLING_CLS = 2,          /* the token at position 0 */
+    MF_POOLING_LAST = 3,         /* the sequence's last token in the batch */
+} mf_pooling;
+
+/* Return true to stop a decode between two layers: mf_decode_batch then
+ * fails with MF_ERR_ABORTED and the KV cache is as it was before the call. */
+typedef bool (*mf_abort_fn)(void *ud);
+
+/* Sees the residual stream after each layer: x is [n_rows][n_embd] host
+ * floats in step order (rows of one sequence together, in position order),
+ * seq/pos give each row's sequence and position. It may modify x (an edit
+ * overlay). Return false to abort the decode (as the abort callback). */
+typedef bool (*mf_layer_fn)(int layer, float *x, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
+                            void *ud);
+
 typedef struct mf_context_params {
-    uint32_t   n_ctx;      /* 0 = min(4096, model's training context) */
-    uint32_t   n_batch;    /* max tokens per forward call; 0 = 512 */
+    uint32_t   n_ctx;      /* most positions a sequence may hold; the cache holds n_ctx
+                              positions in all. 0 = min(4096, model's training context) */
+    uint32_t   n_batch;    /* max tokens per forward pass (bigger batches are split); 0 = 512 */
+    uint32_t   n_seq_max;  /* sequences the cache can hold at once (ids 0..n_seq_max-1); 0 = 1 */
     int32_t    n_threads;  /* 0 = number of online CPUs */
     mf_kv_type kv_type;
+    bool       embeddings; /* compute embeddings (final normed hidden states) instead of logits */
+    mf_pooling pooling;    /* with embeddings: how sequences are pooled */
+    mf_abort_fn abort_cb;  /* checked between layers; NULL = never */
+    void      *abort_ud;
+    mf_layer_fn layer_cb;  /* residual stream after each layer; NULL = none */
+    void      *layer_ud;
+    const char *backend;   /* "cpu" (default, NULL) or "cpu-ref" (the scalar reference kernels) */
     bool       verbose;
 } mf_context_params;
 
@@ -121,19 +152,89 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
 void      mf_context_free(mf_context *ctx);
 
 uint32_t  mf_context_n_ctx(const mf_context *ctx);
-/* Number of positions held in the KV cache. */
+uint32_t  mf_context_n_seq_max(const mf_context *ctx);
+/* Worker threads of the context's backend, changeable between decodes
+ * (results do not depend on it). */
+int32_t   mf_context_n_threads(const mf_context *ctx);
+mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads);
+/* Number of positions sequence 0 holds in the KV cache. */
 uint32_t  mf_context_n_past(const mf_context *ctx);
-/* Forget cached positions from `n_keep` on (0 clears the cache). */
+/* Forget sequence 0's cached positions from `n_keep` on (0 clears it). */
 void      mf_kv_truncate(mf_context *ctx, uint32_t n_keep);
 
-/* Run the model over `n` tokens placed at positions n_past..n_past+n-1 and
- * append them to the KV cache. Batches longer than n_batch are split.
- * all_logits: keep logits for every token (else only the last). */
+/* Run the model over `n` tokens of sequence 0 placed at positions
+ * n_past..n_past+n-1 and append them to the KV cache. Batches longer than
+ * n_batch are split. all_logits: keep logits for every token (else only the
+ * last). A layer over mf_decode_batch. */
 mf_status mf_decode(mf_context *ctx, const mf_token *tokens, int32_t n, bool all_logits);
 
-/* Logits of the i-th token of the last mf_decode (i < 0 counts from the end;
- * without all_logits only i = -1 is valid). NULL if out of range. */
+/* Logits of the i-th output row of the last decode, in batch order (i < 0
+ * counts from the end; after mf_decode without all_logits only the last
+ * token has a row). NULL if out of range. */
 const float *mf_get_logits(const mf_context *ctx, int32_t i);
+
+/* ---- many sequences -----------------------------------------------------
+ * A batch holds tokens of any sequences, each with its position, sequence id
+ * and whether its output (logits, or an embedding) is wanted. A sequence
+ * holds positions 0..n-1: its tokens in a batch continue at its n, in order.
+ * On the CPU a sequence's results are bitwise the same whatever else is in
+ * the batch, however its tokens are split across calls, at any thread
+ * count. */
+
+typedef struct mf_batch {
+    int32_t   n_tokens;
+    int32_t   cap;
+    mf_token *token;
+    int32_t  *pos;     /* NULL entries are not allowed; see mf_batch_add */
+    int32_t  *seq_id;
+    bool     *output;
+} mf_batch;
+
+mf_status mf_batch_init(mf_batch *b, int32_t cap);
+void      mf_batch_free(mf_batch *b);
+void      mf_batch_clear(mf_batch *b);
+/* Appends one token; MF_ERR_INVALID_ARG when the batch is full. */
+mf_status mf_batch_add(mf_batch *b, mf_token tok, int32_t pos, int32_t seq, bool output);
+
+/* Runs the batch and appends every token to its sequence. Errors (bad ids,
+ * positions that do not continue their sequence, no free KV page, an abort)
+ * leave the KV cache as it was before the call. */
+mf_status mf_decode_batch(mf_context *ctx, const mf_batch *b);
+
+/* Logits / embedding of batch entry i of the last decode (NULL unless that
+ * token had its output flag). Embeddings are n_embd floats. */
+const float *mf_get_logits_ith(const mf_context *ctx, int32_t i);
+const float *mf_get_embeddings_ith(const mf_context *ctx, int32_t i);
+/* The pooled embedding of a sequence of the last decode (NULL with pooling
+ * none, or if the sequence had no token in it). */
+const float *mf_get_embeddings_seq(const mf_context *ctx, int32_t seq);
+/* The pooling the context applies (the model's when it asked for UNSPECIFIED). */
+mf_pooling   mf_context_pooling(const mf_context *ctx);
+
+/* Sequence operations. seq -1 means every sequence where it makes sense.
+ * Remove positions [p0, p1) (p1 < 0: to the end). Only a removal that
+ * reaches the end of the sequence is supported (holes in the middle would
+ * need their positions shifted): others fail with MF_ERR_UNSUPPORTED. */
+mf_status mf_kv_seq_rm(mf_context *ctx, int32_t seq, int32_t p0, int32_t p1);
+/* dst becomes a copy of src's positions [0, p1) (p1 < 0: all), sharing its
+ * pages: nothing is copied until one of them writes into a shared page. */
+mf_status mf_kv_seq_cp(mf_context *ctx, int32_t src, int32_t dst, int32_t p1);
+/* Drop every sequence but seq. */
+mf_status mf_kv_seq_keep(mf_context *ctx, int32_t seq);
+/* Largest position held by seq, or -1 when it is empty. */
+int32_t   mf_kv_seq_pos_max(const mf_context *ctx, int32_t seq);
+/* Pages of the KV cache in use and in all, and positions per page. */
+uint32_t  mf_kv_pages_used(const mf_context *ctx);
+uint32_t  mf_kv_pages_total(const mf_context *ctx);
+uint32_t  mf_kv_page_size(void);
+
+/* Tokens to prefill for `tokens` on sequence `seq`: drops what the sequence
+ * holds past its longest common prefix with tokens[0..n) (at least one
+ * token is always left to run, so logits exist) and returns that prefix's
+ * length; tokens[prefix..n) then go in the next decode. `cached` are the ids
+ * the sequence holds (the caller keeps them), n_cached of them. */
+int32_t   mf_kv_seq_reuse_prefix(mf_context *ctx, int32_t seq, const mf_token *cached, int32_t n_cached,
+                                 const mf_token *tokens, int32_t n);
 
 /* ---- measurement --------------------------------------------------------- */
 

@@ -48,6 +48,7 @@ const char *mf_status_name(mf_status s) {
     case MF_ERR_INVALID_ARG: return "invalid argument";
     case MF_ERR_CONTEXT_FULL: return "context full";
     case MF_ERR_INTERNAL: return "internal error";
+    case MF_ERR_ABORTED: return "aborted";
     }
     return "unknown status";
 }

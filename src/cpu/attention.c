@@ -1,10 +1,11 @@
 /* attention.c - KV cache storage and causal multi-head attention on the CPU.
  *
- * Cache layout: per layer, the kv heads are grouped into slabs (one head, or
- * for q8_0 the fewest heads that fill whole blocks of 32), and each slab holds
- * its rows for every position contiguously: [slab][position][slab width] in
- * the cache type (f32, f16 or q8_0). A head's keys are then one sequential
- * stream. With every head of a position in one row, a head's slice was read
+ * Cache layout: per layer, pages of page_size positions (the engine decides
+ * which sequence holds which page, engine/kv.c). Inside a page the kv heads
+ * are grouped into slabs (one head, or for q8_0 the fewest heads that fill
+ * whole blocks of 32), and each slab holds its rows for the page's positions
+ * contiguously: [page][slab][slot][slab width] in the cache type (f32, f16 or
+ * q8_0). A head's keys within a page are then one sequential stream. With every head of a position in one row, a head's slice was read
  * at a stride of the whole row: 45-50 ns per cold row against 10-15 ns for a
  * contiguous one (f16, 64-wide heads, two heads per row), which made decode
  * attention at depth several times slower than its arithmetic.
@@ -30,7 +31,11 @@
 #define Q_BLOCK 8
 /* most queries a task holds: Q_BLOCK tokens x the largest GQA group handled in one go */
 #define MAX_Q 256
-/* keys per chunk: K/V rows converted once per chunk, scores exponentiated as a vector */
+/* keys per chunk: K/V rows converted once per chunk, scores exponentiated as
+ * a vector. Chunks start at multiples of KC of the key position, so a query's
+ * chunks (and its order of reduction) depend only on its own position, never
+ * on the other queries of its task: batch invariance. Pages hold a multiple
+ * of KC positions, so a chunk never straddles two pages. */
 #define KC 64
 
 static mf_type kv_mf_type(mf_kv_type t) {
@@ -53,19 +58,24 @@ mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *d) {
     if (d->type == MF_KV_Q8_0 && (d->k_width % QK8_0 || d->v_width % QK8_0))
         return mf_err(MF_ERR_UNSUPPORTED, "q8_0 KV cache needs kv rows that are multiples of 32 (this model's are %u and %u); use f16",
                       d->k_width, d->v_width);
+    if (!d->page_size || d->page_size % KC)
+        return mf_err(MF_ERR_INVALID_ARG, "KV page of %u positions: the CPU backend needs a multiple of %d", d->page_size, KC);
     cpu->kv = *d;
     cpu->k_slab = slab_width(d->type, d->head_dim_k, d->k_width);
     cpu->v_slab = slab_width(d->type, d->head_dim_v, d->v_width);
     cpu->k_slab_bytes = mf_row_size(t, cpu->k_slab);
     cpu->v_slab_bytes = mf_row_size(t, cpu->v_slab);
+    cpu->k_page_bytes = (size_t)d->page_size * mf_row_size(t, d->k_width);
+    cpu->v_page_bytes = (size_t)d->page_size * mf_row_size(t, d->v_width);
     cpu->k = calloc(d->n_layer, sizeof *cpu->k);
     cpu->v = calloc(d->n_layer, sizeof *cpu->v);
     if (!cpu->k || !cpu->v) return mf_err(MF_ERR_NOMEM, "out of memory for the KV cache");
     for (uint32_t l = 0; l < d->n_layer; l++) {
-        cpu->k[l] = mf_alloc_aligned(mf_mul_size(d->n_ctx, mf_row_size(t, d->k_width)));
-        cpu->v[l] = mf_alloc_aligned(mf_mul_size(d->n_ctx, mf_row_size(t, d->v_width)));
+        cpu->k[l] = mf_alloc_aligned(mf_mul_size(d->n_pages, cpu->k_page_bytes));
+        cpu->v[l] = mf_alloc_aligned(mf_mul_size(d->n_pages, cpu->v_page_bytes));
         if (!cpu->k[l] || !cpu->v[l])
-            return mf_err(MF_ERR_NOMEM, "out of memory for the KV cache (%u positions x %u layers)", d->n_ctx, d->n_layer);
+            return mf_err(MF_ERR_NOMEM, "out of memory for the KV cache (%u pages of %u positions x %u layers)",
+                          d->n_pages, d->page_size, d->n_layer);
     }
     cpu->attn = mf_attn_kernels_get(d->type);
     cpu->att_scratch_per_thread = mf_cpu_attn_scratch_floats((int)d->head_dim_k, (int)d->head_dim_v);
@@ -74,66 +84,76 @@ mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *d) {
     return MF_OK;
 }
 
-/* Slab j of position pos in one layer's K or V block. */
-static inline uint8_t *slab_at(uint8_t *base, uint32_t n_ctx, size_t slab_bytes, uint32_t j, uint32_t pos) {
-    return base + ((size_t)j * n_ctx + pos) * slab_bytes;
+/* Slab j of a cell (page * page_size + slot) in one layer's K or V pages. */
+static inline uint8_t *slab_at(uint8_t *base, size_t page_bytes, uint32_t page_size, size_t slab_bytes, uint32_t j,
+                               uint32_t cell) {
+    const uint32_t page = cell / page_size, slot = cell % page_size;
+    return base + (size_t)page * page_bytes + ((size_t)j * page_size + slot) * slab_bytes;
 }
 
-void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0) {
+void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v) {
     mf_cpu *cpu = (mf_cpu *)be;
     const mf_kv_desc *d = &cpu->kv;
+    const mf_step *st = cpu->step;
     const mf_type_traits *tr = mf_type_traits_get(kv_mf_type(d->type));
-    for (int i = 0; i < n_tok; i++) {
-        const uint32_t pos = pos0 + (uint32_t)i;
+    for (int i = 0; i < st->n_tok; i++) {
+        const uint32_t cell = (uint32_t)st->cell[i];
         for (uint32_t j = 0; j < d->k_width / cpu->k_slab; j++)
             tr->from_float(k + (size_t)i * d->k_width + (size_t)j * cpu->k_slab,
-                           slab_at(cpu->k[layer], d->n_ctx, cpu->k_slab_bytes, j, pos), cpu->k_slab);
+                           slab_at(cpu->k[layer], cpu->k_page_bytes, d->page_size, cpu->k_slab_bytes, j, cell), cpu->k_slab);
         for (uint32_t j = 0; j < d->v_width / cpu->v_slab; j++)
             tr->from_float(v + (size_t)i * d->v_width + (size_t)j * cpu->v_slab,
-                           slab_at(cpu->v[layer], d->n_ctx, cpu->v_slab_bytes, j, pos), cpu->v_slab);
+                           slab_at(cpu->v[layer], cpu->v_page_bytes, d->page_size, cpu->v_slab_bytes, j, cell), cpu->v_slab);
     }
 }
 
-/* kv_read / kv_write move whole cache rows (every slab of a position, in
- * order: the row the type would store for the full width, since slabs are
- * whole blocks), K rows of the range first, then V rows; the caller
- * (engine/session.c) checked the range. */
-static size_t move_rows(mf_cpu *cpu, int layer, uint32_t pos0, uint32_t n, uint8_t *buf, bool to_cache) {
+/* kv_read / kv_write move whole cache rows (every slab of a cell, in order:
+ * the row the type would store for the full width, since slabs are whole
+ * blocks), K rows of the cells first, then V rows; the caller
+ * (engine/session.c) checked the cells. */
+static size_t move_rows(mf_cpu *cpu, int layer, const int32_t *cells, uint32_t n, uint8_t *buf, bool to_cache) {
     const mf_kv_desc *d = &cpu->kv;
     const uint32_t width[2] = {d->k_width, d->v_width}, slab[2] = {cpu->k_slab, cpu->v_slab};
-    const size_t sb[2] = {cpu->k_slab_bytes, cpu->v_slab_bytes};
+    const size_t sb[2] = {cpu->k_slab_bytes, cpu->v_slab_bytes}, pb[2] = {cpu->k_page_bytes, cpu->v_page_bytes};
     if (!buf) return (size_t)n * (width[0] / slab[0] * sb[0] + width[1] / slab[1] * sb[1]);
     uint8_t *const base[2] = {cpu->k[layer], cpu->v[layer]};
     size_t off = 0;
     for (int kv = 0; kv < 2; kv++)
-        for (uint32_t p = pos0; p < pos0 + n; p++)
+        for (uint32_t i = 0; i < n; i++)
             for (uint32_t j = 0; j < width[kv] / slab[kv]; j++, off += sb[kv]) {
-                uint8_t *c = slab_at(base[kv], d->n_ctx, sb[kv], j, p);
+                uint8_t *c = slab_at(base[kv], pb[kv], d->page_size, sb[kv], j, (uint32_t)cells[i]);
                 if (to_cache) memcpy(c, buf + off, sb[kv]);
                 else memcpy(buf + off, c, sb[kv]);
             }
     return off;
 }
 
-size_t mf_cpu_kv_read(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst) {
-    return move_rows((mf_cpu *)be, layer, pos0, n, dst, false);
+size_t mf_cpu_kv_read(mf_backend *be, int layer, const int32_t *cells, uint32_t n, void *dst) {
+    return move_rows((mf_cpu *)be, layer, cells, n, dst, false);
 }
 
-void mf_cpu_kv_write(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src) {
-    move_rows((mf_cpu *)be, layer, pos0, n, (uint8_t *)src, true);
+void mf_cpu_kv_write(mf_backend *be, int layer, const int32_t *cells, uint32_t n, const void *src) {
+    move_rows((mf_cpu *)be, layer, cells, n, (uint8_t *)src, true);
+}
+
+void mf_cpu_kv_copy_page(mf_backend *be, int32_t src, int32_t dst) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    for (uint32_t l = 0; l < cpu->kv.n_layer; l++) {
+        memcpy(cpu->k[l] + (size_t)dst * cpu->k_page_bytes, cpu->k[l] + (size_t)src * cpu->k_page_bytes, cpu->k_page_bytes);
+        memcpy(cpu->v[l] + (size_t)dst * cpu->v_page_bytes, cpu->v[l] + (size_t)src * cpu->v_page_bytes, cpu->v_page_bytes);
+    }
 }
 
 typedef struct attn_task {
     mf_cpu *cpu;
     int layer;
     const float *q;
-    int n_tok;
-    uint32_t pos0;
     const mf_attn_params *p;
     float *out;
-    int n_tblk;      /* query token blocks */
     int n_gchunk;    /* chunks a GQA group is split into (when group x Q_BLOCK > MAX_Q) */
     int gchunk;      /* query heads per chunk */
+    long n_tasks;
+    const int32_t *task_seq;   /* [n_seq + 1]: first task of each sequence of the step */
 } attn_task;
 
 /* The largest of x[0..n) (NaNs skipped; -inf if none), in 8 independent
@@ -150,22 +170,24 @@ static float row_max(const float *x, int n) {
     return m;
 }
 
-/* One task: kv head hk, query heads [h0, h0+nh) of its group, tokens [t0, t1).
+/* One task: sequence sq of the step, kv head hk, query heads [h0, h0+nh) of
+ * its group, the sequence's query rows [t0, t1).
  * Keys are taken in chunks of KC: the chunk's K rows are converted once, every
  * query scores them (masked keys get -inf), each query's online softmax takes
  * the chunk in one step (new max, rescale, vectorised exp), then the chunk's V
  * rows are converted once and accumulated. */
-static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, float *scratch) {
+static void attn_tile(attn_task *t, const mf_step_seq *sq, int hk, int h0, int nh, int t0, int t1, float *scratch) {
     const mf_attn_params *p = t->p;
     const mf_attn_kernels *kk = t->cpu->attn;
     const int dk = p->head_dim_k, dv = p->head_dim_v;
     const mf_cpu *cpu = t->cpu;
     const size_t krow = cpu->k_slab_bytes, vrow = cpu->v_slab_bytes;
-    /* head hk's slab (its keys at consecutive positions are krow bytes
-     * apart), and where the head starts inside a slab row, in elements */
+    /* head hk's slab within a page (its keys at consecutive slots are krow
+     * bytes apart), and where the head starts inside a slab row, in elements */
     const size_t kel = (size_t)hk * dk, vel = (size_t)hk * dv;
-    const uint8_t *K = cpu->k[t->layer] + kel / cpu->k_slab * cpu->kv.n_ctx * krow;
-    const uint8_t *V = cpu->v[t->layer] + vel / cpu->v_slab * cpu->kv.n_ctx * vrow;
+    const uint32_t P = cpu->kv.page_size;
+    const uint8_t *K0 = cpu->k[t->layer] + kel / cpu->k_slab * P * krow;
+    const uint8_t *V0 = cpu->v[t->layer] + vel / cpu->v_slab * P * vrow;
     const size_t koff = kel % cpu->k_slab, voff = vel % cpu->v_slab;
     const int nq = nh * (t1 - t0);
 
@@ -180,18 +202,21 @@ static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, floa
     uint32_t lo = UINT32_MAX, hi = 0;
     for (int ti = t0, j = 0; ti < t1; ti++)
         for (int h = h0; h < h0 + nh; h++, j++) {
-            qpos[j] = t->pos0 + (uint32_t)ti;
+            qpos[j] = (uint32_t)(sq->pos0 + ti);
             first[j] = p->window > 0 && qpos[j] >= (uint32_t)p->window ? qpos[j] - (uint32_t)p->window + 1 : 0;
-            qv[j] = t->q + ((size_t)ti * p->n_head + h) * dk;
+            qv[j] = t->q + ((size_t)(sq->row0 + ti) * p->n_head + h) * dk;
             m[j] = -INFINITY;
             l[j] = 0;
             memset(acc + (size_t)j * dv, 0, sizeof(float) * (size_t)dv);
             if (first[j] < lo) lo = first[j];
             if (qpos[j] > hi) hi = qpos[j];
         }
-    for (uint32_t s0 = lo; s0 <= hi; s0 += KC) {
+    for (uint32_t s0 = lo - lo % KC; s0 <= hi; s0 += KC) {
         const int nk = (int)(hi - s0 + 1 < KC ? hi - s0 + 1 : KC);
-        for (int i = 0; i < nk; i++) kr[i] = kk->load_k(K + (s0 + (uint32_t)i) * krow, koff, dk, kbuf + (size_t)i * dk);
+        /* the chunk's page, and the chunk's first slot in it */
+        const size_t pg = (size_t)sq->pages[s0 / P], slot = s0 % P;
+        const uint8_t *K = K0 + pg * cpu->k_page_bytes + slot * krow, *V = V0 + pg * cpu->v_page_bytes + slot * vrow;
+        for (int i = 0; i < nk; i++) kr[i] = kk->load_k(K + (size_t)i * krow, koff, dk, kbuf + (size_t)i * dk);
         kk->scores(qv, nq, kr, nk, dk, p->scale, sc, KC);
         for (int j = 0; j < nq; j++) {
             float *row = sc + (size_t)j * KC;
@@ -218,12 +243,12 @@ static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, floa
             }
             l[j] += kk->exp_sum(row, nk, m[j]);
         }
-        for (int i = 0; i < nk; i++) vr[i] = kk->load_v(V + (s0 + (uint32_t)i) * vrow, voff, dv, vbuf + (size_t)i * dv);
+        for (int i = 0; i < nk; i++) vr[i] = kk->load_v(V + (size_t)i * vrow, voff, dv, vbuf + (size_t)i * dv);
         kk->accum(sc, KC, nq, vr, nk, dv, acc);
     }
     for (int ti = t0, j = 0; ti < t1; ti++)
         for (int h = h0; h < h0 + nh; h++, j++) {
-            float *o = t->out + ((size_t)ti * p->n_head + h) * dv;
+            float *o = t->out + ((size_t)(sq->row0 + ti) * p->n_head + h) * dv;
             const float inv = 1.0f / l[j];
             const float *a = acc + (size_t)j * dv;
             for (int i = 0; i < dv; i++) o[i] = a[i] * inv;
@@ -233,30 +258,41 @@ static void attn_tile(attn_task *t, int hk, int h0, int nh, int t0, int t1, floa
 static void attn_fn(void *arg, int ith, int nth) {
     attn_task *t = arg;
     const mf_attn_params *p = t->p;
+    const mf_step *st = t->cpu->step;
     const int group = p->n_head / p->n_head_kv;
-    const long n_tasks = (long)p->n_head_kv * t->n_gchunk * t->n_tblk;
     float *scratch = t->cpu->att_scratch + (size_t)ith * t->cpu->att_scratch_per_thread;
     long j0, j1;
-    mf_split(n_tasks, ith, nth, &j0, &j1);
+    mf_split(t->n_tasks, ith, nth, &j0, &j1);
+    int si = 0;
     for (long j = j0; j < j1; j++) {
-        const int tb = (int)(j % t->n_tblk);
-        const int gc = (int)((j / t->n_tblk) % t->n_gchunk);
-        const int hk = (int)(j / ((long)t->n_tblk * t->n_gchunk));
+        while (t->task_seq[si + 1] <= j) si++;
+        const mf_step_seq *sq = &st->seqs[si];
+        const long jl = j - t->task_seq[si];
+        const int n_tblk = (sq->n_rows + Q_BLOCK - 1) / Q_BLOCK;
+        const int tb = (int)(jl % n_tblk);
+        const int gc = (int)((jl / n_tblk) % t->n_gchunk);
+        const int hk = (int)(jl / ((long)n_tblk * t->n_gchunk));
         const int h0 = hk * group + gc * t->gchunk;
         const int nh = group - gc * t->gchunk < t->gchunk ? group - gc * t->gchunk : t->gchunk;
-        const int t0 = tb * Q_BLOCK, t1 = t0 + Q_BLOCK < t->n_tok ? t0 + Q_BLOCK : t->n_tok;
-        attn_tile(t, hk, h0, nh, t0, t1, scratch);
+        const int t0 = tb * Q_BLOCK, t1 = t0 + Q_BLOCK < sq->n_rows ? t0 + Q_BLOCK : sq->n_rows;
+        attn_tile(t, sq, hk, h0, nh, t0, t1, scratch);
     }
 }
 
-void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
-                      float *out) {
+void mf_cpu_attention(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out) {
     mf_cpu *cpu = (mf_cpu *)be;
+    const mf_step *st = cpu->step;
     const int group = p->n_head / p->n_head_kv;
-    attn_task t = {cpu, layer, q, n_tok, pos0, p, out, 0, 0, 0};
-    t.n_tblk = (n_tok + Q_BLOCK - 1) / Q_BLOCK;
+    attn_task t = {cpu, layer, q, p, out, 0, 0, 0, cpu->task_seq};
     t.gchunk = group < MAX_Q / Q_BLOCK ? group : MAX_Q / Q_BLOCK;
     t.n_gchunk = (group + t.gchunk - 1) / t.gchunk;
+    /* tasks: per sequence, kv heads x group chunks x query blocks */
+    cpu->task_seq[0] = 0;
+    for (int i = 0; i < st->n_seq; i++) {
+        const long n_tblk = (st->seqs[i].n_rows + Q_BLOCK - 1) / Q_BLOCK;
+        cpu->task_seq[i + 1] = cpu->task_seq[i] + (int32_t)(p->n_head_kv * t.n_gchunk * n_tblk);
+    }
+    t.n_tasks = cpu->task_seq[st->n_seq];
     mf_pool_run(cpu->pool, attn_fn, &t);
 }
 

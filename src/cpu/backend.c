@@ -2,6 +2,8 @@
 #include "cpu/cpu.h"
 #include "core/alloc.h"
 #include "cpu/features.h"
+#include "core/error.h"
+#include "quant/types.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@ static void cpu_destroy(mf_backend *be) {
     free(cpu->v);
     free(cpu->act_buf);
     free(cpu->att_scratch);
+    free(cpu->task_seq);
     free(cpu);
 }
 
@@ -39,12 +42,59 @@ static void cpu_download(mf_backend *be, const float *src, size_t n, float *dst)
     if (src != dst) memmove(dst, src, n * sizeof(float)); /* a decode's logits: 0.6 MB for a 152k vocabulary */
 }
 
+static mf_status cpu_begin_step(mf_backend *be, const mf_step *st) {
+    ((mf_cpu *)be)->step = st;
+    return MF_OK;
+}
+
+static mf_status cpu_end_step(mf_backend *be) {
+    ((mf_cpu *)be)->step = NULL;
+    return MF_OK;
+}
+
+/* every op returns when its work is done */
+static void cpu_synchronize(mf_backend *be) { (void)be; }
+
+static bool cpu_supports_type(mf_backend *be, mf_type t) {
+    (void)be;
+    return mf_type_traits_get(t) && mf_type_traits_get(t)->vec_dot;
+}
+
+static int cpu_n_threads(mf_backend *be) { return ((mf_cpu *)be)->n_threads; }
+
+mf_status mf_cpu_set_threads(mf_backend *be, int n_threads) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    mf_pool *np = mf_pool_new(n_threads);
+    if (!np) return mf_err(MF_ERR_NOMEM, "cannot start %d worker threads", n_threads);
+    const int nt = mf_pool_size(np);
+    /* attention scratch is per thread */
+    if (nt > cpu->n_threads && cpu->att_scratch) {
+        float *ns = mf_alloc_aligned(mf_mul_size(mf_mul_size(cpu->att_scratch_per_thread, (size_t)nt), sizeof(float)));
+        if (!ns) {
+            mf_pool_free(np);
+            return mf_err(MF_ERR_NOMEM, "out of memory for attention scratch of %d threads", nt);
+        }
+        free(cpu->att_scratch);
+        cpu->att_scratch = ns;
+    }
+    mf_pool_free(cpu->pool);
+    cpu->pool = np;
+    cpu->n_threads = nt;
+    return MF_OK;
+}
+
 static const mf_backend_ops g_cpu_ops = {
     .name = "cpu",
     .host_memory = true,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .kv_init = mf_cpu_kv_init,
+    .begin_step = cpu_begin_step,
+    .end_step = cpu_end_step,
+    .synchronize = cpu_synchronize,
+    .n_threads = cpu_n_threads,
+    .set_threads = mf_cpu_set_threads,
+    .supports_type = cpu_supports_type,
     .get_rows = mf_cpu_get_rows,
     .norm = mf_cpu_norm,
     .matmul = mf_cpu_matmul,
@@ -61,6 +111,7 @@ static const mf_backend_ops g_cpu_ops = {
     .kv_store = mf_cpu_kv_store,
     .kv_read = mf_cpu_kv_read,
     .kv_write = mf_cpu_kv_write,
+    .kv_copy_page = mf_cpu_kv_copy_page,
     .attention = mf_cpu_attention,
     .download = cpu_download,
 };
@@ -79,7 +130,8 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 4) + 4096;
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     cpu->max_ctx = max_ctx;
-    if (!cpu->act_buf) goto fail;
+    cpu->task_seq = malloc(((size_t)max_rows + 1) * sizeof *cpu->task_seq);
+    if (!cpu->act_buf || !cpu->task_seq) goto fail;
     /* once per process: the SIMD level's kernels replace the references in
      * the traits table (bitwise-equal results, so contexts never disagree) */
     cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2;

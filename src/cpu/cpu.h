@@ -23,12 +23,16 @@ typedef struct mf_cpu {
     size_t att_scratch_per_thread;
     uint32_t max_ctx;
     const struct mf_attn_kernels *attn; /* inner loops for the cache type and SIMD level */
-    /* KV cache: per layer, [slab][n_ctx][slab width] elements of kv.type
-     * (attention.c says why) */
+    /* KV cache: per layer, [page][slab][slot][slab width] elements of
+     * kv.type (attention.c says why) */
     mf_kv_desc kv;
     uint8_t **k, **v;
     uint32_t k_slab, v_slab;          /* elements per slab (whole heads, whole blocks) */
     size_t k_slab_bytes, v_slab_bytes; /* one position's slab row */
+    size_t k_page_bytes, v_page_bytes; /* one page of one layer */
+    /* the step between begin_step and end_step */
+    const mf_step *step;
+    int32_t *task_seq;                /* [max_rows + 1] attention tasks per sequence */
     /* activation buffers handed out by alloc, freed with the backend */
     void **bufs;
     int n_bufs;
@@ -47,15 +51,21 @@ static inline void mf_cpu_run(const mf_cpu *cpu, mf_task_fn fn, void *arg, size_
         mf_pool_run(cpu->pool, fn, arg);
 }
 
+/* The CPU backend: n_threads workers (0 = all CPUs), scratch sized for
+ * batches of up to max_rows rows of up to max_width floats. */
+mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose);
+/* Resizes the worker pool between steps (results do not depend on it). */
+mf_status mf_cpu_set_threads(mf_backend *be, int n_threads);
+
 void mf_cpu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out);
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res);
-void mf_cpu_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
-                      float *out);
-void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
+void mf_cpu_attention(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out);
+void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v);
 mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *desc);
-size_t mf_cpu_kv_read(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst);
-void mf_cpu_kv_write(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src);
+size_t mf_cpu_kv_read(mf_backend *be, int layer, const int32_t *cells, uint32_t n, void *dst);
+void mf_cpu_kv_write(mf_backend *be, int layer, const int32_t *cells, uint32_t n, const void *src);
+void mf_cpu_kv_copy_page(mf_backend *be, int32_t src, int32_t dst);
 size_t mf_cpu_attn_scratch_floats(int head_dim_k, int head_dim_v);
 
 void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);

@@ -36,15 +36,43 @@ typedef struct mf_attn_params {
     int window;       /* sliding window (keys with pos > query_pos - window), 0 = off */
 } mf_attn_params;
 
-/* Shape of the KV cache a context asks its backend for. */
+/* Shape of the KV cache a context asks its backend for: n_pages pages of
+ * page_size positions each (engine/kv.c owns which sequence holds which
+ * page). A cell is page * page_size + slot. */
 typedef struct mf_kv_desc {
     mf_kv_type type;
-    uint32_t n_ctx;
+    uint32_t n_pages;
+    uint32_t page_size;
     uint32_t n_layer;
     uint32_t k_width;  /* n_head_kv * head_dim_k */
     uint32_t v_width;  /* n_head_kv * head_dim_v */
     uint32_t head_dim_k, head_dim_v;
 } mf_kv_desc;
+
+/* One sequence's rows in a step: rows [row0, row0 + n_rows) of the step are
+ * its tokens at positions pos0, pos0 + 1, ...; its keys at positions
+ * [0, pos0 + n_rows) are in the cells its block table names (position p in
+ * page pages[p / page_size], slot p % page_size). */
+typedef struct mf_step_seq {
+    int32_t row0, n_rows;
+    int32_t pos0;
+    const int32_t *pages;
+} mf_step_seq;
+
+/* Everything a forward pass needs per token, handed to the backend once in
+ * begin_step: a device backend copies it over once and replays a captured
+ * step; ops that need per-token inputs read them from here. Rows of one
+ * sequence are consecutive and in position order (the engine sorts them). */
+typedef struct mf_step {
+    int32_t n_tok;
+    const mf_token *tokens;  /* [n_tok] */
+    const int32_t *pos;      /* [n_tok] position of each row */
+    const int32_t *cell;     /* [n_tok] KV cell each row's K/V go to */
+    int32_t n_seq;
+    const mf_step_seq *seqs; /* [n_seq] */
+    int32_t n_out;
+    const int32_t *out_rows; /* [n_out] rows whose output (logits, embeddings) is wanted */
+} mf_step;
 
 typedef struct mf_backend mf_backend;
 
@@ -57,8 +85,19 @@ typedef struct mf_backend_ops {
     /* activation buffer of n floats; NULL on failure */
     float *(*alloc)(mf_backend *be, size_t n);
     mf_status (*kv_init)(mf_backend *be, const mf_kv_desc *desc);
+    /* bracket one forward pass; the step (and what it points to) stays valid
+     * until end_step, which returns once the step's results are final */
+    mf_status (*begin_step)(mf_backend *be, const mf_step *step);
+    mf_status (*end_step)(mf_backend *be);
+    /* wait for every queued op (a no-op where ops are synchronous) */
+    void (*synchronize)(mf_backend *be);
+    /* worker threads, and changing their number between steps */
+    int (*n_threads)(mf_backend *be);
+    mf_status (*set_threads)(mf_backend *be, int n_threads);
+    /* whether matmul takes weights of this type */
+    bool (*supports_type)(mf_backend *be, mf_type t);
 
-    /* out[i] = row ids[i] of w, as f32 (ids are host memory, validated) */
+    /* out[i] = row ids[i] of w, as f32 (ids: the step's tokens or positions, validated) */
     void (*get_rows)(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);
     /* out = norm(x) * w (+ b); RMS or LayerNorm per row of n; w/b may be NULL */
     void (*norm)(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
@@ -87,23 +126,26 @@ typedef struct mf_backend_ops {
     void (*softcap)(mf_backend *be, float *x, float cap, size_t n);
     /* x[i] *= s */
     void (*scale)(mf_backend *be, float *x, float s, size_t n);
-    /* rotate n_head heads of width head_dim in each of n_tok rows; pos[t] is row t's position */
+    /* rotate n_head heads of width head_dim in each of n_tok rows; pos[t] is
+     * row t's position (the forward passes the step's pos array) */
     void (*rope)(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
                  const mf_rope_params *p);
     /* out = act(gate) * up, elementwise over n (SiLU or GELU-tanh); MF_FFN_GELU: out = gelu(gate), up unused */
     void (*glu)(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
-    /* write k/v rows of n_tok tokens at positions pos0.. into layer's cache */
-    void (*kv_store)(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0);
-    /* raw cache bytes of positions [pos0, pos0+n) of one layer, in the cache
-     * type: the n K rows, then the n V rows; dst NULL only counts. Returns the
-     * byte count. Sessions save and restore the cache through this pair, so a
+    /* write the step's k/v rows (one per step row) into its cells of the layer */
+    void (*kv_store)(mf_backend *be, int layer, const float *k, const float *v);
+    /* raw cache bytes of cells[0..n) of one layer, in the cache type: the n
+     * K rows, then the n V rows; dst NULL only counts. Returns the byte
+     * count. Sessions save and restore the cache through this pair, so a
      * restored cache is bitwise the saved one whatever the device. */
-    size_t (*kv_read)(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst);
-    /* the inverse: overwrite those rows from bytes laid out as kv_read gives them */
-    void (*kv_write)(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src);
-    /* causal attention of n_tok queries at positions pos0.. over cache[0, pos0+n_tok) */
-    void (*attention)(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *p,
-                      float *out);
+    size_t (*kv_read)(mf_backend *be, int layer, const int32_t *cells, uint32_t n, void *dst);
+    /* the inverse: overwrite those cells from bytes laid out as kv_read gives them */
+    void (*kv_write)(mf_backend *be, int layer, const int32_t *cells, uint32_t n, const void *src);
+    /* copy page src to page dst in every layer (copy-on-write of a shared page) */
+    void (*kv_copy_page)(mf_backend *be, int32_t src, int32_t dst);
+    /* causal attention of the step's queries, each over its own sequence's
+     * cached keys at positions <= its own (and inside the window) */
+    void (*attention)(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out);
     /* copy n floats from a backend buffer to host memory */
     void (*download)(mf_backend *be, const float *src, size_t n, float *dst);
 } mf_backend_ops;
@@ -112,8 +154,12 @@ struct mf_backend {
     const mf_backend_ops *ops;
 };
 
-/* The CPU backend: n_threads workers (0 = all CPUs), scratch sized for
- * batches of up to max_rows rows of up to max_width floats. */
-mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose);
+/* A step of one sequence (id 0) of n_tok rows at positions pos0.. over a
+ * cache whose pages are 0, 1, 2, ... in order: what tests of single ops and
+ * benchmarks hand to begin_step. The arrays are the caller's (tokens may be
+ * NULL); pages, pos and cell need n_tok (pos/cell) and (pos0 + n_tok) /
+ * page_size + 1 (pages) entries. */
+void mf_step_linear(mf_step *st, mf_step_seq *seq, int32_t *pos, int32_t *cell, int32_t *pages, const mf_token *tokens,
+                    int n_tok, uint32_t pos0, uint32_t page_size);
 
 #endif

@@ -1,6 +1,8 @@
-/* context.c - context creation (memory planned up front: KV cache sized from
- * n_ctx, scratch from n_batch), the mf_decode driver, and logits access. */
+/* context.c - context creation and teardown (memory planned up front: KV
+ * cache sized from n_ctx and n_seq_max, scratch from n_batch). Decoding is
+ * in batch.c, sequence operations in seq.c. */
 #include "engine/context.h"
+#include "backends/registry.h"
 #include "engine/profile.h"
 #include "core/alloc.h"
 #include "core/error.h"
@@ -15,6 +17,7 @@
 mf_context_params mf_context_default_params(void) {
     mf_context_params p = {0};
     p.kv_type = MF_KV_F16;
+    p.pooling = MF_POOLING_UNSPECIFIED;
     return p;
 }
 
@@ -60,11 +63,34 @@ static mf_status alloc_scratch(mf_context *ctx) {
             !p->slots || !p->scales)
             return mf_err(MF_ERR_NOMEM, "out of memory for expert routing buffers");
     }
-    ctx->pos = calloc(B, sizeof *ctx->pos);
-    ctx->logits_cap = 1;
-    ctx->logits = malloc(sizeof(float) * hp->n_vocab);
-    if (!ctx->pos || !ctx->logits) return mf_err(MF_ERR_NOMEM, "out of memory");
+    /* step arrays and host-side output buffers */
+    mf_step_buf *sb = &ctx->sb;
+    const size_t maxp = ctx->kv.max_pages;
+    sb->tokens = malloc(B * sizeof *sb->tokens);
+    sb->pos = malloc(B * sizeof *sb->pos);
+    sb->cell = malloc(B * sizeof *sb->cell);
+    sb->seq = malloc(B * sizeof *sb->seq);
+    sb->out_rows = malloc(B * sizeof *sb->out_rows);
+    sb->seqs = malloc(B * sizeof *sb->seqs);
+    sb->pages = malloc(B * maxp * sizeof *sb->pages);
+    ctx->seq_scratch = malloc((ctx->n_seq_max + 1) * sizeof *ctx->seq_scratch);
+    if (!ctx->seq_scratch || !sb->tokens || !sb->pos || !sb->cell || !sb->seq || !sb->out_rows || !sb->seqs || !sb->pages)
+        return mf_err(MF_ERR_NOMEM, "out of memory for step arrays");
+    if (ctx->embeddings) {
+        const size_t E = hp->n_embd, S = ctx->n_seq_max;
+        ctx->embd_rows = malloc(B * E * sizeof(float));
+        ctx->pool_sum = malloc(S * E * sizeof(double));
+        ctx->pooled = malloc(S * E * sizeof(float));
+        ctx->pool_n = calloc(S, sizeof(int32_t));
+        if (!ctx->embd_rows || !ctx->pool_sum || !ctx->pooled || !ctx->pool_n)
+            return mf_err(MF_ERR_NOMEM, "out of memory for embedding buffers");
+    }
     return MF_OK;
+}
+
+static mf_pooling resolve_pooling(const mf_model *m, mf_pooling asked) {
+    if (asked != MF_POOLING_UNSPECIFIED) return asked;
+    return m->hp.pooling >= 0 ? (mf_pooling)m->hp.pooling : (mf_pooling)-2;
 }
 
 mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_context **out) {
@@ -72,6 +98,13 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     if (!model->layers) return mf_err(MF_ERR_INVALID_ARG, "model was loaded vocabulary-only; it cannot run");
     mf_context_params p = params ? *params : mf_context_default_params();
     const mf_hparams *hp = &model->hp;
+    if (p.kv_type != MF_KV_F32 && p.kv_type != MF_KV_F16 && p.kv_type != MF_KV_Q8_0)
+        return mf_err(MF_ERR_INVALID_ARG, "unknown KV cache type %d", (int)p.kv_type);
+    if (p.n_seq_max > 4096) return mf_err(MF_ERR_INVALID_ARG, "n_seq_max %u is more than 4096", p.n_seq_max);
+    const mf_pooling pool = resolve_pooling(model, p.pooling);
+    if (p.embeddings && (pool < MF_POOLING_NONE || pool > MF_POOLING_LAST))
+        return mf_err(MF_ERR_UNSUPPORTED, "pooling type %d (from %s) is not supported (none, mean, cls, last are)",
+                      model->hp.pooling, p.pooling == MF_POOLING_UNSPECIFIED ? "the model file" : "the parameters");
     mf_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return mf_err(MF_ERR_NOMEM, "out of memory");
     ctx->model = model;
@@ -79,29 +112,46 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     if (ctx->n_ctx > hp->n_ctx_train) ctx->n_ctx = hp->n_ctx_train;
     ctx->n_batch = p.n_batch ? p.n_batch : DEFAULT_N_BATCH;
     if (ctx->n_batch > ctx->n_ctx) ctx->n_batch = ctx->n_ctx;
+    ctx->n_seq_max = p.n_seq_max ? p.n_seq_max : 1;
     ctx->kv_type = p.kv_type;
     ctx->verbose = p.verbose;
+    ctx->embeddings = p.embeddings;
+    ctx->pooling = p.embeddings ? pool : MF_POOLING_NONE;
+    ctx->abort_cb = p.abort_cb;
+    ctx->abort_ud = p.abort_ud;
+    ctx->layer_cb = p.layer_cb;
+    ctx->layer_ud = p.layer_ud;
 
     uint32_t widest = max_u32(max_u32(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim_v);
     widest = max_u32(widest, max_u32(hp->n_ff_exp, hp->n_ff_shexp));
-    ctx->be = mf_cpu_backend_new(p.n_threads, (int)ctx->n_batch, (int)widest, ctx->n_ctx, p.verbose);
-    if (!ctx->be) {
+    mf_backend_config bc = {p.n_threads, (int)ctx->n_batch, (int)widest, ctx->n_ctx, p.verbose};
+    mf_status s = mf_backend_create(p.backend, &bc, &ctx->be);
+    if (s) {
         free(ctx);
-        return mf_err(MF_ERR_NOMEM, "cannot create the CPU backend (threads or memory)");
+        return s;
+    }
+    if (ctx->layer_cb && !ctx->be->ops->host_memory) {
+        mf_context_free(ctx);
+        return mf_err(MF_ERR_UNSUPPORTED, "the %s backend keeps activations off the host: no per-layer callback",
+                      p.backend ? p.backend : "cpu");
     }
     const char *prof = getenv("MINFER_OP_PROFILE");
     if (prof && strcmp(prof, "0")) ctx->be = mf_profile_wrap(ctx->be);
-    mf_kv_desc kd = {p.kv_type, ctx->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v,
-                     hp->head_dim_k, hp->head_dim_v};
-    mf_status s = ctx->be->ops->kv_init(ctx->be, &kd);
+    s = mf_kv_init(&ctx->kv, ctx->n_ctx, ctx->n_seq_max);
+    mf_kv_desc kd = {p.kv_type, ctx->kv.n_pages, MF_KV_PAGE, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
+                     hp->n_head_kv * hp->head_dim_v, hp->head_dim_k, hp->head_dim_v};
+    if (!s) s = ctx->be->ops->kv_init(ctx->be, &kd);
     if (!s) s = alloc_scratch(ctx);
+    if (!s) s = mf_batch_init(&ctx->one, 1);
     if (s) {
         mf_context_free(ctx);
         return s;
     }
+    ctx->n_threads = mf_context_n_threads(ctx);
     if (p.verbose)
-        fprintf(stderr, "minfer: context n_ctx %u, n_batch %u, KV cache %s\n", ctx->n_ctx, ctx->n_batch,
-                p.kv_type == MF_KV_F16 ? "f16" : p.kv_type == MF_KV_Q8_0 ? "q8_0" : "f32");
+        fprintf(stderr, "minfer: context n_ctx %u, n_batch %u, %u sequences, KV cache %s in %u pages of %u positions\n",
+                ctx->n_ctx, ctx->n_batch, ctx->n_seq_max,
+                p.kv_type == MF_KV_F16 ? "f16" : p.kv_type == MF_KV_Q8_0 ? "q8_0" : "f32", ctx->kv.n_pages, MF_KV_PAGE);
     *out = ctx;
     return MF_OK;
 }
@@ -109,8 +159,26 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
 void mf_context_free(mf_context *ctx) {
     if (!ctx) return;
     if (ctx->be) ctx->be->ops->destroy(ctx->be);
-    free(ctx->pos);
+    mf_kv_free(&ctx->kv);
+    mf_step_buf *sb = &ctx->sb;
+    free(sb->tokens);
+    free(sb->pos);
+    free(sb->cell);
+    free(sb->seq);
+    free(sb->out_rows);
+    free(sb->seqs);
+    free(sb->pages);
     free(ctx->logits);
+    free(ctx->embd);
+    free(ctx->entry_row);
+    free(ctx->out_entry);
+    free(ctx->order);
+    free(ctx->embd_rows);
+    free(ctx->pool_sum);
+    free(ctx->pooled);
+    free(ctx->pool_n);
+    mf_batch_free(&ctx->one);
+    free(ctx->seq_scratch);
     free(ctx->moe.probs);
     free(ctx->moe.sel);
     free(ctx->moe.w);
@@ -121,49 +189,15 @@ void mf_context_free(mf_context *ctx) {
 }
 
 uint32_t mf_context_n_ctx(const mf_context *ctx) { return ctx->n_ctx; }
-uint32_t mf_context_n_past(const mf_context *ctx) { return ctx->n_past; }
+uint32_t mf_context_n_seq_max(const mf_context *ctx) { return ctx->n_seq_max; }
+mf_pooling mf_context_pooling(const mf_context *ctx) { return ctx->pooling; }
+uint32_t mf_context_n_past(const mf_context *ctx) { return ctx->kv.seq[0].n_pos; }
 
-void mf_kv_truncate(mf_context *ctx, uint32_t n_keep) {
-    if (n_keep < ctx->n_past) ctx->n_past = n_keep;
-}
+int32_t mf_context_n_threads(const mf_context *ctx) { return ctx->be->ops->n_threads(ctx->be); }
 
-mf_status mf_decode(mf_context *ctx, const mf_token *tokens, int32_t n, bool all_logits) {
-    const uint32_t n_vocab = ctx->model->hp.n_vocab;
-    if (n <= 0) return mf_err(MF_ERR_INVALID_ARG, "mf_decode: empty batch");
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= n_vocab)
-            return mf_err(MF_ERR_INVALID_ARG, "token id %d at batch index %d is out of range (vocabulary of %u)",
-                          tokens[i], i, n_vocab);
-    if ((uint64_t)ctx->n_past + (uint64_t)n > ctx->n_ctx)
-        return mf_err(MF_ERR_CONTEXT_FULL, "context full: %u cached + %d new tokens exceed n_ctx %u", ctx->n_past, n,
-                      ctx->n_ctx);
-    size_t rows = all_logits ? (size_t)n : 1;
-    if (rows > ctx->logits_cap) {
-        float *nl = realloc(ctx->logits, rows * n_vocab * sizeof(float));
-        if (!nl) return mf_err(MF_ERR_NOMEM, "out of memory for %zu rows of logits", rows);
-        ctx->logits = nl;
-        ctx->logits_cap = rows;
-    }
-    ctx->all_logits = all_logits;
-    ctx->n_logits = (int32_t)rows;
-    for (int32_t i = 0; i < n; i += (int32_t)ctx->n_batch) {
-        int32_t nb = n - i < (int32_t)ctx->n_batch ? n - i : (int32_t)ctx->n_batch;
-        bool last = i + nb == n;
-        if (!all_logits && !last) {
-            /* earlier chunks only fill the cache; their logits are not kept */
-            mf_status s = mf_forward(ctx, tokens + i, nb, false, -1);
-            if (s) return s;
-            continue;
-        }
-        mf_status s = mf_forward(ctx, tokens + i, nb, all_logits, all_logits ? i : 0);
-        if (s) return s;
-    }
-    return MF_OK;
-}
-
-const float *mf_get_logits(const mf_context *ctx, int32_t i) {
-    if (ctx->n_logits == 0) return NULL;
-    if (i < 0) i += ctx->n_logits;
-    if (i < 0 || i >= ctx->n_logits) return NULL;
-    return ctx->logits + (size_t)i * ctx->model->hp.n_vocab;
+mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads) {
+    if (n_threads < 0 || n_threads > 1024) return mf_err(MF_ERR_INVALID_ARG, "thread count %d is out of range", n_threads);
+    mf_status s = ctx->be->ops->set_threads(ctx->be, n_threads);
+    if (!s) ctx->n_threads = mf_context_n_threads(ctx);
+    return s;
 }

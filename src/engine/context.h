@@ -5,6 +5,7 @@
 
 #include "engine/backend.h"
 #include "model/model.h"
+#include "engine/kv.h"
 
 /* Activation buffers of one forward pass, allocated once per context from the
  * backend (decode allocates nothing). Sized for n_batch rows. */
@@ -36,26 +37,56 @@ typedef struct mf_moe_plan {
  * bounds the scratch for large vocabularies. */
 #define MF_LOGIT_ROWS 16
 
+/* The per-forward step arrays (sized n_batch) the engine fills from a batch. */
+typedef struct mf_step_buf {
+    mf_token *tokens;
+    int32_t *pos, *cell, *seq, *out_rows;
+    mf_step_seq *seqs;
+    int32_t *pages;      /* [n_batch][max pages of a sequence]: block tables of the step's sequences */
+} mf_step_buf;
+
 struct mf_context {
     mf_model *model;
     mf_backend *be;
-    uint32_t n_ctx, n_batch;
+    uint32_t n_ctx, n_batch, n_seq_max;
     int n_threads;
     mf_kv_type kv_type;
     bool verbose;
-    uint32_t n_past;
+    bool embeddings;
+    mf_pooling pooling;
+    mf_abort_fn abort_cb;
+    void *abort_ud;
+    mf_layer_fn layer_cb;
+    void *layer_ud;
+    mf_kv kv;
     mf_scratch s;
     mf_moe_plan moe;
-    int32_t *pos;        /* host positions of the current batch */
-    float *logits;       /* host logits of the last decode */
-    size_t logits_cap;   /* in rows */
-    int32_t n_logits;    /* rows held */
-    bool all_logits;
+    mf_step_buf sb;
+    /* the last decode's outputs: rows in step order (sequences sorted),
+     * found through entry_row (batch entry -> row, -1 if not flagged) and
+     * out_entry (j-th flagged entry in batch order) */
+    float *logits;       /* [n_out][n_vocab] */
+    float *embd;         /* [n_out][n_embd] */
+    size_t out_cap;      /* rows logits / embd can hold */
+    int32_t n_logits;    /* output rows held */
+    int32_t *entry_row, *out_entry, *order;
+    size_t entry_cap;
+    int32_t n_entries;
+    float *embd_rows;    /* [n_batch][n_embd] host copy of a step's normed rows (embeddings) */
+    double *pool_sum;    /* [n_seq_max][n_embd] */
+    float *pooled;       /* [n_seq_max][n_embd] */
+    int32_t *pool_n;     /* [n_seq_max] rows pooled; 0 = the sequence had none */
+    mf_batch one;        /* mf_decode's batch */
+    uint32_t *seq_scratch; /* [n_seq_max + 1] per-sequence counters of one decode */
 };
 
-/* One forward pass over n <= n_batch tokens at positions ctx->n_past...
- * Writes logits for every token (all) or only the last into ctx->logits
- * starting at row `row0`; row0 < 0 skips the output head (cache fill only). */
-mf_status mf_forward(mf_context *ctx, const mf_token *tokens, int n, bool all, int row0);
+/* One forward pass over the step (<= n_batch rows). Output rows go to
+ * ctx->logits / ctx->embd from row out_base on, in the step's out_rows
+ * order; pooled embeddings are accumulated into ctx->pool_*. */
+mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base);
+
+/* Makes the context hold one row of logits, as after a decode whose last
+ * token had its output flag (a session load); returns the row to fill. */
+float *mf_context_one_logit_row(mf_context *ctx);
 
 #endif

@@ -28,7 +28,7 @@ static bool residual_fuses(const mf_context *ctx, mf_weight post_norm) {
     return !post_norm && ctx->model->hp.residual_scale == 1.0f;
 }
 
-static void attention_block(mf_context *ctx, int il, int n) {
+static void attention_block(mf_context *ctx, const mf_step *st, int il, int n) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
     const mf_layer *L = &m->layers[il];
@@ -61,10 +61,10 @@ static void attention_block(mf_context *ctx, int il, int n) {
         mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
                              ff ? (const float *)ff->data : NULL,
                              hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
-        op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, ctx->pos, &rp);
-        op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, ctx->pos, &rp);
+        op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, st->pos, &rp);
+        op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, st->pos, &rp);
     }
-    op->kv_store(be, il, s->k, s->v, n, ctx->n_past);
+    op->kv_store(be, il, s->k, s->v);
 
     mf_attn_params ap = {
         .n_head = (int)hp->n_head,
@@ -75,7 +75,7 @@ static void attention_block(mf_context *ctx, int il, int n) {
         .softcap = hp->attn_softcap,
         .window = L->swa ? (int)hp->n_swa : 0,
     };
-    op->attention(be, il, s->q, n, ctx->n_past, &ap, s->att);
+    op->attention(be, il, s->q, &ap, s->att);
     if (residual_fuses(ctx, L->post_attn_norm)) {
         linear(ctx, L->wo, L->bo, s->att, n, s->o, s->x);
         return;
@@ -226,54 +226,97 @@ static void ffn_block(mf_context *ctx, int il, int n) {
     op->add(be, s->x, s->o, (size_t)n * hp->n_embd);
 }
 
-/* Output norm + LM head for rows [r0, r0+nr) of the batch -> host logits. */
-static void output_rows(mf_context *ctx, int r0, int nr, int dst_row) {
+/* Output norm + LM head for the step's flagged rows -> host logits from row
+ * out_base on; with embeddings, the normed rows themselves (and pooling). */
+static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
     const mf_backend_ops *op = OP(ctx);
     mf_backend *be = ctx->be;
     mf_scratch *s = &ctx->s;
-    const float *xr = s->x + (size_t)r0 * hp->n_embd;
-    const size_t nl = (size_t)nr * hp->n_vocab;
-    float *dst = ctx->logits + (size_t)dst_row * hp->n_vocab;
-    /* a host-memory backend writes the logits where the caller reads them */
-    float *lg = op->host_memory ? dst : s->logits;
-    op->norm(be, m->arch->norm, xr, m->output_norm, m->output_norm_b, nr, (int)hp->n_embd, hp->norm_eps, s->xn);
-    op->matmul(be, m->output, s->xn, nr, lg);
-    if (hp->logit_scale != 1.0f) op->scale(be, lg, 1.0f / hp->logit_scale, nl);
-    if (hp->final_softcap > 0) op->softcap(be, lg, hp->final_softcap, nl);
-    if (lg != dst) op->download(be, lg, nl, dst);
+    const size_t E = hp->n_embd;
+    if (ctx->embeddings) {
+        /* every row's final normed state (mean pooling needs all of them) */
+        op->norm(be, m->arch->norm, s->x, m->output_norm, m->output_norm_b, st->n_tok, (int)E, hp->norm_eps, s->xn);
+        float *h = ctx->embd_rows;
+        op->download(be, s->xn, (size_t)st->n_tok * E, h);
+        for (int j = 0; j < st->n_out; j++)
+            memcpy(ctx->embd + (size_t)(out_base + j) * E, h + (size_t)st->out_rows[j] * E, E * sizeof(float));
+        if (ctx->pooling == MF_POOLING_NONE) return;
+        for (int i = 0; i < st->n_seq; i++) {
+            const mf_step_seq *q = &st->seqs[i];
+            const int32_t seq = ctx->sb.seq[q->row0];
+            double *sum = ctx->pool_sum + (size_t)seq * E;
+            for (int r = q->row0; r < q->row0 + q->n_rows; r++) {
+                const float *row = h + (size_t)r * E;
+                const bool take = ctx->pooling == MF_POOLING_MEAN || (ctx->pooling == MF_POOLING_LAST) ||
+                                  (ctx->pooling == MF_POOLING_CLS && st->pos[r] == 0);
+                if (!take) continue;
+                if (ctx->pooling == MF_POOLING_MEAN)
+                    for (size_t e = 0; e < E; e++) sum[e] += row[e];
+                else
+                    for (size_t e = 0; e < E; e++) sum[e] = row[e];
+                ctx->pool_n[seq]++;
+            }
+        }
+        return;
+    }
+    if (!st->n_out) return;
+    for (int r = 0; r < st->n_out; r += MF_LOGIT_ROWS) {
+        const int nr = st->n_out - r < MF_LOGIT_ROWS ? st->n_out - r : MF_LOGIT_ROWS;
+        const size_t nl = (size_t)nr * hp->n_vocab;
+        float *dst = ctx->logits + (size_t)(out_base + r) * hp->n_vocab;
+        /* a host-memory backend writes the logits where the caller reads them */
+        float *lg = op->host_memory ? dst : s->logits;
+        const float *xr;
+        if (nr == 1) {
+            xr = s->x + (size_t)st->out_rows[r] * E;
+        } else {
+            op->gather_rows(be, s->x, st->out_rows + r, nr, (int)E, s->o);
+            xr = s->o;
+        }
+        op->norm(be, m->arch->norm, xr, m->output_norm, m->output_norm_b, nr, (int)E, hp->norm_eps, s->xn);
+        op->matmul(be, m->output, s->xn, nr, lg);
+        if (hp->logit_scale != 1.0f) op->scale(be, lg, 1.0f / hp->logit_scale, nl);
+        if (hp->final_softcap > 0) op->softcap(be, lg, hp->final_softcap, nl);
+        if (lg != dst) op->download(be, lg, nl, dst);
+    }
 }
 
-mf_status mf_forward(mf_context *ctx, const mf_token *tokens, int n, bool all, int row0) {
+static mf_status run_layers(mf_context *ctx, const mf_step *st) {
+    const mf_hparams *hp = &ctx->model->hp;
+    const int n = st->n_tok;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        attention_block(ctx, st, (int)il, n);
+        ffn_block(ctx, (int)il, n);
+        if (ctx->layer_cb || ctx->abort_cb) {
+            OP(ctx)->synchronize(ctx->be);
+            if (ctx->layer_cb && !ctx->layer_cb((int)il, ctx->s.x, n, (int)hp->n_embd, ctx->sb.seq, st->pos, ctx->layer_ud))
+                return mf_err(MF_ERR_ABORTED, "decode aborted by the layer callback after layer %u", il);
+            if (ctx->abort_cb && ctx->abort_cb(ctx->abort_ud))
+                return mf_err(MF_ERR_ABORTED, "decode aborted after layer %u", il);
+        }
+    }
+    return MF_OK;
+}
+
+mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
     const mf_backend_ops *op = OP(ctx);
     mf_backend *be = ctx->be;
+    const int n = st->n_tok;
 
-    for (int i = 0; i < n; i++) ctx->pos[i] = (int32_t)(ctx->n_past + (uint32_t)i);
-    op->get_rows(be, m->token_embd, tokens, n, ctx->s.x);
+    mf_status s = op->begin_step(be, st);
+    if (s) return s;
+    op->get_rows(be, m->token_embd, st->tokens, n, ctx->s.x);
     if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, (size_t)n * hp->n_embd);
     if (m->pos_embd) {
-        op->get_rows(be, m->pos_embd, ctx->pos, n, ctx->s.o);
+        op->get_rows(be, m->pos_embd, st->pos, n, ctx->s.o);
         op->add(be, ctx->s.x, ctx->s.o, (size_t)n * hp->n_embd);
     }
-
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        attention_block(ctx, (int)il, n);
-        ffn_block(ctx, (int)il, n);
-    }
-
-    if (row0 < 0) {
-        /* a chunk that only fills the cache: no output head */
-    } else if (all) {
-        for (int r = 0; r < n; r += MF_LOGIT_ROWS) {
-            int nr = n - r < MF_LOGIT_ROWS ? n - r : MF_LOGIT_ROWS;
-            output_rows(ctx, r, nr, row0 + r);
-        }
-    } else {
-        output_rows(ctx, n - 1, 1, row0);
-    }
-    ctx->n_past += (uint32_t)n;
-    return MF_OK;
+    s = run_layers(ctx, st);
+    if (!s) output_rows(ctx, st, out_base);
+    mf_status e = op->end_step(be);
+    return s ? s : e;
 }

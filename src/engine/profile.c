@@ -106,21 +106,29 @@ static void p_rope(mf_backend *be, float *x, int n_tok, int n_head, int hd, cons
 static void p_glu(mf_backend *be, mf_ffn_type act, const float *g, const float *u, size_t n, float *out) {
     TIMED(be, "glu", INNER(be)->ops->glu(INNER(be), act, g, u, n, out));
 }
-static void p_kv_store(mf_backend *be, int layer, const float *k, const float *v, int n_tok, uint32_t pos0) {
-    TIMED(be, "kv_store", INNER(be)->ops->kv_store(INNER(be), layer, k, v, n_tok, pos0));
+static void p_kv_store(mf_backend *be, int layer, const float *k, const float *v) {
+    TIMED(be, "kv_store", INNER(be)->ops->kv_store(INNER(be), layer, k, v));
 }
-static size_t p_kv_read(mf_backend *be, int layer, uint32_t pos0, uint32_t n, void *dst) {
+static size_t p_kv_read(mf_backend *be, int layer, const int32_t *cells, uint32_t n, void *dst) {
     size_t r;
-    TIMED(be, "kv_read", r = INNER(be)->ops->kv_read(INNER(be), layer, pos0, n, dst));
+    TIMED(be, "kv_read", r = INNER(be)->ops->kv_read(INNER(be), layer, cells, n, dst));
     return r;
 }
-static void p_kv_write(mf_backend *be, int layer, uint32_t pos0, uint32_t n, const void *src) {
-    TIMED(be, "kv_write", INNER(be)->ops->kv_write(INNER(be), layer, pos0, n, src));
+static void p_kv_write(mf_backend *be, int layer, const int32_t *cells, uint32_t n, const void *src) {
+    TIMED(be, "kv_write", INNER(be)->ops->kv_write(INNER(be), layer, cells, n, src));
 }
-static void p_attention(mf_backend *be, int layer, const float *q, int n_tok, uint32_t pos0, const mf_attn_params *ap,
-                        float *out) {
-    TIMED(be, "attention", INNER(be)->ops->attention(INNER(be), layer, q, n_tok, pos0, ap, out));
+static void p_kv_copy_page(mf_backend *be, int32_t src, int32_t dst) {
+    TIMED(be, "kv_copy_page", INNER(be)->ops->kv_copy_page(INNER(be), src, dst));
 }
+static void p_attention(mf_backend *be, int layer, const float *q, const mf_attn_params *ap, float *out) {
+    TIMED(be, "attention", INNER(be)->ops->attention(INNER(be), layer, q, ap, out));
+}
+static mf_status p_begin_step(mf_backend *be, const mf_step *st) { return INNER(be)->ops->begin_step(INNER(be), st); }
+static mf_status p_end_step(mf_backend *be) { return INNER(be)->ops->end_step(INNER(be)); }
+static void p_synchronize(mf_backend *be) { INNER(be)->ops->synchronize(INNER(be)); }
+static int p_n_threads(mf_backend *be) { return INNER(be)->ops->n_threads(INNER(be)); }
+static mf_status p_set_threads(mf_backend *be, int n) { return INNER(be)->ops->set_threads(INNER(be), n); }
+static bool p_supports_type(mf_backend *be, mf_type t) { return INNER(be)->ops->supports_type(INNER(be), t); }
 static void p_download(mf_backend *be, const float *src, size_t n, float *dst) {
     TIMED(be, "download", INNER(be)->ops->download(INNER(be), src, n, dst));
 }
@@ -156,6 +164,12 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .destroy = p_destroy,
         .alloc = p_alloc,
         .kv_init = p_kv_init,
+        .begin_step = p_begin_step,
+        .end_step = p_end_step,
+        .synchronize = p_synchronize,
+        .n_threads = p_n_threads,
+        .set_threads = p_set_threads,
+        .supports_type = p_supports_type,
         .get_rows = p_get_rows,
         .norm = p_norm,
         .matmul = p_matmul,
@@ -172,6 +186,7 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .kv_store = p_kv_store,
         .kv_read = p_kv_read,
         .kv_write = p_kv_write,
+        .kv_copy_page = p_kv_copy_page,
         .attention = p_attention,
         .download = p_download,
     };

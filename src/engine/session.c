@@ -196,6 +196,15 @@ static const char *kv_name(uint32_t t) {
     return t == MF_KV_F32 ? "f32" : t == MF_KV_F16 ? "f16" : t == MF_KV_Q8_0 ? "q8_0" : "unknown";
 }
 
+/* The cells of sequence seq's positions [0, n) (malloc'd). */
+static int32_t *seq_cells(const mf_context *ctx, int seq, uint32_t n) {
+    int32_t *c = malloc((n ? n : 1) * sizeof *c);
+    if (!c) return NULL;
+    const int32_t *pages = ctx->kv.seq[seq].pages;
+    for (uint32_t p = 0; p < n; p++) c[p] = pages[p / MF_KV_PAGE] * MF_KV_PAGE + (int32_t)(p % MF_KV_PAGE);
+    return c;
+}
+
 /* The context's side of the header: everything a file must match. */
 static void ctx_identity(const mf_context *ctx, state_hdr *h) {
     const gguf_file *g = ctx->model->gguf;
@@ -209,7 +218,7 @@ static void ctx_identity(const mf_context *ctx, state_hdr *h) {
     h->n_layer = hp->n_layer;
     h->k_width = hp->n_head_kv * hp->head_dim_k;
     h->v_width = hp->n_head_kv * hp->head_dim_v;
-    h->row_bytes = hp->n_layer ? ctx->be->ops->kv_read(ctx->be, 0, 0, 1, NULL) : 0;
+    h->row_bytes = hp->n_layer ? ctx->be->ops->kv_read(ctx->be, 0, NULL, 1, NULL) : 0;
     h->n_ctx = ctx->n_ctx;
     h->n_vocab = hp->n_vocab;
 }
@@ -251,14 +260,15 @@ static void sink_put(sink *s, const void *p, size_t n) {
 static mf_status save_prepare(const mf_context *ctx, const mf_token *tokens, uint32_t n_tokens, const void *user,
                               size_t user_len, state_hdr *h) {
     if (!ctx) return mf_err(MF_ERR_INVALID_ARG, "session: NULL context");
-    if (n_tokens && (!tokens || n_tokens != ctx->n_past))
+    const uint32_t n_past = mf_context_n_past(ctx);
+    if (n_tokens && (!tokens || n_tokens != n_past))
         return mf_err(MF_ERR_INVALID_ARG, "session: %u token ids given for %u cached positions (give all or none)",
-                      n_tokens, ctx->n_past);
+                      n_tokens, n_past);
     if (user_len && !user) return mf_err(MF_ERR_INVALID_ARG, "session: user blob of %zu bytes is NULL", user_len);
     ctx_identity(ctx, h);
-    h->n_past = ctx->n_past;
+    h->n_past = n_past;
     h->n_tokens = n_tokens;
-    h->n_logits = ctx->n_logits > 0 ? 1 : 0;
+    h->n_logits = mf_get_logits(ctx, -1) ? 1 : 0;
     h->user_len = user_len;
     if (!payload_size(h, &h->payload_len)) return mf_err(MF_ERR_INVALID_ARG, "session: state too large");
     return MF_OK;
@@ -274,13 +284,19 @@ static mf_status save_payload(const mf_context *ctx, const state_hdr *h, const m
     if (h->n_past && h->n_layer) {
         const size_t layer_bytes = (size_t)h->n_past * h->row_bytes;
         uint8_t *tmp = s->f ? malloc(layer_bytes) : NULL;
-        if (s->f && !tmp) return mf_err(MF_ERR_NOMEM, "session: out of memory for %zu bytes of KV rows", layer_bytes);
+        int32_t *cells = seq_cells(ctx, 0, h->n_past);
+        if ((s->f && !tmp) || !cells) {
+            free(tmp);
+            free(cells);
+            return mf_err(MF_ERR_NOMEM, "session: out of memory for %zu bytes of KV rows", layer_bytes);
+        }
         for (uint32_t l = 0; l < h->n_layer && !s->failed; l++) {
             /* in memory the rows land straight in the image; hash them there */
             uint8_t *dst = s->f ? tmp : s->buf + s->pos;
-            ctx->be->ops->kv_read(ctx->be, (int)l, 0, h->n_past, dst);
+            ctx->be->ops->kv_read(ctx->be, (int)l, cells, h->n_past, dst);
             sink_put(s, dst, layer_bytes);
         }
+        free(cells);
         free(tmp);
     }
     sink_put(s, user, h->user_len);
@@ -458,17 +474,36 @@ mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_
         ublob[f.user_len] = 0;
     }
 
-    /* everything checked: now the context changes */
-    for (uint32_t l = 0; l < f.n_layer && f.n_past; l++)
-        ctx->be->ops->kv_write(ctx->be, (int)l, 0, f.n_past, kv + (size_t)l * layer_bytes);
-    ctx->n_past = f.n_past;
-    if (f.n_logits) {
-        memcpy(ctx->logits, pl + tok_bytes, logit_bytes);
-        ctx->n_logits = 1;
-    } else {
-        ctx->n_logits = 0;
+    /* everything checked but room: sequence 0 gets fresh cells for the file's
+     * positions (copy-on-write never applies: they are all new) */
+    int32_t *cells = malloc((f.n_past ? f.n_past : 1) * sizeof *cells);
+    if (!cells) {
+        free(toks);
+        free(ublob);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
     }
-    ctx->all_logits = false;
+    mf_kv_save(&ctx->kv);
+    mf_kv_truncate_seq(&ctx->kv, 0, 0);
+    mf_status st = MF_OK;
+    for (uint32_t p = 0; p < f.n_past && !st; p++) {
+        int32_t copy;
+        st = mf_kv_append(&ctx->kv, 0, &cells[p], &copy);
+    }
+    float *row = NULL;
+    if (!st && f.n_logits && !(row = mf_context_one_logit_row(ctx))) st = mf_err(MF_ERR_NOMEM, "out of memory");
+    if (st) {
+        mf_kv_restore(&ctx->kv);
+        free(cells);
+        free(toks);
+        free(ublob);
+        return mf_err_prefix(st, "session");
+    }
+    /* now the context changes */
+    for (uint32_t l = 0; l < f.n_layer && f.n_past; l++)
+        ctx->be->ops->kv_write(ctx->be, (int)l, cells, f.n_past, kv + (size_t)l * layer_bytes);
+    free(cells);
+    if (f.n_logits) memcpy(row, pl + tok_bytes, logit_bytes);
+    else ctx->n_logits = 0;
     if (tokens) *tokens = toks;
     if (n_tokens) *n_tokens = f.n_tokens;
     if (user) *user = ublob;

@@ -117,6 +117,16 @@ static mf_status load_rope(mf_model *m) {
     return MF_OK;
 }
 
+/* `<arch>.pooling_type` (llama.cpp's numbers: 0 none, 1 mean, 2 cls, 3 last;
+ * rank and others are refused only when an embedding context asks for them) */
+static mf_status load_pooling(mf_model *m) {
+    uint32_t pt = 0;
+    mf_status s = gguf_get_u32(m->gguf, akey(m, "pooling_type"), false, &pt);
+    if (s) return s;
+    m->hp.pooling = pt <= 3 ? (int32_t)pt : -2;
+    return MF_OK;
+}
+
 static mf_status load_moe(mf_model *m) {
     const gguf_file *f = m->gguf;
     mf_hparams *hp = &m->hp;
@@ -189,6 +199,7 @@ static mf_status load_hparams(mf_model *m) {
     if ((s = load_swa(m))) return s;
     if ((s = load_rope(m))) return s;
     if ((s = load_moe(m))) return s;
+    if ((s = load_pooling(m))) return s;
 
     /* scales: family defaults, then metadata (granite carries all four) */
     hp->embd_scale = m->arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;

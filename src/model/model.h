@@ -67,6 +67,7 @@ typedef struct mf_hparams {
     float embd_scale;     /* multiply token embeddings (1 = none) */
     float residual_scale; /* multiply attention / FFN outputs before the residual add (1 = none) */
     float logit_scale;    /* divide logits (1 = none) */
+    int32_t pooling;      /* the file's pooling_type (mf_pooling; 0 = none, -2 = one we do not run) */
 } mf_hparams;
 
 struct mf_model {

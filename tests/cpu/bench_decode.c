@@ -14,6 +14,7 @@
  * values; the query is arbitrary too: only the time is of interest. */
 #include "minfer.h"
 #include "cpu/cpu.h"
+#include "step_util.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -63,8 +64,8 @@ int main(int argc, char **argv) {
     const int width = (int)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
     const int q_width = (int)(hp->n_head * hp->head_dim_v);
     mf_backend *be = mf_cpu_backend_new(threads, 1, width > q_width ? width : q_width, (uint32_t)depth + 1, false);
-    mf_kv_desc kd = {MF_KV_F16, (uint32_t)depth + 1, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
-                     hp->n_head_kv * hp->head_dim_v, hp->head_dim_k, hp->head_dim_v};
+    mf_kv_desc kd = test_kv_desc(MF_KV_F16, (uint32_t)depth + 1, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
+                                 hp->n_head_kv * hp->head_dim_v, hp->head_dim_k, hp->head_dim_v);
     if (!be || be->ops->kv_init(be, &kd) != MF_OK) {
         fprintf(stderr, "bench_decode: backend: %s\n", mf_last_error());
         return 1;
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < width; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
     if (depth > 0)
         for (uint32_t l = 0; l < hp->n_layer; l++)
-            for (int p = 0; p < depth; p++) be->ops->kv_store(be, (int)l, x + p % 7, x + p % 5, 1, (uint32_t)p);
+            for (int p = 0; p < depth; p++) kv_store_at(be, (int)l, x + p % 7, x + p % 5, 1, (uint32_t)p);
     const mf_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim_k, (int)hp->head_dim_v, 0.125f, 0, 0};
 
     const char *names[4] = {"q/k/v", "attn_output", "gate/up", "down"};
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
             const mf_weight qkv[3] = {L->wq, L->wk, L->wv}, gu[2] = {L->ffn_gate, L->ffn_up};
             double c[6];
             c[0] = now();
-            if (depth > 0) be->ops->attention(be, (int)l, x, 1, (uint32_t)depth - 1, &ap, o[0]);
+            if (depth > 0) attention_at(be, (int)l, x, 1, (uint32_t)depth - 1, &ap, o[0]);
             c[1] = now();
             be->ops->matmul_n(be, qkv, NULL, 3, x, 1, o, NULL);
             c[2] = now();

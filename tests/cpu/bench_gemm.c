@@ -22,6 +22,7 @@
 #include "cpu/features.h"
 #include "cpu/gemm.h"
 #include "engine/backend.h"
+#include "cpu/cpu.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
 

@@ -7,6 +7,8 @@
 #include "cpu/attn_kernels.h"
 #include "quant/types.h"
 #include "engine/backend.h"
+#include "cpu/cpu.h"
+#include "step_util.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,7 +81,7 @@ static void compare_sets(mf_kv_type kv, const mf_attn_kernels *a, const mf_attn_
 static void op_vs_reference(mf_kv_type kv, int window, float softcap) {
     enum { NH = 6, NKV = 2, D = 32, NT = 150, L = 1 };
     mf_backend *be = mf_cpu_backend_new(2, NT, NH * D, 256, false);
-    mf_kv_desc kd = {kv, 256, L, NKV * D, NKV * D, D, D};
+    mf_kv_desc kd = test_kv_desc(kv, 256, L, NKV * D, NKV * D, D, D);
     CHECK(be && be->ops->kv_init(be, &kd) == MF_OK, "kv_init: %s", mf_last_error());
     static float q[NT][NH * D], k[NT][NKV * D], v[NT][NKV * D], out[NT][NH * D], kr[NT][NKV * D], vr[NT][NKV * D];
     for (int t = 0; t < NT; t++) {
@@ -97,11 +99,11 @@ static void op_vs_reference(mf_kv_type kv, int window, float softcap) {
     }
     const mf_attn_params ap = {NH, NKV, D, D, 0.17f, softcap, window};
     /* prefill 100 tokens, then 50 one at a time */
-    be->ops->kv_store(be, 0, &k[0][0], &v[0][0], 100, 0);
-    be->ops->attention(be, 0, &q[0][0], 100, 0, &ap, &out[0][0]);
+    kv_store_at(be, 0, &k[0][0], &v[0][0], 100, 0);
+    attention_at(be, 0, &q[0][0], 100, 0, &ap, &out[0][0]);
     for (int t = 100; t < NT; t++) {
-        be->ops->kv_store(be, 0, k[t], v[t], 1, (uint32_t)t);
-        be->ops->attention(be, 0, q[t], 1, (uint32_t)t, &ap, out[t]);
+        kv_store_at(be, 0, k[t], v[t], 1, (uint32_t)t);
+        attention_at(be, 0, q[t], 1, (uint32_t)t, &ap, out[t]);
     }
     double md = 0;
     for (int t = 0; t < NT; t++)
@@ -136,7 +138,7 @@ static void op_vs_reference(mf_kv_type kv, int window, float softcap) {
 static void kv_rows_case(mf_kv_type kv, int nkv, int d) {
     enum { NT = 40 };
     const int w = nkv * d, nh = 2 * nkv;
-    mf_kv_desc kd = {kv, 64, 2, (uint32_t)w, (uint32_t)w, (uint32_t)d, (uint32_t)d};
+    mf_kv_desc kd = test_kv_desc(kv, 64, 2, (uint32_t)w, (uint32_t)w, (uint32_t)d, (uint32_t)d);
     mf_backend *a = mf_cpu_backend_new(2, NT, nh * d, 64, false), *b = mf_cpu_backend_new(1, NT, nh * d, 64, false);
     CHECK(a && b && a->ops->kv_init(a, &kd) == MF_OK && b->ops->kv_init(b, &kd) == MF_OK, "kv_init: %s", mf_last_error());
     float *k = malloc(sizeof(float) * NT * (size_t)w), *v = malloc(sizeof(float) * NT * (size_t)w);
@@ -150,17 +152,17 @@ static void kv_rows_case(mf_kv_type kv, int nkv, int d) {
         mf_type_traits_get(ty)->from_float(k + (size_t)t * w, want + (size_t)t * row, w);
         mf_type_traits_get(ty)->from_float(v + (size_t)t * w, want + (size_t)(NT + t) * row, w);
     }
-    a->ops->kv_store(a, 1, k, v, NT - 1, 0);
-    a->ops->kv_store(a, 1, k + (size_t)(NT - 1) * w, v + (size_t)(NT - 1) * w, 1, NT - 1);
-    CHECK(a->ops->kv_read(a, 1, 0, NT, NULL) == 2 * NT * row, "kv_read size, kv %d heads %d x %d", (int)kv, nkv, d);
-    a->ops->kv_read(a, 1, 0, NT, got);
+    kv_store_at(a, 1, k, v, NT - 1, 0);
+    kv_store_at(a, 1, k + (size_t)(NT - 1) * w, v + (size_t)(NT - 1) * w, 1, NT - 1);
+    CHECK(kv_read_at(a, 1, 0, NT, NULL) == 2 * NT * row, "kv_read size, kv %d heads %d x %d", (int)kv, nkv, d);
+    kv_read_at(a, 1, 0, NT, got);
     CHECK(!memcmp(got, want, 2 * NT * row), "kv_read rows differ from the type's rows, kv %d heads %d x %d", (int)kv, nkv, d);
-    b->ops->kv_write(b, 1, 0, NT, got);
-    b->ops->kv_read(b, 1, 0, NT, back);
+    kv_write_at(b, 1, 0, NT, got);
+    kv_read_at(b, 1, 0, NT, back);
     CHECK(!memcmp(back, want, 2 * NT * row), "kv_write/kv_read round trip, kv %d heads %d x %d", (int)kv, nkv, d);
     const mf_attn_params ap = {nh, nkv, d, d, 0.2f, 0, 0};
-    a->ops->attention(a, 1, q, 1, NT - 1, &ap, oa);
-    b->ops->attention(b, 1, q, 1, NT - 1, &ap, ob);
+    attention_at(a, 1, q, 1, NT - 1, &ap, oa);
+    attention_at(b, 1, q, 1, NT - 1, &ap, ob);
     CHECK(!memcmp(oa, ob, sizeof(float) * (size_t)nh * d), "attention over a written cache differs, kv %d heads %d x %d",
           (int)kv, nkv, d);
     a->ops->destroy(a);

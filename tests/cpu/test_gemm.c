@@ -18,6 +18,7 @@
 #include "cpu/features.h"
 #include "cpu/gemm.h"
 #include "engine/backend.h"
+#include "cpu/cpu.h"
 #include "quant/blocks.h"
 #include "quant/interleave.h"
 #include "quant/types.h"

@@ -27,14 +27,19 @@ typedef struct snap {
 
 static void take(mf_context *ctx, snap *s) {
     const uint32_t nl = ctx->model->hp.n_layer, nv = ctx->model->hp.n_vocab;
-    const size_t per = ctx->be->ops->kv_read(ctx->be, 0, 0, ctx->n_ctx, NULL);
-    s->n_past = ctx->n_past;
+    /* every cell of the cache, held or not */
+    const uint32_t nc = ctx->kv.n_pages * MF_KV_PAGE;
+    int32_t *cells = malloc(sizeof(int32_t) * nc);
+    for (uint32_t i = 0; i < nc; i++) cells[i] = (int32_t)i;
+    const size_t per = ctx->be->ops->kv_read(ctx->be, 0, cells, nc, NULL);
+    s->n_past = mf_context_n_past(ctx);
     s->n_logits = ctx->n_logits;
     s->logits = malloc(sizeof(float) * nv);
     memcpy(s->logits, mf_get_logits(ctx, -1) ? mf_get_logits(ctx, -1) : ctx->logits, sizeof(float) * nv);
     s->kv_bytes = per * nl;
     s->kv = malloc(s->kv_bytes);
-    for (uint32_t l = 0; l < nl; l++) ctx->be->ops->kv_read(ctx->be, (int)l, 0, ctx->n_ctx, s->kv + per * l);
+    for (uint32_t l = 0; l < nl; l++) ctx->be->ops->kv_read(ctx->be, (int)l, cells, nc, s->kv + per * l);
+    free(cells);
 }
 
 static bool same(mf_context *ctx, const snap *a) {

@@ -1,0 +1,23 @@
+/* registry.h - backends by name. The engine asks for a backend by the name
+ * in its context params and never names one itself; this file sits above
+ * both engine/ and the backends (cpu/, later cuda/). */
+#ifndef MF_BACKENDS_REGISTRY_H
+#define MF_BACKENDS_REGISTRY_H
+
+#include "engine/backend.h"
+
+typedef struct mf_backend_config {
+    int n_threads;     /* 0 = all CPUs */
+    int max_rows;      /* most rows of one op (n_batch) */
+    int max_width;     /* widest activation row */
+    uint32_t max_ctx;
+    bool verbose;
+} mf_backend_config;
+
+/* NULL name = "cpu". Unknown names and construction failures are errors
+ * with a message (the known names are listed). */
+mf_status mf_backend_create(const char *name, const mf_backend_config *cfg, mf_backend **out);
+/* ", "-separated names of the backends this build has. */
+const char *mf_backend_names(void);
+
+#endif
