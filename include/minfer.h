@@ -130,8 +130,9 @@ typedef bool (*mf_layer_fn)(int layer, float *x, int n_rows, int n_embd, const i
                             void *ud);
 
 typedef struct mf_context_params {
-    uint32_t   n_ctx;      /* most positions a sequence may hold; the cache holds n_ctx
-                              positions in all. 0 = min(4096, model's training context) */
+    uint32_t   n_ctx;      /* positions the KV cache holds in all (0 = 4096); one sequence
+                              holds at most min(n_ctx, the model's training context),
+                              which is what mf_context_n_ctx reports */
     uint32_t   n_batch;    /* max tokens per forward pass (bigger batches are split); 0 = 512 */
     uint32_t   n_seq_max;  /* sequences the cache can hold at once (ids 0..n_seq_max-1); 0 = 1 */
     int32_t    n_threads;  /* 0 = number of online CPUs */

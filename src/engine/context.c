@@ -108,11 +108,14 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     mf_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return mf_err(MF_ERR_NOMEM, "out of memory");
     ctx->model = model;
-    ctx->n_ctx = p.n_ctx ? p.n_ctx : DEFAULT_N_CTX;
-    if (ctx->n_ctx > hp->n_ctx_train) ctx->n_ctx = hp->n_ctx_train;
-    ctx->n_batch = p.n_batch ? p.n_batch : DEFAULT_N_BATCH;
-    if (ctx->n_batch > ctx->n_ctx) ctx->n_batch = ctx->n_ctx;
+    /* a sequence holds at most the trained context; the cache holds n_ctx
+     * positions in all (with one sequence, the two are the same) */
     ctx->n_seq_max = p.n_seq_max ? p.n_seq_max : 1;
+    uint32_t n_cells = p.n_ctx ? p.n_ctx : DEFAULT_N_CTX;
+    ctx->n_ctx = n_cells < hp->n_ctx_train ? n_cells : hp->n_ctx_train;
+    if (ctx->n_seq_max == 1) n_cells = ctx->n_ctx;
+    ctx->n_batch = p.n_batch ? p.n_batch : DEFAULT_N_BATCH;
+    if (ctx->n_batch > n_cells) ctx->n_batch = n_cells;
     ctx->kv_type = p.kv_type;
     ctx->verbose = p.verbose;
     ctx->embeddings = p.embeddings;
@@ -137,7 +140,7 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     }
     const char *prof = getenv("MINFER_OP_PROFILE");
     if (prof && strcmp(prof, "0")) ctx->be = mf_profile_wrap(ctx->be);
-    s = mf_kv_init(&ctx->kv, ctx->n_ctx, ctx->n_seq_max);
+    s = mf_kv_init(&ctx->kv, n_cells, ctx->n_ctx, ctx->n_seq_max);
     mf_kv_desc kd = {p.kv_type, ctx->kv.n_pages, MF_KV_PAGE, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
                      hp->n_head_kv * hp->head_dim_v, hp->head_dim_k, hp->head_dim_v};
     if (!s) s = ctx->be->ops->kv_init(ctx->be, &kd);

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-mf_status mf_kv_init(mf_kv *kv, uint32_t n_ctx, uint32_t n_seq) {
+mf_status mf_kv_init(mf_kv *kv, uint32_t n_cells, uint32_t n_ctx, uint32_t n_seq) {
     memset(kv, 0, sizeof *kv);
     if (!n_seq) n_seq = 1;
     kv->n_ctx = n_ctx;
     kv->n_seq = n_seq;
     kv->max_pages = (n_ctx + MF_KV_PAGE - 1) / MF_KV_PAGE;
-    kv->n_pages = kv->max_pages + n_seq - 1;
+    kv->n_pages = (n_cells + MF_KV_PAGE - 1) / MF_KV_PAGE + n_seq - 1;
     const size_t np = kv->n_pages, tp = (size_t)n_seq * kv->max_pages;
     kv->ref = calloc(np, sizeof *kv->ref);
     kv->free_pages = malloc(np * sizeof *kv->free_pages);

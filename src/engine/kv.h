@@ -39,8 +39,9 @@ typedef struct mf_kv {
 } mf_kv;
 
 /* n_ctx: the most positions a sequence may hold; the cache gets enough pages
- * for n_ctx positions in all plus one partly filled page per extra sequence. */
-mf_status mf_kv_init(mf_kv *kv, uint32_t n_ctx, uint32_t n_seq);
+ * for n_cells positions in all plus one partly filled page per extra
+ * sequence. */
+mf_status mf_kv_init(mf_kv *kv, uint32_t n_cells, uint32_t n_ctx, uint32_t n_seq);
 void mf_kv_free(mf_kv *kv);
 
 uint32_t mf_kv_n_used(const mf_kv *kv);
