@@ -39,6 +39,14 @@ const char *mf_status_name(mf_status s);
 
 typedef int32_t mf_token;
 
+/* ---- logging --------------------------------------------------------------
+ * Everything the library prints (--verbose notes, the op profile, quantize
+ * notes) goes through one process-wide callback; the default writes to
+ * stderr. msg is one line ending in a newline. NULL restores the default. */
+typedef enum mf_log_level { MF_LOG_DEBUG, MF_LOG_INFO, MF_LOG_WARN, MF_LOG_ERROR } mf_log_level;
+typedef void (*mf_log_fn)(mf_log_level level, const char *msg, void *ud);
+void mf_log_set(mf_log_fn fn, void *ud);
+
 /* ---- model -------------------------------------------------------------- */
 
 typedef struct mf_model mf_model;
@@ -85,6 +93,13 @@ int32_t mf_tokenize(const mf_model *model, const char *text, size_t len,
  * negated size needed when `cap` is too small. */
 int32_t mf_token_to_piece(const mf_model *model, mf_token tok, char *buf, int32_t cap, bool special);
 
+/* The text of a whole sequence of tokens, as llama_detokenize gives it:
+ * remove_special drops a leading BOS and trailing EOS the vocabulary adds,
+ * unparse_special renders control tokens as their text. Returns the byte
+ * count, or the negated size needed when `cap` is too small. */
+int32_t mf_detokenize(const mf_model *model, const mf_token *tokens, int32_t n, char *buf, int32_t cap,
+                      bool remove_special, bool unparse_special);
+
 /* The raw vocabulary text of a token (as stored in the GGUF), or NULL. */
 const char *mf_token_text(const mf_model *model, mf_token tok);
 
@@ -129,6 +144,14 @@ typedef bool (*mf_abort_fn)(void *ud);
 typedef bool (*mf_layer_fn)(int layer, float *x, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
                             void *ud);
 
+/* Replaces a layer's FFN: xn is the FFN's input (the normed residual,
+ * [n_rows][n_embd] host floats, rows as for mf_layer_fn). Return 1 after
+ * writing the FFN's output to out ([n_rows][n_embd]; post-norms and the
+ * residual add then apply as for the model's own FFN), 0 to run the model's
+ * FFN, -1 to abort the decode. */
+typedef int (*mf_ffn_fn)(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
+                         const int32_t *pos, void *ud);
+
 typedef struct mf_context_params {
     uint32_t   n_ctx;      /* positions the KV cache holds in all (0 = 4096); one sequence
                               holds at most min(n_ctx, the model's training context),
@@ -143,6 +166,8 @@ typedef struct mf_context_params {
     void      *abort_ud;
     mf_layer_fn layer_cb;  /* residual stream after each layer; NULL = none */
     void      *layer_ud;
+    mf_ffn_fn  ffn_cb;     /* per-layer FFN override; NULL = none */
+    void      *ffn_ud;
     const char *backend;   /* "cpu" (default, NULL) or "cpu-ref" (the scalar reference kernels) */
     bool       verbose;
 } mf_context_params;

@@ -1,5 +1,6 @@
 /* backend.c - the CPU backend's op table, construction and teardown. */
 #include "cpu/cpu.h"
+#include "core/log.h"
 #include "core/alloc.h"
 #include "cpu/features.h"
 #include "core/error.h"
@@ -135,7 +136,7 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     /* once per process: the SIMD level's kernels replace the references in
      * the traits table (bitwise-equal results, so contexts never disagree) */
     cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2;
-    if (verbose) fprintf(stderr, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
+    if (verbose) mf_log(MF_LOG_INFO, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
     return &cpu->base;
 fail:
     cpu_destroy(&cpu->base);

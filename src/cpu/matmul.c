@@ -16,6 +16,7 @@
  * output element is computed by exactly one thread with a fixed reduction
  * order, so results do not depend on the thread count or the split. */
 #include "cpu/cpu.h"
+#include "core/log.h"
 #include "cpu/gemm.h"
 #include "quant/interleave.h"
 
@@ -413,13 +414,13 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
             return;
         }
         if (cpu->verbose && !atomic_exchange(&g_said_nomem, 1))
-            fprintf(stderr, "minfer: prefill GEMM off for a %d-row batch of width %d: its buffers exceed the "
+            mf_log(MF_LOG_INFO, "minfer: prefill GEMM off for a %d-row batch of width %d: its buffers exceed the "
                             "backend's scratch (%zu bytes); using vec_dot\n", rows, t.n_in, cpu->act_cap);
     }
     if (cpu->verbose)
         for (int i = 0; i < nw; i++)
             if (t.g[i] && !atomic_exchange(&g_said[w[i]->type], 1))
-                fprintf(stderr, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows\n",
+                mf_log(MF_LOG_INFO, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows\n",
                         mf_type_name(w[i]->type), t.g[i]->name, t.g[i]->min_rows);
     atomic_init(&t.next_tile, 0);
     atomic_init(&t.next_chunk, 0);

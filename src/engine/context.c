@@ -2,6 +2,7 @@
  * cache sized from n_ctx and n_seq_max, scratch from n_batch). Decoding is
  * in batch.c, sequence operations in seq.c. */
 #include "engine/context.h"
+#include "core/log.h"
 #include "backends/registry.h"
 #include "engine/profile.h"
 #include "core/alloc.h"
@@ -124,6 +125,8 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     ctx->abort_ud = p.abort_ud;
     ctx->layer_cb = p.layer_cb;
     ctx->layer_ud = p.layer_ud;
+    ctx->ffn_cb = p.ffn_cb;
+    ctx->ffn_ud = p.ffn_ud;
 
     uint32_t widest = max_u32(max_u32(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim_v);
     widest = max_u32(widest, max_u32(hp->n_ff_exp, hp->n_ff_shexp));
@@ -133,9 +136,9 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
         free(ctx);
         return s;
     }
-    if (ctx->layer_cb && !ctx->be->ops->host_memory) {
+    if ((ctx->layer_cb || ctx->ffn_cb) && !ctx->be->ops->host_memory) {
         mf_context_free(ctx);
-        return mf_err(MF_ERR_UNSUPPORTED, "the %s backend keeps activations off the host: no per-layer callback",
+        return mf_err(MF_ERR_UNSUPPORTED, "the %s backend keeps activations off the host: no per-layer or FFN callback",
                       p.backend ? p.backend : "cpu");
     }
     const char *prof = getenv("MINFER_OP_PROFILE");
@@ -152,7 +155,7 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     }
     ctx->n_threads = mf_context_n_threads(ctx);
     if (p.verbose)
-        fprintf(stderr, "minfer: context n_ctx %u, n_batch %u, %u sequences, KV cache %s in %u pages of %u positions\n",
+        mf_log(MF_LOG_INFO, "minfer: context n_ctx %u, n_batch %u, %u sequences, KV cache %s in %u pages of %u positions\n",
                 ctx->n_ctx, ctx->n_batch, ctx->n_seq_max,
                 p.kv_type == MF_KV_F16 ? "f16" : p.kv_type == MF_KV_Q8_0 ? "q8_0" : "f32", ctx->kv.n_pages, MF_KV_PAGE);
     *out = ctx;

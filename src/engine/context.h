@@ -58,6 +58,8 @@ struct mf_context {
     void *abort_ud;
     mf_layer_fn layer_cb;
     void *layer_ud;
+    mf_ffn_fn ffn_cb;
+    void *ffn_ud;
     mf_kv kv;
     mf_scratch s;
     mf_moe_plan moe;

@@ -200,7 +200,7 @@ static void moe_ffn(mf_context *ctx, const mf_layer *L, int n) {
     }
 }
 
-static void ffn_block(mf_context *ctx, int il, int n) {
+static mf_status ffn_block(mf_context *ctx, const mf_step *st, int il, int n) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
     const mf_layer *L = &m->layers[il];
@@ -209,14 +209,23 @@ static void ffn_block(mf_context *ctx, int il, int n) {
     mf_scratch *s = &ctx->s;
 
     op->norm(be, m->arch->norm, s->x, L->ffn_norm, L->ffn_norm_b, n, (int)hp->n_embd, hp->norm_eps, s->xn);
-    if (hp->n_expert) {
+    int over = 0;
+    if (ctx->ffn_cb) {
+        /* an override (the vindex's walk FFN, an edit overlay) on host rows */
+        op->synchronize(be);
+        over = ctx->ffn_cb(il, s->xn, s->o, n, (int)hp->n_embd, ctx->sb.seq, st->pos, ctx->ffn_ud);
+        if (over < 0) return mf_err(MF_ERR_ABORTED, "decode aborted by the FFN callback at layer %d", il);
+    }
+    if (over) {
+        /* out is in s->o: the post-norm and residual below */
+    } else if (hp->n_expert) {
         moe_ffn(ctx, L, n);
     } else {
         ffn_w f = {.gate = L->ffn_gate, .up = L->ffn_gate_up ? L->ffn_gate_up : L->ffn_up, .down = L->ffn_down,
                    .up_b = L->ffn_up_b, .down_b = L->ffn_down_b, .fused = L->ffn_gate_up != NULL, .n_ff = (int)hp->n_ff};
         if (residual_fuses(ctx, L->post_ffn_norm)) {
             dense_ffn(ctx, &f, s->xn, n, s->o, s->x);
-            return;
+            return MF_OK;
         }
         dense_ffn(ctx, &f, s->xn, n, s->o, NULL);
     }
@@ -224,6 +233,7 @@ static void ffn_block(mf_context *ctx, int il, int n) {
         op->norm(be, MF_NORM_RMS, s->o, L->post_ffn_norm, NULL, n, (int)hp->n_embd, hp->norm_eps, s->o);
     if (hp->residual_scale != 1.0f) op->scale(be, s->o, hp->residual_scale, (size_t)n * hp->n_embd);
     op->add(be, s->x, s->o, (size_t)n * hp->n_embd);
+    return MF_OK;
 }
 
 /* Output norm + LM head for the step's flagged rows -> host logits from row
@@ -288,7 +298,8 @@ static mf_status run_layers(mf_context *ctx, const mf_step *st) {
     const int n = st->n_tok;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         attention_block(ctx, st, (int)il, n);
-        ffn_block(ctx, (int)il, n);
+        mf_status fs = ffn_block(ctx, st, (int)il, n);
+        if (fs) return fs;
         if (ctx->layer_cb || ctx->abort_cb) {
             OP(ctx)->synchronize(ctx->be);
             if (ctx->layer_cb && !ctx->layer_cb((int)il, ctx->s.x, n, (int)hp->n_embd, ctx->sb.seq, st->pos, ctx->layer_ud))

@@ -3,6 +3,7 @@
  * prints a table (count, total ms, % of op time) when the context is freed.
  * The forward pass is unchanged: the context just talks to the wrapper. */
 #include "engine/profile.h"
+#include "core/log.h"
 #include "core/timer.h"
 
 #include <stdio.h>
@@ -145,10 +146,10 @@ static void p_destroy(mf_backend *be) {
     int64_t total = 0;
     for (int i = 0; i < p->n_rows; i++) total += p->rows[i].ns;
     qsort(p->rows, (size_t)p->n_rows, sizeof p->rows[0], cmp_rows);
-    fprintf(stderr, "\nop profile (%s backend): %.3f ms in ops\n", p->inner->ops->name, total * 1e-6);
-    fprintf(stderr, "%-32s %10s %12s %8s\n", "op", "count", "total ms", "%");
+    mf_log(MF_LOG_INFO, "\nop profile (%s backend): %.3f ms in ops\n", p->inner->ops->name, total * 1e-6);
+    mf_log(MF_LOG_INFO, "%-32s %10s %12s %8s\n", "op", "count", "total ms", "%");
     for (int i = 0; i < p->n_rows; i++)
-        fprintf(stderr, "%-32s %10ld %12.3f %7.2f%%\n", p->rows[i].name, p->rows[i].count, p->rows[i].ns * 1e-6,
+        mf_log(MF_LOG_INFO, "%-32s %10ld %12.3f %7.2f%%\n", p->rows[i].name, p->rows[i].count, p->rows[i].ns * 1e-6,
                 total ? 100.0 * (double)p->rows[i].ns / (double)total : 0.0);
     p->inner->ops->destroy(p->inner);
     free(p);

@@ -18,3 +18,8 @@ bool mf_token_is_eog(const mf_model *m, mf_token tok) { return mf_vocab_is_eog(m
 bool mf_model_add_bos(const mf_model *m) { return mf_vocab_add_bos(m->vocab); }
 
 size_t mf_utf8_complete(const char *s, size_t n) { return mf_utf8_complete_prefix(s, n); }
+
+int32_t mf_detokenize(const mf_model *m, const mf_token *tokens, int32_t n, char *buf, int32_t cap, bool remove_special,
+                      bool unparse_special) {
+    return mf_vocab_detokenize(m->vocab, tokens, n, buf, cap, remove_special, unparse_special);
+}

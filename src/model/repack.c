@@ -10,6 +10,7 @@
  * 16, expert stacks and token-embedding tables that are not also the output
  * head stay as they are. MINFER_NO_REPACK=1 (or no_repack) turns it off. */
 #include "model/model.h"
+#include "core/log.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/threadpool.h"
@@ -117,7 +118,7 @@ mf_status mf_model_repack(mf_model *m) {
     m->x16_buf = buf;
     m->x16_size = size;
     if (m->verbose)
-        fprintf(stderr, "minfer: %d weight matrices (%.1f MiB) interleaved 16 rows at a time for the decode kernels in "
+        mf_log(MF_LOG_INFO, "minfer: %d weight matrices (%.1f MiB) interleaved 16 rows at a time for the decode kernels in "
                         "%.2f s (MINFER_NO_REPACK=1 keeps the file's layout)\n",
                 j->n, (double)total / (1 << 20), mf_now() - t0);
     free(j);

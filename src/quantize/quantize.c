@@ -4,6 +4,7 @@
  * parallel on a thread pool with the reference quantizers (whose bytes equal
  * llama-quantize's), one chunk of rows in memory at a time. */
 #include "minfer.h"
+#include "core/log.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -207,7 +208,7 @@ static bool announce(const gguf_file *f, const qz_choice *ch, const mf_quantize_
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         if (!ch[i].note) continue;
         if (!p->progress) {
-            fprintf(stderr, "quantize: %s\n", ch[i].note);
+            mf_log(MF_LOG_WARN, "quantize: %s\n", ch[i].note);
             continue;
         }
         const gguf_tensor *t = &f->tensors[i];

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_batch.h"
 #include "cli.h"
 #include "core/timer.h"
 #include "minfer.h"
@@ -27,6 +28,9 @@ static void usage(FILE *f) {
             "  --no-bandwidth       skip the bandwidth probe and ceiling line\n"
             "  --no-mmap            read the model into memory (2 MiB pages) instead of mapping it\n"
             "  --no-repack          keep the weights in the file's layout (no 16-row interleave for decode)\n"
+            "  --batch B[,B...]     aggregate throughput with B sequences at once (llama-batched-bench's\n"
+            "                       table): one prefill of B prompts of -p tokens, then -n steps that\n"
+            "                       each decode one token of every sequence; medians over -r runs\n"
             "Tests use fixed pseudo-random token ids, so any model and vocabulary work.\n");
 }
 
@@ -96,6 +100,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model_path = NULL, *fmt = "md";
     long n_prompt = 512, n_gen = 128, n_depth = 0, reps = 5, n_threads = 0, n_batch = 512;
     bool probe = true;
+    int levels[32], n_levels = 0;
     mf_kv_type kv = mf_context_default_params().kv_type;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -109,6 +114,19 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 512, n_threads);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1 << 16, n_batch);
         else if (!strcmp(a, "--no-bandwidth")) probe = false;
+        else if (!strcmp(a, "--batch") && v) {
+            for (const char *q = v; *q;) {
+                char *end;
+                long b = strtol(q, &end, 10);
+                if (end == q || b < 1 || b > 4096 || n_levels == 32 || (*end && *end != ',')) {
+                    fprintf(stderr, "minfer bench: --batch wants a list of sequence counts 1..4096 (\"1,4,8,16\"), not '%s'\n", v);
+                    return 2;
+                }
+                levels[n_levels++] = (int)b;
+                q = *end ? end + 1 : end;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--no-mmap")) mp.no_mmap = true;
         else if (!strcmp(a, "--no-repack")) mp.no_repack = true;
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && v) {
@@ -135,6 +153,11 @@ int cmd_bench(int argc, char **argv) {
     int n_res = 0;
     memset(res, 0, sizeof res);
     if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
+    if (n_levels) {
+        bench_batch_opts bo = {levels, n_levels, (int)n_prompt, (int)n_gen, (int)reps, (int)n_threads, (int)n_batch, kv, fmt};
+        rc = bench_batch(model, model_path, &bo);
+        goto done;
+    }
     const int32_t n_vocab = mf_model_n_vocab(model);
     mf_context_params cp = mf_context_default_params();
     long need = n_depth + (n_prompt > n_gen ? n_prompt : n_gen);

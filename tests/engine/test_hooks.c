@@ -1,0 +1,141 @@
+/* test_hooks.c - the library's hooks: the log callback receives what the
+ * library says (and stderr nothing), detokenize round-trips, the per-layer
+ * residual callback sees (and may change) every layer's output, and the FFN
+ * override replaces a layer's FFN - or, declining, leaves the logits bitwise
+ * as they were. */
+#include "testutil.h"
+#include "minfer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char g_log[8192];
+static int g_log_lines;
+static void log_cb(mf_log_level level, const char *msg, void *ud) {
+    (void)level;
+    CHECK(ud == (void *)g_log, "log callback: user data not passed through");
+    size_t n = strlen(g_log);
+    snprintf(g_log + n, sizeof g_log - n, "%s", msg);
+    g_log_lines++;
+}
+
+typedef struct hook_state {
+    int calls, rows, n_layer;
+    int zero_layer;     /* layer_cb zeroes the residual after this layer (-1: never) */
+    int ffn_mode;       /* 0 decline, 1 write zeros, -1 abort */
+    int ffn_calls;
+    bool pos_ok;
+} hook_state;
+
+static bool layer_cb(int layer, float *x, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos, void *ud) {
+    hook_state *h = ud;
+    h->calls++;
+    h->rows = n_rows;
+    for (int r = 0; r < n_rows; r++) h->pos_ok &= seq[r] == 0 && pos[r] == r;
+    if (layer == h->zero_layer) memset(x, 0, sizeof(float) * (size_t)n_rows * (size_t)n_embd);
+    return true;
+}
+
+static int ffn_cb(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
+                  void *ud) {
+    (void)layer, (void)xn, (void)seq, (void)pos;
+    hook_state *h = ud;
+    h->ffn_calls++;
+    if (h->ffn_mode == 1) memset(out, 0, sizeof(float) * (size_t)n_rows * (size_t)n_embd);
+    return h->ffn_mode;
+}
+
+static float *run(mf_model *m, mf_context_params cp, const mf_token *t, int n, mf_status *st) {
+    mf_context *c;
+    if (mf_context_new(m, &cp, &c)) {
+        CHECK(0, "context: %s", mf_last_error());
+        return NULL;
+    }
+    const int V = mf_model_n_vocab(m);
+    *st = mf_decode(c, t, n, false);
+    float *out = NULL;
+    if (!*st) {
+        out = malloc(sizeof(float) * V);
+        memcpy(out, mf_get_logits(c, -1), sizeof(float) * V);
+    } else {
+        CHECK(mf_context_n_past(c) == 0, "a failed decode kept %u positions", mf_context_n_past(c));
+    }
+    mf_context_free(c);
+    return out;
+}
+
+int main(void) {
+    mf_model *m;
+    mf_log_set(log_cb, g_log);
+    mf_model_params mp = mf_model_default_params();
+    if (mf_model_load("../shared/models/stories260K.gguf", &mp, &m)) {
+        CHECK(0, "load: %s", mf_last_error());
+        return test_summary("test_hooks");
+    }
+    const int V = mf_model_n_vocab(m), L = mf_model_n_layer(m);
+
+    /* log: a verbose context speaks through the callback only */
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cp.verbose = true;
+    mf_context *c;
+    CHECK(mf_context_new(m, &cp, &c) == MF_OK, "context: %s", mf_last_error());
+    mf_context_free(c);
+    CHECK(strstr(g_log, "minfer: context n_ctx 64") != NULL && g_log_lines >= 2,
+          "the verbose notes did not reach the log callback (%d lines: %s)", g_log_lines, g_log);
+    mf_log_set(NULL, NULL);
+    cp.verbose = false;
+
+    /* detokenize */
+    const char *text = "Once upon a time, there was a little cat.";
+    mf_token t[64];
+    /* without BOS the SentencePiece space in front is stripped again (with BOS
+     * llama_detokenize keeps it, and so do we) */
+    const int n0 = mf_tokenize(m, text, strlen(text), t, 64, false, false);
+    char buf[256];
+    const int32_t len = mf_detokenize(m, t, n0, buf, sizeof buf, true, false);
+    CHECK(len == (int32_t)strlen(text) && !memcmp(buf, text, (size_t)len), "detokenize: '%.*s'", len > 0 ? len : 0, buf);
+    CHECK(mf_detokenize(m, t, n0, buf, 4, true, false) == -(int32_t)strlen(text), "detokenize into a small buffer");
+    const int n = mf_tokenize(m, text, strlen(text), t, 64, true, false);
+
+    mf_status st;
+    float *plain = run(m, cp, t, n, &st);
+
+    /* the layer callback sees every layer once per decode, with the step's rows */
+    hook_state h = {.zero_layer = -1, .pos_ok = true};
+    cp.layer_cb = layer_cb;
+    cp.layer_ud = &h;
+    float *seen = run(m, cp, t, n, &st);
+    CHECK(seen && !memcmp(seen, plain, sizeof(float) * V), "a layer callback that changes nothing changed the logits");
+    CHECK(h.calls == L && h.rows == n && h.pos_ok, "layer callback: %d calls (%d layers), %d rows (%d), positions %s",
+          h.calls, L, h.rows, n, h.pos_ok ? "right" : "wrong");
+    /* a zero residual after the last layer: RMSNorm of zeros is zeros, so every logit is 0 */
+    h.zero_layer = L - 1;
+    float *zero = run(m, cp, t, n, &st);
+    bool all0 = zero != NULL;
+    for (int i = 0; zero && i < V; i++) all0 &= zero[i] == 0.0f;
+    CHECK(all0, "an edited residual did not reach the output head");
+    cp.layer_cb = NULL;
+
+    /* the FFN override: declining is bitwise the model's own FFN; zeros change the result; -1 aborts */
+    hook_state f = {.zero_layer = -1, .ffn_mode = 0};
+    cp.ffn_cb = ffn_cb;
+    cp.ffn_ud = &f;
+    float *declined = run(m, cp, t, n, &st);
+    CHECK(declined && !memcmp(declined, plain, sizeof(float) * V), "a declining FFN override changed the logits");
+    CHECK(f.ffn_calls == L, "FFN override asked %d times for %d layers", f.ffn_calls, L);
+    f.ffn_mode = 1;
+    float *noffn = run(m, cp, t, n, &st);
+    double diff = 0;
+    for (int i = 0; noffn && i < V; i++) diff = fmax(diff, fabs(noffn[i] - plain[i]));
+    CHECK(noffn && diff > 1e-3, "replacing every FFN by zeros did not change the logits (%g)", diff);
+    f.ffn_mode = -1;
+    float *ab = run(m, cp, t, n, &st);
+    CHECK(!ab && st == MF_ERR_ABORTED, "an FFN callback returning -1 must abort (%d: %s)", (int)st, mf_last_error());
+
+    free(plain), free(seen), free(zero), free(declined), free(noffn), free(ab);
+    mf_model_free(m);
+    return test_summary("test_hooks");
+}
