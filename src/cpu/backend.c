@@ -25,6 +25,7 @@ static void cpu_destroy(mf_backend *be) {
     free(cpu->act_buf);
     free(cpu->att_scratch);
     free(cpu->task_seq);
+    free(cpu->moe_slots);
     free(cpu);
 }
 
@@ -103,8 +104,10 @@ static const mf_backend_ops g_cpu_ops = {
     .add = mf_cpu_add,
     .copy_cols = mf_cpu_copy_cols,
     .gather_rows = mf_cpu_gather_rows,
-    .scatter_rows = mf_cpu_scatter_rows,
     .sum_slots = mf_cpu_sum_slots,
+    .moe_route = mf_cpu_moe_route,
+    .matmul_id = mf_cpu_matmul_id,
+    .scale_rows = mf_cpu_scale_rows,
     .softcap = mf_cpu_softcap,
     .scale = mf_cpu_scale,
     .rope = mf_cpu_rope,
@@ -132,7 +135,8 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     cpu->max_ctx = max_ctx;
     cpu->task_seq = malloc(((size_t)max_rows + 1) * sizeof *cpu->task_seq);
-    if (!cpu->act_buf || !cpu->task_seq) goto fail;
+    cpu->moe_slots = malloc((size_t)max_rows * MF_MAX_EXPERTS_USED * sizeof *cpu->moe_slots);
+    if (!cpu->act_buf || !cpu->task_seq || !cpu->moe_slots) goto fail;
     /* once per process: the SIMD level's kernels replace the references in
      * the traits table (bitwise-equal results, so contexts never disagree) */
     cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2;

@@ -33,6 +33,7 @@ typedef struct mf_cpu {
     /* the step between begin_step and end_step */
     const mf_step *step;
     int32_t *task_seq;                /* [max_rows + 1] attention tasks per sequence */
+    int32_t *moe_slots;               /* [max_rows * MF_MAX_EXPERTS_USED] slots routed to one expert */
     /* activation buffers handed out by alloc, freed with the backend */
     void **bufs;
     int n_bufs;
@@ -68,6 +69,10 @@ void mf_cpu_kv_write(mf_backend *be, int layer, const int32_t *cells, uint32_t n
 void mf_cpu_kv_copy_page(mf_backend *be, int32_t src, int32_t dst);
 size_t mf_cpu_attn_scratch_floats(int head_dim_k, int head_dim_v);
 
+void mf_cpu_moe_route(mf_backend *be, const float *logits, int n, const mf_moe_route *p, int32_t *sel, float *w);
+void mf_cpu_matmul_id(mf_backend *be, mf_weight experts, int n_expert, const float *x, bool x_per_slot, int rows, int k,
+                      const int32_t *sel, float *out, float *tmp_in, float *tmp_out);
+void mf_cpu_scale_rows(mf_backend *be, float *x, const float *s, bool sigmoid, int rows, int n);
 void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);
 void mf_cpu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
                  float eps, float *out);
@@ -77,8 +82,6 @@ void mf_cpu_rope(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, 
                  const mf_rope_params *p);
 void mf_cpu_copy_cols(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
 void mf_cpu_gather_rows(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst);
-void mf_cpu_scatter_rows(mf_backend *be, const float *src, const int32_t *idx, const float *scale, int count, int n,
-                         float *dst);
 void mf_cpu_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out);
 void mf_cpu_softcap(mf_backend *be, float *x, float cap, size_t n);
 void mf_cpu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);

@@ -311,16 +311,6 @@ void mf_cpu_gather_rows(mf_backend *be, const float *src, const int32_t *idx, in
     for (int i = 0; i < count; i++) memcpy(dst + (size_t)i * n, src + (size_t)idx[i] * n, sizeof(float) * (size_t)n);
 }
 
-void mf_cpu_scatter_rows(mf_backend *be, const float *src, const int32_t *idx, const float *scale, int count, int n,
-                         float *dst) {
-    (void)be;
-    for (int i = 0; i < count; i++) {
-        const float *a = src + (size_t)i * n;
-        float *y = dst + (size_t)idx[i] * n;
-        for (int j = 0; j < n; j++) y[j] = a[j] * scale[i];
-    }
-}
-
 static void sum_slots_fn(void *arg, int ith, int nth) {
     rowop_task *t = arg;
     long r0, r1;

@@ -74,6 +74,16 @@ typedef struct mf_step {
     const int32_t *out_rows; /* [n_out] rows whose output (logits, embeddings) is wanted */
 } mf_step;
 
+/* Mixture-of-experts routing of one layer. */
+#define MF_MAX_EXPERTS 1024
+#define MF_MAX_EXPERTS_USED 64
+typedef struct mf_moe_route {
+    int n_expert, k;
+    bool sigmoid;    /* sigmoid instead of softmax over the router's logits */
+    bool norm_topk;  /* renormalise the k selected weights to sum 1 */
+    float scale;     /* multiply the weights (1 = none) */
+} mf_moe_route;
+
 typedef struct mf_backend mf_backend;
 
 typedef struct mf_backend_ops {
@@ -117,9 +127,18 @@ typedef struct mf_backend_ops {
     void (*copy_cols)(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
     /* dst[i] = src[idx[i]], rows of width n (idx in host memory) */
     void (*gather_rows)(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst);
-    /* dst[idx[i]] = src[i] * scale[i], rows of width n (idx/scale in host memory; dst may be src) */
-    void (*scatter_rows)(mf_backend *be, const float *src, const int32_t *idx, const float *scale, int count, int n,
-                         float *dst);
+    /* routing: for each of n rows of router logits [n][n_expert], the k
+     * experts chosen (sel [n][k], ties to the lower id) and their weights
+     * (w [n][k]); sel and w are backend buffers, never read by the host */
+    void (*moe_route)(mf_backend *be, const float *logits, int n, const mf_moe_route *p, int32_t *sel, float *w);
+    /* expert-indexed product: out[t][j] = x[t or (t, j)] . experts[sel[t][j]]^T
+     * for each of the k slots j of rows t; x holds one row per token
+     * (x_per_slot false) or one per slot. tmp_in / tmp_out: scratch of
+     * rows * k rows of the input / output width */
+    void (*matmul_id)(mf_backend *be, mf_weight experts, int n_expert, const float *x, bool x_per_slot, int rows, int k,
+                      const int32_t *sel, float *out, float *tmp_in, float *tmp_out);
+    /* x[r][:] *= s[r] (or sigmoid(s[r])) for rows of width n */
+    void (*scale_rows)(mf_backend *be, float *x, const float *s, bool sigmoid, int rows, int n);
     /* out[t] = sum over k of src[t][k] (k in order), rows of width n */
     void (*sum_slots)(mf_backend *be, const float *src, int rows, int k, int n, float *out);
     /* x = cap * tanh(x / cap) */

@@ -48,21 +48,20 @@ static mf_status alloc_scratch(mf_context *ctx) {
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->act || !s->logits)
         return mf_err(MF_ERR_NOMEM, "out of memory for activation buffers (n_batch %u)", ctx->n_batch);
     if (hp->n_expert) {
-        const size_t X = hp->n_expert, K = hp->n_expert_used;
+        const size_t X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
+        const size_t wide_e = F > hp->n_embd ? F : hp->n_embd;
         s->router = be->ops->alloc(be, B * X);
-        s->moe_in = be->ops->alloc(be, B * hp->n_embd);
-        s->moe_out = be->ops->alloc(be, B * hp->n_embd);
+        s->moe_sel = be->ops->alloc(be, B * K); /* int32 expert ids, float-sized */
+        s->moe_w = be->ops->alloc(be, B * K);
+        s->moe_gate = be->ops->alloc(be, B * K * F);
+        s->moe_up = be->ops->alloc(be, B * K * F);
+        s->moe_act = be->ops->alloc(be, B * K * F);
+        s->moe_in = be->ops->alloc(be, B * K * wide_e);
+        s->moe_out = be->ops->alloc(be, B * K * wide_e);
         s->moe_slots = be->ops->alloc(be, B * K * hp->n_embd);
-        mf_moe_plan *p = &ctx->moe;
-        p->probs = malloc(sizeof(float) * B * X);
-        p->sel = malloc(sizeof(int32_t) * B * K);
-        p->w = malloc(sizeof(float) * B * K);
-        p->rows = malloc(sizeof(int32_t) * B);
-        p->slots = malloc(sizeof(int32_t) * B);
-        p->scales = malloc(sizeof(float) * B);
-        if (!s->router || !s->moe_in || !s->moe_out || !s->moe_slots || !p->probs || !p->sel || !p->w || !p->rows ||
-            !p->slots || !p->scales)
-            return mf_err(MF_ERR_NOMEM, "out of memory for expert routing buffers");
+        if (!s->router || !s->moe_sel || !s->moe_w || !s->moe_gate || !s->moe_up || !s->moe_act || !s->moe_in ||
+            !s->moe_out || !s->moe_slots)
+            return mf_err(MF_ERR_NOMEM, "out of memory for expert buffers");
     }
     /* step arrays and host-side output buffers */
     mf_step_buf *sb = &ctx->sb;
@@ -106,6 +105,9 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     if (p.embeddings && (pool < MF_POOLING_NONE || pool > MF_POOLING_LAST))
         return mf_err(MF_ERR_UNSUPPORTED, "pooling type %d (from %s) is not supported (none, mean, cls, last are)",
                       model->hp.pooling, p.pooling == MF_POOLING_UNSPECIFIED ? "the model file" : "the parameters");
+    if (hp->n_expert > MF_MAX_EXPERTS || hp->n_expert_used > MF_MAX_EXPERTS_USED)
+        return mf_err(MF_ERR_UNSUPPORTED, "%u experts with %u per token: at most %d and %d are supported", hp->n_expert,
+                      hp->n_expert_used, MF_MAX_EXPERTS, MF_MAX_EXPERTS_USED);
     mf_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return mf_err(MF_ERR_NOMEM, "out of memory");
     ctx->model = model;
@@ -185,12 +187,6 @@ void mf_context_free(mf_context *ctx) {
     free(ctx->pool_n);
     mf_batch_free(&ctx->one);
     free(ctx->seq_scratch);
-    free(ctx->moe.probs);
-    free(ctx->moe.sel);
-    free(ctx->moe.w);
-    free(ctx->moe.rows);
-    free(ctx->moe.slots);
-    free(ctx->moe.scales);
     free(ctx);
 }
 

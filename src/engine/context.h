@@ -20,18 +20,11 @@ typedef struct mf_scratch {
     float *logits; /* device logits        [MF_LOGIT_ROWS][n_vocab] */
     /* mixture of experts */
     float *router;         /* [n_batch][n_expert] */
-    float *moe_in, *moe_out; /* rows routed to one expert [n_batch][n_embd] */
+    float *moe_sel, *moe_w; /* routing: [n_batch][k] expert ids (int32) and weights */
+    float *moe_gate, *moe_up, *moe_act; /* [n_batch][k][n_ff_exp] per slot */
+    float *moe_in, *moe_out; /* matmul_id scratch [n_batch * k][max(n_embd, n_ff_exp)]; moe_out also the shared expert */
     float *moe_slots;      /* [n_batch][n_expert_used][n_embd] */
 } mf_scratch;
-
-/* Host-side routing of one MoE layer, planned per batch (allocated once). */
-typedef struct mf_moe_plan {
-    float *probs;          /* [n_batch][n_expert] */
-    int32_t *sel;          /* [n_batch][k] selected experts */
-    float *w;              /* [n_batch][k] their weights */
-    int32_t *rows, *slots; /* rows routed to the current expert and their (t, k) slot */
-    float *scales;
-} mf_moe_plan;
 
 /* Output-head rows computed per call when every position's logits are wanted:
  * bounds the scratch for large vocabularies. */
@@ -62,7 +55,6 @@ struct mf_context {
     void *ffn_ud;
     mf_kv kv;
     mf_scratch s;
-    mf_moe_plan moe;
     mf_step_buf sb;
     /* the last decode's outputs: rows in step order (sequences sorted),
      * found through entry_row (batch entry -> row, -1 if not flagged) and

@@ -118,69 +118,34 @@ static void dense_ffn(mf_context *ctx, const ffn_w *f, const float *in, int n, f
     linear(ctx, f->down, f->down_b, s->act, n, out, res);
 }
 
-/* Mixture of experts: router softmax (or sigmoid) over all experts, the top k
- * per token (weights optionally renormalised and scaled), each expert run only
- * on the tokens routed to it, outputs summed per token in rank order. */
+/* Mixture of experts: the router's logits, then routing as a backend op
+ * (softmax or sigmoid over all experts, the top k per token, weights
+ * optionally renormalised and scaled), each expert's products indexed by the
+ * routing (no host round trip), outputs weighted and summed per token in rank
+ * order. */
 static void moe_ffn(mf_context *ctx, const mf_layer *L, int n) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
     const mf_backend_ops *op = OP(ctx);
     mf_backend *be = ctx->be;
     mf_scratch *s = &ctx->s;
-    const int X = (int)hp->n_expert, K = (int)hp->n_expert_used, E = (int)hp->n_embd;
-    mf_moe_plan *p = &ctx->moe;
+    const int X = (int)hp->n_expert, K = (int)hp->n_expert_used, E = (int)hp->n_embd, F = (int)hp->n_ff_exp;
+    int32_t *sel = (int32_t *)s->moe_sel;
 
     op->matmul(be, L->ffn_gate_inp, s->xn, n, s->router);
-    op->download(be, s->router, (size_t)n * X, p->probs);
-    for (int t = 0; t < n; t++) {
-        float *pr = p->probs + (size_t)t * X;
-        if (hp->moe_sigmoid) {
-            for (int e = 0; e < X; e++) pr[e] = 1.0f / (1.0f + expf(-pr[e]));
-        } else {
-            float mx = pr[0];
-            for (int e = 1; e < X; e++) mx = pr[e] > mx ? pr[e] : mx;
-            double sum = 0;
-            for (int e = 0; e < X; e++) sum += pr[e] = expf(pr[e] - mx);
-            for (int e = 0; e < X; e++) pr[e] = (float)(pr[e] / sum);
-        }
-        /* top k by probability, ties to the lower expert id */
-        int32_t *sel = p->sel + (size_t)t * K;
-        float *w = p->w + (size_t)t * K;
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            for (int e = 0; e < X; e++) {
-                bool taken = false;
-                for (int j = 0; j < k; j++) taken |= sel[j] == e;
-                if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
-            }
-            sel[k] = best;
-            w[k] = pr[best];
-        }
-        if (hp->moe_norm_topk) {
-            float sum = 0;
-            for (int k = 0; k < K; k++) sum += w[k];
-            for (int k = 0; k < K; k++) w[k] /= sum;
-        }
-        if (hp->moe_scale != 1.0f)
-            for (int k = 0; k < K; k++) w[k] *= hp->moe_scale;
+    const mf_moe_route rp = {X, K, hp->moe_sigmoid, hp->moe_norm_topk, hp->moe_scale};
+    op->moe_route(be, s->router, n, &rp, sel, s->moe_w);
+    const size_t slots = (size_t)n * K;
+    if (m->arch->ffn == MF_FFN_GELU) {
+        op->matmul_id(be, L->up_exp, X, s->xn, false, n, K, sel, s->moe_up, s->moe_in, s->moe_out);
+        op->glu(be, MF_FFN_GELU, s->moe_up, NULL, slots * F, s->moe_act);
+    } else {
+        op->matmul_id(be, L->gate_exp, X, s->xn, false, n, K, sel, s->moe_gate, s->moe_in, s->moe_out);
+        op->matmul_id(be, L->up_exp, X, s->xn, false, n, K, sel, s->moe_up, s->moe_in, s->moe_out);
+        op->glu(be, m->arch->ffn, s->moe_gate, s->moe_up, slots * F, s->moe_act);
     }
-    /* each expert on the rows routed to it; results land in slot (t, k) */
-    for (int e = 0; e < X; e++) {
-        int cnt = 0;
-        for (int t = 0; t < n; t++)
-            for (int k = 0; k < K; k++)
-                if (p->sel[(size_t)t * K + k] == e) {
-                    p->rows[cnt] = t;
-                    p->slots[cnt] = t * K + k;
-                    p->scales[cnt] = p->w[(size_t)t * K + k];
-                    cnt++;
-                }
-        if (!cnt) continue;
-        op->gather_rows(be, s->xn, p->rows, cnt, E, s->moe_in);
-        ffn_w f = {.gate = &L->gate_exp[e], .up = &L->up_exp[e], .down = &L->down_exp[e], .n_ff = (int)hp->n_ff_exp};
-        dense_ffn(ctx, &f, s->moe_in, cnt, s->moe_out, NULL);
-        op->scatter_rows(be, s->moe_out, p->slots, p->scales, cnt, E, s->moe_slots);
-    }
+    op->matmul_id(be, L->down_exp, X, s->moe_act, true, n, K, sel, s->moe_slots, s->moe_in, s->moe_out);
+    op->scale_rows(be, s->moe_slots, s->moe_w, false, (int)slots, E);
     op->sum_slots(be, s->moe_slots, n, K, E, s->o);
 
     if (L->ffn_up_shexp) {
@@ -189,12 +154,7 @@ static void moe_ffn(mf_context *ctx, const mf_layer *L, int n) {
         dense_ffn(ctx, &f, s->xn, n, s->moe_out, NULL);
         if (L->ffn_gate_inp_shexp) {
             op->matmul(be, L->ffn_gate_inp_shexp, s->xn, n, s->router);
-            op->download(be, s->router, (size_t)n, p->probs);
-            for (int t = 0; t < n; t++) {
-                p->rows[t] = t;
-                p->scales[t] = 1.0f / (1.0f + expf(-p->probs[t]));
-            }
-            op->scatter_rows(be, s->moe_out, p->rows, p->scales, n, E, s->moe_out);
+            op->scale_rows(be, s->moe_out, s->router, true, n, E);
         }
         op->add(be, s->o, s->moe_out, (size_t)n * E);
     }

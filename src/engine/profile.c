@@ -91,9 +91,6 @@ static void p_copy_cols(mf_backend *be, const float *src, int w, int c0, int n, 
 static void p_gather(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst) {
     TIMED(be, "gather_rows", INNER(be)->ops->gather_rows(INNER(be), src, idx, count, n, dst));
 }
-static void p_scatter(mf_backend *be, const float *src, const int32_t *idx, const float *sc, int count, int n, float *dst) {
-    TIMED(be, "scatter_rows", INNER(be)->ops->scatter_rows(INNER(be), src, idx, sc, count, n, dst));
-}
 static void p_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out) {
     TIMED(be, "sum_slots", INNER(be)->ops->sum_slots(INNER(be), src, rows, k, n, out));
 }
@@ -123,6 +120,18 @@ static void p_kv_copy_page(mf_backend *be, int32_t src, int32_t dst) {
 }
 static void p_attention(mf_backend *be, int layer, const float *q, const mf_attn_params *ap, float *out) {
     TIMED(be, "attention", INNER(be)->ops->attention(INNER(be), layer, q, ap, out));
+}
+static void p_moe_route(mf_backend *be, const float *lg, int n, const mf_moe_route *rp, int32_t *sel, float *w) {
+    TIMED(be, "moe_route", INNER(be)->ops->moe_route(INNER(be), lg, n, rp, sel, w));
+}
+static void p_matmul_id(mf_backend *be, mf_weight ex, int ne, const float *x, bool per_slot, int rows, int k,
+                        const int32_t *sel, float *out, float *ti, float *to) {
+    char kind[64];
+    weight_kind("matmul_id", ex, kind, sizeof kind);
+    TIMED(be, kind, INNER(be)->ops->matmul_id(INNER(be), ex, ne, x, per_slot, rows, k, sel, out, ti, to));
+}
+static void p_scale_rows(mf_backend *be, float *x, const float *sc, bool sig, int rows, int n) {
+    TIMED(be, "scale_rows", INNER(be)->ops->scale_rows(INNER(be), x, sc, sig, rows, n));
 }
 static mf_status p_begin_step(mf_backend *be, const mf_step *st) { return INNER(be)->ops->begin_step(INNER(be), st); }
 static mf_status p_end_step(mf_backend *be) { return INNER(be)->ops->end_step(INNER(be)); }
@@ -178,8 +187,10 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .add = p_add,
         .copy_cols = p_copy_cols,
         .gather_rows = p_gather,
-        .scatter_rows = p_scatter,
         .sum_slots = p_sum_slots,
+        .moe_route = p_moe_route,
+        .matmul_id = p_matmul_id,
+        .scale_rows = p_scale_rows,
         .softcap = p_softcap,
         .scale = p_scale,
         .rope = p_rope,
