@@ -14,6 +14,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"logits", cmd_logits, "write the logits of every prompt position to a file"},
     {"template", cmd_template, "render a chat template over a conversation"},
+    {"perplexity", cmd_perplexity, "perplexity of a model over a text file (llama-perplexity's method)"},
     {"bench", cmd_bench, "measure prefill and decode speed (llama-bench style)"},
     {"quantize", cmd_quantize, "convert a model's weights to another type, as llama-quantize does"},
     {"synth", cmd_synth, "write a random-weight model of a real shape, for benchmarks"},
