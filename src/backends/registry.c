@@ -2,32 +2,62 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "cpu/cpu.h"
+#include "model/model.h"
 
 #include <string.h>
 
 typedef struct entry {
     const char *name;
     mf_backend *(*create)(const mf_backend_config *cfg);
+    mf_status (*load_weights)(mf_model *m, const mf_model_params *p);
 } entry;
 
 static mf_backend *cpu_create(const mf_backend_config *c) {
     return mf_cpu_backend_new(c->n_threads, c->max_rows, c->max_width, c->max_ctx, c->verbose);
 }
 
+static mf_status cpu_load(mf_model *m, const mf_model_params *p) { return mf_cpu_weights_load(m, p->no_repack); }
+
+/* the scalar reference kernels of quant/ on the file's layout, no GEMM: the
+ * second backend of the parity test (tests/engine/test_backend_parity.c) */
+static mf_backend *ref_create(const mf_backend_config *c) {
+    return mf_cpu_backend_new_ref(c->n_threads, c->max_rows, c->max_width, c->max_ctx, c->verbose);
+}
+
+static mf_status ref_load(mf_model *m, const mf_model_params *p) {
+    (void)m, (void)p;
+    return MF_OK;
+}
+
 static const entry k_backends[] = {
-    {"cpu", cpu_create},
+    {"cpu", cpu_create, cpu_load},
+    {"cpu-ref", ref_create, ref_load},
 };
 
-const char *mf_backend_names(void) { return "cpu"; }
+const char *mf_backend_names(void) { return "cpu, cpu-ref"; }
+
+static const entry *find(const char *name) {
+    for (size_t i = 0; i < sizeof k_backends / sizeof k_backends[0]; i++)
+        if (!strcmp(k_backends[i].name, name)) return &k_backends[i];
+    return NULL;
+}
+
+mf_status mf_backend_load_weights(const char *name, mf_model *m, const mf_model_params *p) {
+    if (!name || !*name) name = "cpu";
+    const entry *e = find(name);
+    if (!e) return mf_err(MF_ERR_INVALID_ARG, "unknown backend \"%s\" (this build has: %s)", name, mf_backend_names());
+    m->backend = e->name;
+    return e->load_weights(m, p);
+}
 
 mf_status mf_backend_create(const char *name, const mf_backend_config *cfg, mf_backend **out) {
     *out = NULL;
     if (!name || !*name) name = "cpu";
-    for (size_t i = 0; i < sizeof k_backends / sizeof k_backends[0]; i++)
-        if (!strcmp(k_backends[i].name, name)) {
-            *out = k_backends[i].create(cfg);
-            if (!*out) return mf_err(MF_ERR_NOMEM, "cannot create the %s backend (threads or memory)", name);
-            return MF_OK;
-        }
+    const entry *e = find(name);
+    if (e) {
+        *out = e->create(cfg);
+        if (!*out) return mf_err(MF_ERR_NOMEM, "cannot create the %s backend (threads or memory)", name);
+        return MF_OK;
+    }
     return mf_err(MF_ERR_INVALID_ARG, "unknown backend \"%s\" (this build has: %s)", name, mf_backend_names());
 }

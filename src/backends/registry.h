@@ -17,6 +17,9 @@ typedef struct mf_backend_config {
 /* NULL name = "cpu". Unknown names and construction failures are errors
  * with a message (the known names are listed). */
 mf_status mf_backend_create(const char *name, const mf_backend_config *cfg, mf_backend **out);
+/* The backend's weight loader over a parsed, bound model (the CPU: the x16
+ * repack; the reference: nothing); sets m->backend. */
+mf_status mf_backend_load_weights(const char *name, mf_model *m, const mf_model_params *p);
 /* ", "-separated names of the backends this build has. */
 const char *mf_backend_names(void);
 

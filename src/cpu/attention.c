@@ -77,7 +77,7 @@ mf_status mf_cpu_kv_init(mf_backend *be, const mf_kv_desc *d) {
             return mf_err(MF_ERR_NOMEM, "out of memory for the KV cache (%u pages of %u positions x %u layers)",
                           d->n_pages, d->page_size, d->n_layer);
     }
-    cpu->attn = mf_attn_kernels_get(d->type);
+    cpu->attn = cpu->ref ? mf_attn_kernels_scalar(d->type) : mf_attn_kernels_get(d->type);
     cpu->att_scratch_per_thread = mf_cpu_attn_scratch_floats((int)d->head_dim_k, (int)d->head_dim_v);
     cpu->att_scratch = mf_alloc_aligned(mf_mul_size(mf_mul_size(cpu->att_scratch_per_thread, (size_t)cpu->n_threads), sizeof(float)));
     if (!cpu->att_scratch) return mf_err(MF_ERR_NOMEM, "out of memory for attention scratch");
@@ -95,7 +95,7 @@ void mf_cpu_kv_store(mf_backend *be, int layer, const float *k, const float *v) 
     mf_cpu *cpu = (mf_cpu *)be;
     const mf_kv_desc *d = &cpu->kv;
     const mf_step *st = cpu->step;
-    const mf_type_traits *tr = mf_type_traits_get(kv_mf_type(d->type));
+    const mf_type_traits *tr = mf_cpu_traits(cpu, kv_mf_type(d->type));
     for (int i = 0; i < st->n_tok; i++) {
         const uint32_t cell = (uint32_t)st->cell[i];
         for (uint32_t j = 0; j < d->k_width / cpu->k_slab; j++)

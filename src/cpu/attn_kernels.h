@@ -58,6 +58,8 @@ static inline float mf_attn_expf(float x) {
 
 /* Best kernels this CPU runs for the cache type (MINFER_NO_AVX2 forces scalar). */
 const mf_attn_kernels *mf_attn_kernels_get(mf_kv_type t);
+/* the scalar set whatever the CPU (the reference backend) */
+const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t);
 /* The plain-C set (tests compare against it). */
 const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t);
 /* AVX2+FMA+F16C set, or NULL when not compiled in. */

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "quant/types.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,8 @@ static mf_status cpu_end_step(mf_backend *be) {
 static void cpu_synchronize(mf_backend *be) { (void)be; }
 
 static bool cpu_supports_type(mf_backend *be, mf_type t) {
-    (void)be;
-    return mf_type_traits_get(t) && mf_type_traits_get(t)->vec_dot;
+    const mf_type_traits *tr = mf_cpu_traits((const mf_cpu *)be, t);
+    return tr && tr->vec_dot;
 }
 
 static int cpu_n_threads(mf_backend *be) { return ((mf_cpu *)be)->n_threads; }
@@ -120,10 +121,20 @@ static const mf_backend_ops g_cpu_ops = {
     .download = cpu_download,
 };
 
-mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose) {
+/* the reference backend: the same ops under its own name */
+static mf_backend_ops g_ref_ops;
+static pthread_once_t g_ref_once = PTHREAD_ONCE_INIT;
+static void ref_ops_init(void) {
+    g_ref_ops = g_cpu_ops;
+    g_ref_ops.name = "cpu-ref";
+}
+
+static mf_backend *cpu_new(bool ref, int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose) {
     mf_cpu *cpu = calloc(1, sizeof *cpu);
     if (!cpu) return NULL;
-    cpu->base.ops = &g_cpu_ops;
+    pthread_once(&g_ref_once, ref_ops_init);
+    cpu->base.ops = ref ? &g_ref_ops : &g_cpu_ops;
+    cpu->ref = ref;
     cpu->verbose = verbose;
     cpu->pool = mf_pool_new(n_threads);
     if (!cpu->pool) goto fail;
@@ -139,10 +150,21 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
     if (!cpu->act_buf || !cpu->task_seq || !cpu->moe_slots) goto fail;
     /* once per process: the SIMD level's kernels replace the references in
      * the traits table (bitwise-equal results, so contexts never disagree) */
-    cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2;
-    if (verbose) mf_log(MF_LOG_INFO, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
+    cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2 && !ref;
+    if (verbose && ref)
+        mf_log(MF_LOG_INFO, "minfer: cpu-ref backend, %d threads, scalar reference kernels, no GEMM", cpu->n_threads);
+    else if (verbose)
+        mf_log(MF_LOG_INFO, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
     return &cpu->base;
 fail:
     cpu_destroy(&cpu->base);
     return NULL;
+}
+
+mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose) {
+    return cpu_new(false, n_threads, max_rows, max_width, max_ctx, verbose);
+}
+
+mf_backend *mf_cpu_backend_new_ref(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose) {
+    return cpu_new(true, n_threads, max_rows, max_width, max_ctx, verbose);
 }

@@ -8,6 +8,7 @@
 
 #include "core/threadpool.h"
 #include "engine/backend.h"
+#include "quant/types.h"
 
 typedef struct mf_cpu {
     mf_backend base;
@@ -15,6 +16,7 @@ typedef struct mf_cpu {
     int n_threads;
     bool verbose;
     bool swiglu_simd;  /* SwiGLU through mf_cpu_swiglu_avx2 (the SIMD level allows it) */
+    bool ref;          /* the reference backend: quant/'s scalar kernels, no GEMM, scalar attention */
     /* activations converted to a weight's vec_dot_type, once per matmul input */
     uint8_t *act_buf;
     size_t act_cap;
@@ -55,6 +57,18 @@ static inline void mf_cpu_run(const mf_cpu *cpu, mf_task_fn fn, void *arg, size_
 /* The CPU backend: n_threads workers (0 = all CPUs), scratch sized for
  * batches of up to max_rows rows of up to max_width floats. */
 mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose);
+/* The same backend on the scalar reference kernels ("cpu-ref"). */
+mf_backend *mf_cpu_backend_new_ref(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose);
+/* The kernels of a type for this instance. */
+static inline const mf_type_traits *mf_cpu_traits(const mf_cpu *cpu, int type) {
+    return cpu->ref ? mf_type_traits_ref(type) : mf_type_traits_get(type);
+}
+/* The weight loader (cpu/weights.c): interleaves the matrices the CPU has
+ * x16 decode kernels for; each copy becomes its tensor's handle. */
+mf_status mf_cpu_weights_load(mf_model *m, bool no_repack);
+/* A matrix's interleaved copy, or NULL when it is in the file's layout. */
+static inline const void *mf_cpu_x16(mf_weight w) { return w->handle; }
+
 /* Resizes the worker pool between steps (results do not depend on it). */
 mf_status mf_cpu_set_threads(mf_backend *be, int n_threads);
 

@@ -35,8 +35,9 @@ typedef struct tileset {
 } tileset;
 
 typedef struct matmul_task {
+    const mf_cpu *cpu;
     int nw;
-    const gguf_tensor *w[MAX_W];
+    const mf_tensor *w[MAX_W];
     const mf_type_traits *tr[MAX_W];
     float *out[MAX_W];
     /* epilogue: out[i] += bias[i] per row (NULL: none), then res += out[0] */
@@ -103,15 +104,15 @@ static void convert_rows(void *arg, int ith, int nth) {
         const int tok0 = (int)i * ts->nt;
         const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;
         mf_gemm_tile_build(ts->act, ts->nt, t->x + (size_t)tok0 * t->n_in, (size_t)t->n_in, ntok, t->n_in,
-                           mf_type_traits_get(mf_gemm_act_type(ts->act))->from_float, tmp, ts->base + (size_t)i * ts->bytes);
+                           mf_cpu_traits(t->cpu, mf_gemm_act_type(ts->act))->from_float, tmp, ts->base + (size_t)i * ts->bytes);
     }
     /* rows for the vec_dot path: split (conversion, row) pairs so a
      * single-row decode still spreads */
     mf_split((long)t->n_conv * t->rows, ith, nth, &j0, &j1);
     for (long j = j0; j < j1; j++) {
         const int c = (int)(j / t->rows), r = (int)(j % t->rows);
-        mf_type_traits_get(t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in, t->conv_dst[c] + (size_t)r * t->conv_row[c],
-                                                        t->n_in);
+        mf_cpu_traits(t->cpu, t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in,
+                                                           t->conv_dst[c] + (size_t)r * t->conv_row[c], t->n_in);
     }
 }
 
@@ -130,7 +131,7 @@ static void convert_rows(void *arg, int ith, int nth) {
  * every tile over them. */
 static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels) {
     const mf_gemm_kind *g = t->g[wi];
-    const gguf_tensor *w = t->w[wi];
+    const mf_tensor *w = t->w[wi];
     const int64_t k = w->ne[0], n_out = w->ne[1];
     const size_t w_row = mf_row_size(w->type, k), pb = g->panel_bytes(k);
     const int npan = g->rows_per_call / g->panel_rows;
@@ -144,16 +145,16 @@ static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels
             n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
             const long pr0 = r0 + (long)p * g->panel_rows;
             const uint8_t *src = (const uint8_t *)w->data + (size_t)pr0 * w_row * (n > 0);
-            if (w->x16 && g->pack_x16) {
-                g->pack_x16(w->x16, pr0, n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
+            if (mf_cpu_x16(w) && g->pack_x16) {
+                g->pack_x16(mf_cpu_x16(w), pr0, n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
                 continue;
             }
-            if (w->x16 && n > 0) {
+            if (mf_cpu_x16(w) && n > 0) {
                 /* interleaved weights: the panel's rows back in the file's layout first */
                 uint8_t *tmp = panels + t->unpack_off;
                 for (int i = 0; i < n; i++) {
                     const long row = pr0 + i;
-                    mf_x16_unpack_row(w->type, (const uint8_t *)w->x16 + (size_t)(row / MF_X16) * w_row * MF_X16,
+                    mf_x16_unpack_row(w->type, (const uint8_t *)mf_cpu_x16(w) + (size_t)(row / MF_X16) * w_row * MF_X16,
                                       (int)(row % MF_X16), k, tmp + (size_t)i * w_row);
                 }
                 src = tmp;
@@ -209,16 +210,16 @@ static void epilogue_rows(void *arg, int ith, int nth) {
 /* The vec_dot rows [a, b) of weight wi (whole groups of 16 for interleaved
  * weights, whose row counts are multiples of 16). */
 static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b) {
-    const gguf_tensor *w = t->w[wi];
+    const mf_tensor *w = t->w[wi];
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
     const size_t w_row = mf_row_size(w->type, n_in);
-    if (w->x16) {
+    if (mf_cpu_x16(w)) {
         const mf_vec_dot_x16_fn dot16 = t->tr[wi]->vec_dot_x16;
         const size_t grp = w_row * MF_X16;
         for (long g = a / MF_X16; g < b / MF_X16; g++)
             for (int r = 0; r < t->rows; r++) {
                 dot16((int)n_in, t->out[wi] + (size_t)r * n_out + (size_t)g * MF_X16,
-                      (const uint8_t *)w->x16 + (size_t)g * grp, xq + (size_t)r * t->xq_row[wi]);
+                      (const uint8_t *)mf_cpu_x16(w) + (size_t)g * grp, xq + (size_t)r * t->xq_row[wi]);
                 if (t->epilogue) epilogue(t, wi, r, g * MF_X16, (g + 1) * MF_X16);
             }
         return;
@@ -298,8 +299,8 @@ static void dot_rows(void *arg, int ith, int nth) {
             uint8_t *dst = ith ? t->conv_copies + (size_t)(ith - 1) * t->conv_span + (t->conv_dst[c] - t->conv_dst[0])
                                : t->conv_dst[c];
             for (int r = 0; r < t->rows; r++)
-                mf_type_traits_get(t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in, dst + (size_t)r * t->conv_row[c],
-                                                                t->n_in);
+                mf_cpu_traits(t->cpu, t->conv_type[c])->from_float(t->x + (size_t)r * t->n_in,
+                                                                   dst + (size_t)r * t->conv_row[c], t->n_in);
         }
     const long share = static_share(t, nth);
     dot_units(t, xq, (long)ith * share, (long)(ith + 1) * share);
@@ -315,17 +316,17 @@ static atomic_int g_said_nomem;
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res) {
     mf_cpu *cpu = (mf_cpu *)be;
-    matmul_task t = {.nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows, .res = res};
+    matmul_task t = {.cpu = cpu, .nw = nw, .x = x, .n_in = (int)w[0]->ne[0], .rows = rows, .res = res};
     t.epilogue = t.res != NULL;
     for (int i = 0; i < nw; i++) {
         t.bias[i] = b && b[i] ? (const float *)b[i]->data : NULL;
         t.epilogue |= t.bias[i] != NULL;
         t.w[i] = w[i];
-        t.tr[i] = mf_type_traits_get(w[i]->type);
+        t.tr[i] = mf_cpu_traits(cpu, w[i]->type);
         t.out[i] = out[i];
         /* each kind's own crossover with vec_dot (gemm.h): below it, decoding
          * a weight block per token is cheaper than packing the panels */
-        const mf_gemm_kind *g = rows > 1 ? mf_gemm_get(w[i]->type) : NULL;
+        const mf_gemm_kind *g = rows > 1 && !cpu->ref ? mf_gemm_get(w[i]->type) : NULL;
         if (g && (t.n_in % g->k_multiple || rows < g->min_rows)) g = NULL;
         t.g[i] = g;
     }
@@ -397,7 +398,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
             t.chunk0[i + 1] = t.chunk0[i] + (t.unit0[i + 1] - t.unit0[i] + t.chunk_groups - 1) / t.chunk_groups;
         size_t unpack_bytes = 0;
         for (int i = 0; i < nw; i++)
-            if (t.g[i] && w[i]->x16 && !t.g[i]->pack_x16) { /* kinds that pack from x16 need no room */
+            if (t.g[i] && mf_cpu_x16(w[i]) && !t.g[i]->pack_x16) { /* kinds that pack from x16 need no room */
                 const size_t ub = mf_row_size(w[i]->type, t.n_in) * (size_t)t.g[i]->panel_rows;
                 if (ub > unpack_bytes) unpack_bytes = ub;
             }

@@ -20,16 +20,17 @@ typedef struct rows_task {
     const mf_token *ids;
     int n;
     float *out;
+    const mf_cpu *cpu;
 } rows_task;
 
 static void get_rows_fn(void *arg, int ith, int nth) {
     rows_task *t = arg;
-    const mf_type_traits *tr = mf_type_traits_get(t->w->type);
+    const mf_type_traits *tr = mf_cpu_traits(t->cpu, t->w->type);
     const int64_t n_in = t->w->ne[0];
     const size_t row = mf_row_size(t->w->type, n_in);
     long i0, i1;
     mf_split(t->n, ith, nth, &i0, &i1);
-    if (t->w->x16) {
+    if (mf_cpu_x16(t->w)) {
         /* an interleaved (tied) output head: each row back in the file's
          * layout, a few blocks at a time through a stack buffer (a block
          * group's blocks are at 16 * block bytes apart, so a run of blocks
@@ -39,7 +40,7 @@ static void get_rows_fn(void *arg, int ith, int nth) {
         const int64_t nb = n_in / g->blck, per = (int64_t)(sizeof tmp / (size_t)g->size);
         for (long i = i0; i < i1; i++) {
             const size_t id = (size_t)t->ids[i];
-            const uint8_t *grp = (const uint8_t *)t->w->x16 + id / MF_X16 * row * MF_X16;
+            const uint8_t *grp = (const uint8_t *)mf_cpu_x16(t->w) + id / MF_X16 * row * MF_X16;
             for (int64_t b0 = 0; b0 < nb; b0 += per) {
                 const int64_t cnt = nb - b0 < per ? nb - b0 : per;
                 mf_x16_unpack_row(t->w->type, grp + (size_t)b0 * MF_X16 * (size_t)g->size, (int)(id % MF_X16),
@@ -54,7 +55,7 @@ static void get_rows_fn(void *arg, int ith, int nth) {
 }
 
 void mf_cpu_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out) {
-    rows_task t = {w, ids, n, out};
+    rows_task t = {w, ids, n, out, (const mf_cpu *)be};
     mf_cpu_run((mf_cpu *)be, get_rows_fn, &t, (size_t)n * (size_t)w->ne[0]);
 }
 
@@ -183,7 +184,7 @@ static void rope_fn(void *arg, int ith, int nth) {
     mf_split(t->n_tok, ith, nth, &t0, &t1);
     for (long ti = t0; ti < t1; ti++) {
         float theta = (float)t->pos[ti];
-        const float *ff = t->p->freq_factors;
+        const float *ff = t->p->freq_factors ? (const float *)t->p->freq_factors->data : NULL;
         const mf_rope_params *rp = t->p;
         for (int i = 0; i < n_rot; i += 2) {
             /* ggml's rope_yarn: the extrapolated angle, its interpolation by

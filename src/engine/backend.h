@@ -21,7 +21,7 @@ typedef struct mf_rope_params {
     int n_rot;        /* rotated dims per head (the rest pass through) */
     float base;
     float freq_scale; /* linear position scaling */
-    const float *freq_factors; /* n_rot/2 divisors of the frequencies (Llama 3.1 rope_freqs), or NULL */
+    mf_weight freq_factors; /* f32 weight of n_rot/2 divisors of the frequencies (Llama 3.1 rope_freqs), or NULL */
     /* YaRN: blend interpolated and extrapolated angles between corr_dims, scale cos/sin */
     float ext_factor;  /* 0 = off */
     float attn_factor; /* magnitude scale of cos/sin (1 = none) */

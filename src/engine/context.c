@@ -133,7 +133,14 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     uint32_t widest = max_u32(max_u32(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim_v);
     widest = max_u32(widest, max_u32(hp->n_ff_exp, hp->n_ff_shexp));
     mf_backend_config bc = {p.n_threads, (int)ctx->n_batch, (int)widest, ctx->n_ctx, p.verbose};
-    mf_status s = mf_backend_create(p.backend, &bc, &ctx->be);
+    /* the model's weights were loaded for one backend: contexts run there */
+    const char *bname = p.backend ? p.backend : model->backend;
+    if (model->backend && strcmp(bname, model->backend)) {
+        free(ctx);
+        return mf_err(MF_ERR_INVALID_ARG, "backend \"%s\": this model's weights were loaded for \"%s\" (mf_model_params.backend)",
+                      bname, model->backend);
+    }
+    mf_status s = mf_backend_create(bname, &bc, &ctx->be);
     if (s) {
         free(ctx);
         return s;
@@ -141,7 +148,7 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     if ((ctx->layer_cb || ctx->ffn_cb) && !ctx->be->ops->host_memory) {
         mf_context_free(ctx);
         return mf_err(MF_ERR_UNSUPPORTED, "the %s backend keeps activations off the host: no per-layer or FFN callback",
-                      p.backend ? p.backend : "cpu");
+                      bname ? bname : "cpu");
     }
     const char *prof = getenv("MINFER_OP_PROFILE");
     if (prof && strcmp(prof, "0")) ctx->be = mf_profile_wrap(ctx->be);

@@ -59,7 +59,7 @@ static void attention_block(mf_context *ctx, const mf_step *st, int il, int n) {
          * pair chosen by whether this context exceeds the trained one */
         mf_weight ff = m->rope_freqs ? m->rope_freqs : ctx->n_ctx > hp->n_ctx_orig ? m->rope_long : m->rope_short;
         mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
-                             ff ? (const float *)ff->data : NULL,
+                             ff,
                              hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
         op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, st->pos, &rp);
         op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, st->pos, &rp);

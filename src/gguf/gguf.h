@@ -85,10 +85,6 @@ typedef struct gguf_tensor {
     int64_t n_elements;  /* ne[0] * ne[1] * ne[2] * ne[3], checked not to overflow */
     size_t nbytes;
     const void *data;    /* inside the mapping */
-    /* Set by the model loader when the rows were interleaved for the CPU's
-     * decode kernels (quant/interleave.h): the whole matrix in that layout.
-     * Readers must then use x16, never data (whose pages may be released). */
-    const void *x16;
 } gguf_tensor;
 
 typedef struct gguf_file {

@@ -233,11 +233,12 @@ static mf_status bind(mf_model *m, mf_weight *out, bool required, int64_t ne0, i
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    *out = gguf_find_tensor(m->gguf, name);
+    const gguf_tensor *gt = gguf_find_tensor(m->gguf, name);
+    *out = gt ? &m->tensors[gt - m->gguf->tensors] : NULL;
     if (!*out)
         return required ? mf_err(MF_ERR_FORMAT, "%s: missing tensor '%s' (architecture %s)", m->gguf->path, name, m->arch->name)
                         : MF_OK;
-    const gguf_tensor *t = *out;
+    const mf_tensor *t = *out;
     int64_t want[3] = {ne0, ne1, ne2};
     bool ok = true;
     for (int d = 0; d < 3; d++)
@@ -260,15 +261,14 @@ static mf_status bind(mf_model *m, mf_weight *out, bool required, int64_t ne0, i
 }
 
 /* 2-D views of each expert's slice of a stacked [ne0, ne1, n_expert] tensor. */
-static void make_expert_views(mf_weight stack, gguf_tensor *views, uint32_t n_expert) {
+static void make_expert_views(mf_weight stack, mf_tensor *views, uint32_t n_expert) {
     const size_t slice = mf_row_size(stack->type, stack->ne[0]) * (size_t)stack->ne[1];
     for (uint32_t e = 0; e < n_expert; e++) {
-        gguf_tensor *v = &views[e];
+        mf_tensor *v = &views[e];
         *v = *stack;
         v->ne[2] = 1;
         v->n_dims = 2;
         v->nbytes = slice;
-        v->offset = stack->offset + e * slice;
         v->data = (const uint8_t *)stack->data + e * slice;
     }
 }
@@ -304,7 +304,7 @@ static mf_status bind_attention(mf_model *m, uint32_t i, mf_layer *L) {
     return MF_OK;
 }
 
-static mf_status bind_ffn(mf_model *m, uint32_t i, mf_layer *L, gguf_tensor *views) {
+static mf_status bind_ffn(mf_model *m, uint32_t i, mf_layer *L, mf_tensor *views) {
     const mf_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, F = hp->n_ff;
     mf_status s;
@@ -355,6 +355,20 @@ static mf_status bind_weights(mf_model *m) {
     const mf_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
     mf_status s;
+    /* one backend-neutral record per GGUF tensor: the reader's stay as read */
+    const gguf_file *g = m->gguf;
+    m->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *m->tensors);
+    if (!m->tensors) return mf_err(MF_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        mf_tensor *d = &m->tensors[i];
+        d->name = t->name;
+        d->type = t->type;
+        d->n_dims = t->n_dims;
+        for (int k = 0; k < 4; k++) d->ne[k] = t->ne[k];
+        d->nbytes = t->nbytes;
+        d->data = t->data;
+    }
     if ((s = bind(m, &m->token_embd, true, E, V, 1, "token_embd.weight"))) return s;
     if (m->arch->rope == MF_ROPE_NONE) {
         if ((s = bind(m, &m->pos_embd, true, E, -1, 1, "position_embd.weight"))) return s;
@@ -452,7 +466,7 @@ static void describe(mf_model *m) {
              m->hp.n_layer, m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv, m->hp.n_vocab, mf_type_name(m->ftype), ps);
 }
 
-mf_status mf_model_load(const char *path, const mf_model_params *params, mf_model **out) {
+mf_status mf_model_open(const char *path, const mf_model_params *params, mf_model **out) {
     *out = NULL;
     mf_model_params p = params ? *params : mf_model_default_params();
     mf_model *m = calloc(1, sizeof *m);
@@ -482,7 +496,6 @@ mf_status mf_model_load(const char *path, const mf_model_params *params, mf_mode
     if ((s = load_hparams(m))) goto fail;
     m->hp.n_vocab = (uint32_t)mf_vocab_n_tokens(m->vocab);
     if ((s = bind_weights(m))) goto fail;
-    if (!p.no_repack && (s = mf_model_repack(m))) goto fail;
     describe(m);
     describe_traits(m);
     *out = m;
@@ -497,7 +510,8 @@ void mf_model_free(mf_model *m) {
     mf_vocab_free(m->vocab);
     free(m->layers);
     free(m->expert_views);
-    mf_model_repack_free(m);
+    if (m->be_weights_free) m->be_weights_free(m);
+    free(m->tensors);
     gguf_close(m->gguf);
     free(m);
 }
@@ -521,7 +535,7 @@ uint64_t mf_model_size(const mf_model *m) {
 uint64_t mf_model_bytes_per_token(const mf_model *m) {
     uint64_t b = 0;
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
-        const gguf_tensor *t = &m->gguf->tensors[i];
+        const mf_tensor *t = &m->tensors[i];
         if (t == m->token_embd && m->output != m->token_embd)
             b += t->nbytes / (uint64_t)t->ne[1]; /* one row looked up */
         else if (t == m->pos_embd)

@@ -9,12 +9,13 @@
 #include "minfer.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "engine/tensor.h"
 #include "token/vocab.h"
 
 #define MF_MAX_LAYERS 512
 
-/* A weight: the GGUF tensor it lives in. Tensors never move (mmap). */
-typedef const gguf_tensor *mf_weight;
+/* A weight: the model's record of one GGUF tensor (engine/tensor.h). */
+typedef const mf_tensor *mf_weight;
 
 typedef struct mf_layer {
     mf_weight attn_norm, attn_norm_b;
@@ -29,7 +30,7 @@ typedef struct mf_layer {
     /* mixture of experts */
     mf_weight ffn_gate_inp;
     mf_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;  /* stacked [.., .., n_expert] */
-    const gguf_tensor *gate_exp, *up_exp, *down_exp;       /* per-expert 2-D views of the stacks */
+    const mf_tensor *gate_exp, *up_exp, *down_exp;         /* per-expert 2-D views of the stacks */
     mf_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp, ffn_gate_inp_shexp;
     /* per-layer attention shape (sliding-window layers may differ) */
     bool swa;            /* this layer uses the sliding window */
@@ -81,9 +82,14 @@ struct mf_model {
     mf_weight rope_freqs; /* per-dimension RoPE frequency factors (Llama 3.1 style), or NULL */
     mf_weight rope_long, rope_short; /* Phi-3 "longrope" factors: long beyond the original context */
     mf_layer *layers;
-    gguf_tensor *expert_views; /* storage behind the layers' per-expert views */
-    void *x16_buf;        /* the interleaved copies of the matrices (model/repack.c) */
-    size_t x16_size;
+    mf_tensor *tensors;   /* [gguf->n_tensors]: one per GGUF tensor, in file order */
+    mf_tensor *expert_views; /* storage behind the layers' per-expert views */
+    /* what the backend's weight loader made (cpu/weights.c: the interleaved
+     * copies), and how it is released */
+    const char *backend;
+    void *be_weights;
+    size_t be_weights_size;
+    void (*be_weights_free)(struct mf_model *m);
     mf_type ftype;        /* dominant weight type, for descriptions */
     uint64_t n_params;
     bool verbose;
@@ -91,8 +97,9 @@ struct mf_model {
     char traits[768];    /* "qwen3: RMSNorm, ...; decoupled head dim 32 (...)" for `minfer info` */
 };
 
-/* Interleaves the matrices the CPU has x16 decode kernels for (model/repack.c). */
-mf_status mf_model_repack(mf_model *m);
-void mf_model_repack_free(mf_model *m);
+/* Parses the file and binds the weights (no backend work): the first half
+ * of mf_model_load (backends/model_load.c), which then runs the backend's
+ * weight loader. */
+mf_status mf_model_open(const char *path, const mf_model_params *params, mf_model **out);
 
 #endif

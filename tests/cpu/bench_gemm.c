@@ -217,7 +217,7 @@ static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, 
     }
     /* the op on a 2-thread backend, wall time, best of reps */
     mf_backend *be = mf_cpu_backend_new(2, tok, (int)(k > n_out ? k : n_out), 64, false);
-    gguf_tensor wt = {.name = "w", .n_dims = 2, .ne = {k, n_out, 1, 1}, .type = t, .n_elements = k * n_out,
+    mf_tensor wt = {.name = "w", .n_dims = 2, .ne = {k, n_out, 1, 1}, .type = t,
                       .nbytes = wbytes, .data = w};
     best = 1e30;
     for (int i = 0; i < reps; i++) {

@@ -204,7 +204,7 @@ static void kernel_tests(void) {
 /* ---------------- the matmul op ---------------- */
 
 typedef struct {
-    gguf_tensor t;
+    mf_tensor t;
     uint8_t *data;
 } wbuf;
 
@@ -216,7 +216,6 @@ static void make_tensor(wbuf *b, qrand *r, mf_type type, int64_t k, int n_out) {
     b->t.n_dims = 2;
     b->t.ne[0] = k, b->t.ne[1] = n_out, b->t.ne[2] = b->t.ne[3] = 1;
     b->t.type = type;
-    b->t.n_elements = k * n_out;
     b->t.nbytes = mf_row_size(type, k) * (size_t)n_out;
     b->t.data = b->data;
 }
@@ -224,7 +223,7 @@ static void make_tensor(wbuf *b, qrand *r, mf_type type, int64_t k, int n_out) {
 /* An interleaved copy of b's matrix as a tensor whose data pointer is NULL
  * (so any read of the file layout crashes); returns the copy's buffer, or
  * NULL (xt untouched) where the type or shape has no x16 layout. */
-static uint8_t *make_x16(const wbuf *b, gguf_tensor *xt) {
+static uint8_t *make_x16(const wbuf *b, mf_tensor *xt) {
     const mf_type type = b->t.type;
     const int64_t k = b->t.ne[0], n_out = b->t.ne[1];
     if (!mf_x16_layout(type, k) || n_out % MF_X16 || !mf_type_traits_get(type)->vec_dot_x16) return NULL;
@@ -234,7 +233,7 @@ static uint8_t *make_x16(const wbuf *b, gguf_tensor *xt) {
         mf_x16_pack(type, b->data + (size_t)g * MF_X16 * row, row, k, xd + (size_t)g * MF_X16 * row);
     *xt = b->t;
     xt->data = NULL;
-    xt->x16 = xd;
+    xt->handle = xd;
     return xd;
 }
 
@@ -281,7 +280,7 @@ static void matmul_case(const mf_type *types, int nw, int64_t k, const int *n_ou
  * (GEMM where the kind has one) and token by token, at 1-3 threads. */
 static void epilogue_case(const mf_type *types, int nw, int64_t k, const int *n_out, int rows, bool x16, qrand *r) {
     wbuf wb[4];
-    gguf_tensor bt[4], xt[4];
+    mf_tensor bt[4], xt[4];
     uint8_t *xd[4] = {0};
     mf_weight w[4], bw[4], wf[4];
     float *plain[4], *out[4], *bias[4];
@@ -373,14 +372,14 @@ static void matmul_tests(void) {
 
 /* ---------------- interleaved (x16) weights through the ops ---------------- */
 
-/* The same matrices as interleaved copies (tensor->x16, data NULL so any read
+/* The same matrices as interleaved copies (the tensor handle, data NULL so any read
  * of the file layout crashes) and as plain ones, mixed with a plain weight of
  * another type in one matmul_n: decode (1 token), a short batch on the
  * vec_dot path, a GEMM-sized batch (panels unpacked from x16) at 1-3
  * threads, and get_rows of the interleaved matrix, all bitwise equal. */
 static void x16_case(const mf_type *types, int nw, int64_t k, const int *n_out, qrand *r) {
     wbuf wb[4];
-    gguf_tensor xt[4];
+    mf_tensor xt[4];
     uint8_t *xd[4] = {0};
     mf_weight plain[4], mixed[4];
     int n_x16 = 0;

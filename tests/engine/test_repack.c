@@ -22,7 +22,7 @@
 
 static int count_x16(const mf_model *m) {
     int n = 0;
-    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) n += m->gguf->tensors[i].x16 != NULL;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) n += m->tensors[i].handle != NULL;
     return n;
 }
 
@@ -32,8 +32,8 @@ static void check_bytes(const char *path, const mf_model *m) {
     if (!ref) return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
-        const gguf_tensor *t = &m->gguf->tensors[i];
-        if (!t->x16) continue;
+        const mf_tensor *t = &m->tensors[i];
+        if (!t->handle) continue;
         const gguf_tensor *r = gguf_find_tensor(ref, t->name);
         CHECK(r && r->nbytes == t->nbytes, "%s: tensor %s missing from the second open", path, t->name);
         if (!r) continue;
@@ -41,7 +41,7 @@ static void check_bytes(const char *path, const mf_model *m) {
         uint8_t *buf = malloc(row);
         int bad = 0;
         for (int64_t k = 0; k < t->ne[1]; k++) {
-            mf_x16_unpack_row(t->type, (const uint8_t *)t->x16 + (size_t)(k / MF_X16) * row * MF_X16, (int)(k % MF_X16),
+            mf_x16_unpack_row(t->type, (const uint8_t *)t->handle + (size_t)(k / MF_X16) * row * MF_X16, (int)(k % MF_X16),
                               t->ne[0], buf);
             bad += memcmp(buf, (const uint8_t *)r->data + (size_t)k * row, row) != 0;
         }

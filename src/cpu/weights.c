@@ -1,14 +1,17 @@
-/* repack.c - at load, interleave the weight matrices 16 rows at a time
- * (quant/interleave.h) when the CPU has an x16 decode kernel for their type.
+/* weights.c - the CPU backend's weight loader: at load, interleave the
+ * weight matrices 16 rows at a time (quant/interleave.h) when the CPU has an
+ * x16 decode kernel for their type. The copy of each matrix becomes its
+ * tensor's backend handle (engine/tensor.h).
  *
  * The copies live in one anonymous buffer advised for 2 MiB pages. The
  * original pages of each repacked matrix are then released (replaced by an
  * inaccessible reservation), so the model is held once (with an mmapped
- * file they would otherwise stay resident after being read here); every reader of a matrix goes through tensor->x16 when it
- * is set (cpu/matmul.c, cpu/ops.c), and a stray read of the old bytes faults
+ * file they would otherwise stay resident after being read here); every CPU reader of a matrix goes through its handle when
+ * it is set (cpu/matmul.c, cpu/ops.c), and a stray read of the old bytes faults
  * instead of returning garbage. Matrices whose row count is not a multiple of
  * 16, expert stacks and token-embedding tables that are not also the output
  * head stay as they are. MINFER_NO_REPACK=1 (or no_repack) turns it off. */
+#include "cpu/cpu.h"
 #include "model/model.h"
 #include "core/log.h"
 #include "core/env.h"
@@ -27,7 +30,7 @@
 #define MAX_REPACK 4096
 
 typedef struct repack_job {
-    gguf_tensor *t[MAX_REPACK];
+    mf_tensor *t[MAX_REPACK];
     uint8_t *dst[MAX_REPACK];
     int n;
     int cur; /* the tensor being packed */
@@ -36,7 +39,7 @@ typedef struct repack_job {
 /* the 16-row groups of tensor cur, split across the threads */
 static void pack_fn(void *arg, int ith, int nth) {
     repack_job *j = arg;
-    const gguf_tensor *t = j->t[j->cur];
+    const mf_tensor *t = j->t[j->cur];
     const size_t row = mf_row_size(t->type, t->ne[0]), grp = row * MF_X16;
     long g0, g1;
     mf_split((long)(t->ne[1] / MF_X16), ith, nth, &g0, &g1);
@@ -50,7 +53,7 @@ static void pack_fn(void *arg, int ith, int nth) {
  * mappings could land in, and closing the file would unmap those). Done
  * right after each tensor is packed, so the peak is the copy plus one
  * tensor, not twice the model. */
-static void release_pages(const gguf_tensor *t) {
+static void release_pages(const mf_tensor *t) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = ((uintptr_t)t->data + page - 1) & ~(page - 1);
     const uintptr_t b = ((uintptr_t)t->data + t->nbytes) & ~(page - 1);
@@ -65,11 +68,16 @@ static void add(mf_model *m, repack_job *j, mf_weight w) {
     if (w == m->token_embd && w != m->output) return; /* only looked up by row */
     for (int i = 0; i < j->n; i++)
         if (j->t[i] == w) return;
-    j->t[j->n++] = (gguf_tensor *)w; /* the model owns its gguf_file's tensors */
+    j->t[j->n++] = (mf_tensor *)w; /* the model owns its tensors */
 }
 
-mf_status mf_model_repack(mf_model *m) {
-    if (mf_env_on("MINFER_NO_REPACK")) return MF_OK;
+static void weights_free(mf_model *m) {
+    if (m->be_weights) munmap(m->be_weights, m->be_weights_size);
+    m->be_weights = NULL;
+}
+
+mf_status mf_cpu_weights_load(mf_model *m, bool no_repack) {
+    if (no_repack || mf_env_on("MINFER_NO_REPACK")) return MF_OK;
     mf_cpu_init(); /* the live traits table: x16 kernels exist only at some SIMD levels */
     repack_job *j = calloc(1, sizeof *j);
     if (!j) return mf_err(MF_ERR_NOMEM, "out of memory");
@@ -111,21 +119,17 @@ mf_status mf_model_repack(mf_model *m) {
         if (pool) mf_pool_run(pool, pack_fn, j);
         else pack_fn(j, 0, 1);
         release_pages(j->t[j->cur]);
-        j->t[j->cur]->x16 = j->dst[j->cur];
+        j->t[j->cur]->handle = j->dst[j->cur];
     }
     mf_pool_free(pool);
     (void)mprotect(buf, size, PROT_READ);
-    m->x16_buf = buf;
-    m->x16_size = size;
+    m->be_weights = buf;
+    m->be_weights_size = size;
+    m->be_weights_free = weights_free;
     if (m->verbose)
         mf_log(MF_LOG_INFO, "minfer: %d weight matrices (%.1f MiB) interleaved 16 rows at a time for the decode kernels in "
                         "%.2f s (MINFER_NO_REPACK=1 keeps the file's layout)\n",
                 j->n, (double)total / (1 << 20), mf_now() - t0);
     free(j);
     return MF_OK;
-}
-
-void mf_model_repack_free(mf_model *m) {
-    if (m->x16_buf) munmap(m->x16_buf, m->x16_size);
-    m->x16_buf = NULL;
 }
