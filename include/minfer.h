@@ -60,6 +60,9 @@ typedef struct mf_model_params {
     bool no_repack;     /* keep every matrix in the file's layout; by default the
                            ones the CPU has x16 kernels for are interleaved 16 rows
                            at a time at load (also MINFER_NO_REPACK=1) */
+    const char *backend; /* whose weight loader runs at load: "cpu" (default, NULL) or
+                            "cpu-ref" (the scalar reference kernels, the file's layout);
+                            contexts of the model run on that backend */
 } mf_model_params;
 
 mf_model_params mf_model_default_params(void);
