@@ -234,6 +234,9 @@ mf_status mf_decode_batch(mf_context *ctx, const mf_batch *b);
  * token had its output flag). Embeddings are n_embd floats. */
 const float *mf_get_logits_ith(const mf_context *ctx, int32_t i);
 const float *mf_get_embeddings_ith(const mf_context *ctx, int32_t i);
+/* Logits of a sequence's last token in the last decode (NULL when the
+ * sequence had no token in it or its last token was not flagged). */
+const float *mf_get_logits_seq(const mf_context *ctx, int32_t seq);
 /* The pooled embedding of a sequence of the last decode (NULL with pooling
  * none, or if the sequence had no token in it). */
 const float *mf_get_embeddings_seq(const mf_context *ctx, int32_t seq);
@@ -581,6 +584,22 @@ mf_status mf_state_save_buffer(const mf_context *ctx, const mf_token *tokens, ui
                                size_t user_len, void **out, size_t *out_len);
 mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_token **tokens, uint32_t *n_tokens,
                                void **user, size_t *user_len);
+
+/* The same for one sequence of a many-sequence context: its positions, the
+ * logits of its last token in the last decode (when flagged), its ids and
+ * the blob. Loading replaces that sequence only (its positions get fresh
+ * cache pages; other sequences are untouched) and leaves that one row of
+ * logits as the context's last output (mf_get_logits(ctx, -1) and
+ * mf_get_logits_seq). The file format is the one above: a file saved from
+ * sequence 0 of a one-sequence context loads into any sequence. */
+mf_status mf_state_seq_save(const mf_context *ctx, int32_t seq, const char *path, const mf_token *tokens,
+                            uint32_t n_tokens, const void *user, size_t user_len);
+mf_status mf_state_seq_load(mf_context *ctx, int32_t seq, const char *path, mf_token **tokens, uint32_t *n_tokens,
+                            void **user, size_t *user_len);
+mf_status mf_state_seq_save_buffer(const mf_context *ctx, int32_t seq, const mf_token *tokens, uint32_t n_tokens,
+                                   const void *user, size_t user_len, void **out, size_t *out_len);
+mf_status mf_state_seq_load_buffer(mf_context *ctx, int32_t seq, const void *buf, size_t len, mf_token **tokens,
+                                   uint32_t *n_tokens, void **user, size_t *user_len);
 
 /* ==== end of sessions =================================================== */
 

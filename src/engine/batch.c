@@ -178,9 +178,16 @@ mf_status mf_decode_batch(mf_context *ctx, const mf_batch *b) {
     }
     for (int32_t i = 0, j = 0; i < n; i++)
         if (b->output[i]) ctx->out_entry[j++] = i;
+    /* each sequence's last token (the last of its run in sorted order) */
+    for (uint32_t s = 0; s < ctx->n_seq_max; s++) ctx->seq_last_row[s] = -1;
+    for (int32_t r = 0; r < n; r++) {
+        const int32_t e = order[r];
+        if (r + 1 == n || b->seq_id[order[r + 1]] != b->seq_id[e]) ctx->seq_last_row[b->seq_id[e]] = ctx->entry_row[e];
+    }
 
     /* reserve every cell before computing anything */
     ctx->n_logits = 0;
+    ctx->n_entries = 0;
     ctx->n_entries = 0;
     mf_kv_save(&ctx->kv);
     for (int32_t r = 0; r < n; r++) {
@@ -257,11 +264,21 @@ const float *mf_get_embeddings_seq(const mf_context *ctx, int32_t seq) {
     return ctx->pooled + (size_t)seq * ctx->model->hp.n_embd;
 }
 
-float *mf_context_one_logit_row(mf_context *ctx) {
+float *mf_context_one_logit_row(mf_context *ctx, int32_t seq) {
     if (ctx->embeddings || reserve_entries(ctx, 1) || reserve_outputs(ctx, 1)) return NULL;
     ctx->entry_row[0] = 0;
     ctx->out_entry[0] = 0;
     ctx->n_entries = 1;
     ctx->n_logits = 1;
+    for (uint32_t s = 0; s < ctx->n_seq_max; s++) ctx->seq_last_row[s] = -1;
+    ctx->seq_last_row[seq] = 0;
     return ctx->logits;
 }
+
+const float *mf_context_seq_logits(const mf_context *ctx, int32_t seq) {
+    if (ctx->embeddings || seq < 0 || (uint32_t)seq >= ctx->n_seq_max || !ctx->n_logits || ctx->seq_last_row[seq] < 0)
+        return NULL;
+    return ctx->logits + (size_t)ctx->seq_last_row[seq] * ctx->model->hp.n_vocab;
+}
+
+const float *mf_get_logits_seq(const mf_context *ctx, int32_t seq) { return mf_context_seq_logits(ctx, seq); }

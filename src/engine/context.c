@@ -74,7 +74,8 @@ static mf_status alloc_scratch(mf_context *ctx) {
     sb->seqs = malloc(B * sizeof *sb->seqs);
     sb->pages = malloc(B * maxp * sizeof *sb->pages);
     ctx->seq_scratch = malloc((ctx->n_seq_max + 1) * sizeof *ctx->seq_scratch);
-    if (!ctx->seq_scratch || !sb->tokens || !sb->pos || !sb->cell || !sb->seq || !sb->out_rows || !sb->seqs || !sb->pages)
+    ctx->seq_last_row = malloc(ctx->n_seq_max * sizeof *ctx->seq_last_row);
+    if (!ctx->seq_last_row || !ctx->seq_scratch || !sb->tokens || !sb->pos || !sb->cell || !sb->seq || !sb->out_rows || !sb->seqs || !sb->pages)
         return mf_err(MF_ERR_NOMEM, "out of memory for step arrays");
     if (ctx->embeddings) {
         const size_t E = hp->n_embd, S = ctx->n_seq_max;
@@ -194,6 +195,7 @@ void mf_context_free(mf_context *ctx) {
     free(ctx->pool_n);
     mf_batch_free(&ctx->one);
     free(ctx->seq_scratch);
+    free(ctx->seq_last_row);
     free(ctx);
 }
 

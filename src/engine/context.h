@@ -72,6 +72,7 @@ struct mf_context {
     int32_t *pool_n;     /* [n_seq_max] rows pooled; 0 = the sequence had none */
     mf_batch one;        /* mf_decode's batch */
     uint32_t *seq_scratch; /* [n_seq_max + 1] per-sequence counters of one decode */
+    int32_t *seq_last_row; /* [n_seq_max] output row of each sequence's last token in the last decode, or -1 */
 };
 
 /* One forward pass over the step (<= n_batch rows). Output rows go to
@@ -79,8 +80,11 @@ struct mf_context {
  * order; pooled embeddings are accumulated into ctx->pool_*. */
 mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base);
 
-/* Makes the context hold one row of logits, as after a decode whose last
- * token had its output flag (a session load); returns the row to fill. */
-float *mf_context_one_logit_row(mf_context *ctx);
+/* Makes the context hold one row of logits, sequence seq's, as after a
+ * decode whose only output was that sequence's last token (a session load);
+ * returns the row to fill. */
+float *mf_context_one_logit_row(mf_context *ctx, int32_t seq);
+/* Logits of seq's last token in the last decode, or NULL (not in it, or not flagged). */
+const float *mf_context_seq_logits(const mf_context *ctx, int32_t seq);
 
 #endif

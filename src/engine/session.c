@@ -257,10 +257,12 @@ static void sink_put(sink *s, const void *p, size_t n) {
     s->pos += n;
 }
 
-static mf_status save_prepare(const mf_context *ctx, const mf_token *tokens, uint32_t n_tokens, const void *user,
-                              size_t user_len, state_hdr *h) {
+static mf_status save_prepare(const mf_context *ctx, int32_t seq, const mf_token *tokens, uint32_t n_tokens,
+                              const void *user, size_t user_len, state_hdr *h) {
     if (!ctx) return mf_err(MF_ERR_INVALID_ARG, "session: NULL context");
-    const uint32_t n_past = mf_context_n_past(ctx);
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq_max)
+        return mf_err(MF_ERR_INVALID_ARG, "session: sequence id %d is out of range (n_seq_max %u)", seq, ctx->n_seq_max);
+    const uint32_t n_past = ctx->kv.seq[seq].n_pos;
     if (n_tokens && (!tokens || n_tokens != n_past))
         return mf_err(MF_ERR_INVALID_ARG, "session: %u token ids given for %u cached positions (give all or none)",
                       n_tokens, n_past);
@@ -268,7 +270,7 @@ static mf_status save_prepare(const mf_context *ctx, const mf_token *tokens, uin
     ctx_identity(ctx, h);
     h->n_past = n_past;
     h->n_tokens = n_tokens;
-    h->n_logits = mf_get_logits(ctx, -1) ? 1 : 0;
+    h->n_logits = mf_context_seq_logits(ctx, seq) ? 1 : 0;
     h->user_len = user_len;
     if (!payload_size(h, &h->payload_len)) return mf_err(MF_ERR_INVALID_ARG, "session: state too large");
     return MF_OK;
@@ -276,15 +278,15 @@ static mf_status save_prepare(const mf_context *ctx, const mf_token *tokens, uin
 
 /* Streams the payload into `s`: tokens, logits, KV rows one layer at a time
  * (one layer's rows are the only copy held), the blob. */
-static mf_status save_payload(const mf_context *ctx, const state_hdr *h, const mf_token *tokens, const void *user,
-                              sink *s) {
+static mf_status save_payload(const mf_context *ctx, int32_t seq, const state_hdr *h, const mf_token *tokens,
+                              const void *user, sink *s) {
     xxh64_init(&s->h, 0);
     sink_put(s, tokens, (size_t)h->n_tokens * sizeof(mf_token));
-    if (h->n_logits) sink_put(s, mf_get_logits(ctx, -1), (size_t)h->n_vocab * sizeof(float));
+    if (h->n_logits) sink_put(s, mf_context_seq_logits(ctx, seq), (size_t)h->n_vocab * sizeof(float));
     if (h->n_past && h->n_layer) {
         const size_t layer_bytes = (size_t)h->n_past * h->row_bytes;
         uint8_t *tmp = s->f ? malloc(layer_bytes) : NULL;
-        int32_t *cells = seq_cells(ctx, 0, h->n_past);
+        int32_t *cells = seq_cells(ctx, seq, h->n_past);
         if ((s->f && !tmp) || !cells) {
             free(tmp);
             free(cells);
@@ -303,20 +305,20 @@ static mf_status save_payload(const mf_context *ctx, const state_hdr *h, const m
     return MF_OK;
 }
 
-mf_status mf_state_save_buffer(const mf_context *ctx, const mf_token *tokens, uint32_t n_tokens, const void *user,
-                               size_t user_len, void **out, size_t *out_len) {
+mf_status mf_state_seq_save_buffer(const mf_context *ctx, int32_t seq, const mf_token *tokens, uint32_t n_tokens,
+                                   const void *user, size_t user_len, void **out, size_t *out_len) {
     if (!out) return mf_err(MF_ERR_INVALID_ARG, "session: NULL output");
     *out = NULL;
     if (out_len) *out_len = 0;
     state_hdr h;
-    mf_status st = save_prepare(ctx, tokens, n_tokens, user, user_len, &h);
+    mf_status st = save_prepare(ctx, seq, tokens, n_tokens, user, user_len, &h);
     if (st) return st;
     if (h.payload_len > SIZE_MAX - HDR_SIZE) return mf_err(MF_ERR_NOMEM, "session: state too large for memory");
     const size_t total = HDR_SIZE + (size_t)h.payload_len;
     uint8_t *buf = malloc(total);
     if (!buf) return mf_err(MF_ERR_NOMEM, "session: out of memory for a %zu-byte state image", total);
     sink s = {.buf = buf, .pos = HDR_SIZE};
-    st = save_payload(ctx, &h, tokens, user, &s);
+    st = save_payload(ctx, seq, &h, tokens, user, &s);
     if (st) {
         free(buf);
         return st;
@@ -328,11 +330,11 @@ mf_status mf_state_save_buffer(const mf_context *ctx, const mf_token *tokens, ui
     return MF_OK;
 }
 
-mf_status mf_state_save(const mf_context *ctx, const char *path, const mf_token *tokens, uint32_t n_tokens,
-                        const void *user, size_t user_len) {
+mf_status mf_state_seq_save(const mf_context *ctx, int32_t seq, const char *path, const mf_token *tokens,
+                            uint32_t n_tokens, const void *user, size_t user_len) {
     if (!path) return mf_err(MF_ERR_INVALID_ARG, "session: NULL path");
     state_hdr h;
-    mf_status st = save_prepare(ctx, tokens, n_tokens, user, user_len, &h);
+    mf_status st = save_prepare(ctx, seq, tokens, n_tokens, user, user_len, &h);
     if (st) return st;
     /* a unique temporary name in the same directory, so rename() is atomic */
     size_t plen = strlen(path);
@@ -356,7 +358,7 @@ mf_status mf_state_save(const mf_context *ctx, const char *path, const mf_token 
     sink s = {.f = f};
     /* the header's checksums are known only after the payload: write zeros, come back */
     if (fwrite(head, 1, HDR_SIZE, f) != HDR_SIZE) s.failed = true;
-    st = save_payload(ctx, &h, tokens, user, &s);
+    st = save_payload(ctx, seq, &h, tokens, user, &s);
     if (st) goto fail_file;
     h.payload_hash = xxh64_digest(&s.h);
     hdr_encode(&h, head);
@@ -387,13 +389,15 @@ fail:
 
 /* ---- load --------------------------------------------------------------- */
 
-mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_token **tokens, uint32_t *n_tokens,
-                               void **user, size_t *user_len) {
+mf_status mf_state_seq_load_buffer(mf_context *ctx, int32_t seq, const void *buf, size_t len, mf_token **tokens,
+                                   uint32_t *n_tokens, void **user, size_t *user_len) {
     if (tokens) *tokens = NULL;
     if (n_tokens) *n_tokens = 0;
     if (user) *user = NULL;
     if (user_len) *user_len = 0;
     if (!ctx || (!buf && len)) return mf_err(MF_ERR_INVALID_ARG, "session: NULL argument");
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq_max)
+        return mf_err(MF_ERR_INVALID_ARG, "session: sequence id %d is out of range (n_seq_max %u)", seq, ctx->n_seq_max);
     const uint8_t *p = buf;
     if (len < HDR_SIZE) {
         if (len >= 8 && memcmp(p, k_magic, 8))
@@ -483,14 +487,14 @@ mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
     mf_kv_save(&ctx->kv);
-    mf_kv_truncate_seq(&ctx->kv, 0, 0);
+    mf_kv_truncate_seq(&ctx->kv, seq, 0);
     mf_status st = MF_OK;
     for (uint32_t p = 0; p < f.n_past && !st; p++) {
         int32_t copy;
-        st = mf_kv_append(&ctx->kv, 0, &cells[p], &copy);
+        st = mf_kv_append(&ctx->kv, seq, &cells[p], &copy);
     }
     float *row = NULL;
-    if (!st && f.n_logits && !(row = mf_context_one_logit_row(ctx))) st = mf_err(MF_ERR_NOMEM, "out of memory");
+    if (!st && f.n_logits && !(row = mf_context_one_logit_row(ctx, seq))) st = mf_err(MF_ERR_NOMEM, "out of memory");
     if (st) {
         mf_kv_restore(&ctx->kv);
         free(cells);
@@ -511,7 +515,7 @@ mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_
     return MF_OK;
 }
 
-mf_status mf_state_load(mf_context *ctx, const char *path, mf_token **tokens, uint32_t *n_tokens, void **user,
+mf_status mf_state_seq_load(mf_context *ctx, int32_t seq, const char *path, mf_token **tokens, uint32_t *n_tokens, void **user,
                         size_t *user_len) {
     if (!path) return mf_err(MF_ERR_INVALID_ARG, "session: NULL path");
     /* read, not mmap: what is checked is exactly what gets loaded, even if
@@ -536,7 +540,7 @@ mf_status mf_state_load(mf_context *ctx, const char *path, mf_token **tokens, ui
         free(buf);
         return mf_err(MF_ERR_IO, "session file %s: read failed", path);
     }
-    mf_status st = mf_state_load_buffer(ctx, buf, got, tokens, n_tokens, user, user_len);
+    mf_status st = mf_state_seq_load_buffer(ctx, seq, buf, got, tokens, n_tokens, user, user_len);
     free(buf);
     if (st) {
         /* "session: x" -> "session file PATH: x" */
@@ -551,4 +555,26 @@ mf_status mf_state_load(mf_context *ctx, const char *path, mf_token **tokens, ui
         }
     }
     return st;
+}
+
+/* ---- sequence 0: the calls sessions had before there were sequences ---- */
+
+mf_status mf_state_save(const mf_context *ctx, const char *path, const mf_token *tokens, uint32_t n_tokens,
+                        const void *user, size_t user_len) {
+    return mf_state_seq_save(ctx, 0, path, tokens, n_tokens, user, user_len);
+}
+
+mf_status mf_state_load(mf_context *ctx, const char *path, mf_token **tokens, uint32_t *n_tokens, void **user,
+                        size_t *user_len) {
+    return mf_state_seq_load(ctx, 0, path, tokens, n_tokens, user, user_len);
+}
+
+mf_status mf_state_save_buffer(const mf_context *ctx, const mf_token *tokens, uint32_t n_tokens, const void *user,
+                               size_t user_len, void **out, size_t *out_len) {
+    return mf_state_seq_save_buffer(ctx, 0, tokens, n_tokens, user, user_len, out, out_len);
+}
+
+mf_status mf_state_load_buffer(mf_context *ctx, const void *buf, size_t len, mf_token **tokens, uint32_t *n_tokens,
+                               void **user, size_t *user_len) {
+    return mf_state_seq_load_buffer(ctx, 0, buf, len, tokens, n_tokens, user, user_len);
 }

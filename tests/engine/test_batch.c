@@ -301,6 +301,67 @@ static void failures(mf_model *m, plan *p) {
     mf_context_free(c);
 }
 
+/* One sequence's state: saved from sequence 1 of a many-sequence context
+ * (beside another sequence), loaded into sequence 3 of another and into a
+ * one-sequence context, then continued: the logits are the sequence alone's. */
+static void seq_state(mf_model *m, plan *p) {
+    const int V = mf_model_n_vocab(m);
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_seq_max = 4;
+    cp.n_threads = 2;
+    cp.kv_type = MF_KV_F32;
+    mf_context *a, *b, *c;
+    if (mf_context_new(m, &cp, &a) || mf_context_new(m, &cp, &b)) {
+        CHECK(0, "context: %s", mf_last_error());
+        return;
+    }
+    cp.n_seq_max = 1;
+    cp.n_ctx = 256;
+    CHECK(mf_context_new(m, &cp, &c) == MF_OK, "context: %s", mf_last_error());
+    mf_batch bt;
+    mf_batch_init(&bt, 128);
+    for (int i = 0; i < 30; i++) mf_batch_add(&bt, p->tok[i], i, 1, i == 29);
+    for (int i = 0; i < 12; i++) mf_batch_add(&bt, p->tok[40 + i], i, 0, i == 11); /* another sequence beside it */
+    CHECK(mf_decode_batch(a, &bt) == MF_OK, "prefill: %s", mf_last_error());
+    CHECK(mf_get_logits_seq(a, 1) && !memcmp(mf_get_logits_seq(a, 1), p->ref + (size_t)29 * V, sizeof(float) * V),
+          "mf_get_logits_seq differs from the sequence alone");
+    void *img = NULL;
+    size_t len = 0;
+    CHECK(mf_state_seq_save_buffer(a, 1, p->tok, 30, "x", 1, &img, &len) == MF_OK, "seq save: %s", mf_last_error());
+    /* into sequence 3 of a context that holds something in sequence 0 already */
+    mf_batch_clear(&bt);
+    for (int i = 0; i < 5; i++) mf_batch_add(&bt, p->tok[i], i, 0, false);
+    CHECK(mf_decode_batch(b, &bt) == MF_OK, "other sequence: %s", mf_last_error());
+    mf_context *dst[2] = {b, c};
+    const int seq[2] = {3, 0};
+    for (int k = 0; k < 2; k++) {
+        mf_token *toks = NULL;
+        uint32_t nt = 0;
+        CHECK(mf_state_seq_load_buffer(dst[k], seq[k], img, len, &toks, &nt, NULL, NULL) == MF_OK, "seq load: %s",
+              mf_last_error());
+        CHECK(nt == 30 && toks && !memcmp(toks, p->tok, 30 * sizeof(mf_token)), "restored ids differ");
+        free(toks);
+        CHECK(mf_kv_seq_pos_max(dst[k], seq[k]) == 29, "restored sequence holds %d positions",
+              mf_kv_seq_pos_max(dst[k], seq[k]) + 1);
+        CHECK(mf_get_logits(dst[k], -1) && !memcmp(mf_get_logits(dst[k], -1), p->ref + (size_t)29 * V, sizeof(float) * V),
+              "restored logits differ");
+        mf_batch_clear(&bt);
+        mf_batch_add(&bt, p->tok[30], 30, seq[k], true);
+        CHECK(mf_decode_batch(dst[k], &bt) == MF_OK, "continue: %s", mf_last_error());
+        CHECK(!memcmp(mf_get_logits_ith(dst[k], 0), p->ref + (size_t)30 * V, sizeof(float) * V),
+              "a restored sequence continues with other logits than the sequence alone (into sequence %d)", seq[k]);
+    }
+    CHECK(mf_kv_seq_pos_max(b, 0) == 4, "loading sequence 3 touched sequence 0");
+    CHECK(mf_state_seq_load_buffer(b, 4, img, len, NULL, NULL, NULL, NULL) == MF_ERR_INVALID_ARG,
+          "a sequence id out of range must be refused");
+    free(img);
+    mf_batch_free(&bt);
+    mf_context_free(a);
+    mf_context_free(b);
+    mf_context_free(c);
+}
+
 static void run_model(const char *path, const char *name, bool all_kv) {
     mf_model *m;
     if (mf_model_load(path, NULL, &m) != MF_OK) {
@@ -337,6 +398,7 @@ static void run_model(const char *path, const char *name, bool all_kv) {
                     kinds[ki] == MF_KV_F32 ? "f32" : kinds[ki] == MF_KV_F16 ? "f16" : "q8_0", t, t > 1 ? "s" : "", n);
         }
         if (ki == 0) failures(m, &pl[0]);
+        if (ki == 0) seq_state(m, &pl[0]);
         for (int i = 0; i < n_plans; i++) free(pl[i].ref);
     }
     mf_model_free(m);

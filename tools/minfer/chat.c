@@ -263,18 +263,15 @@ static bool respond(chat *c) {
         free(toks);
         return false;
     }
-    /* keep the longest common prefix; at least one token is decoded so the
-     * reply starts from fresh logits */
-    uint32_t keep = 0;
-    while (keep < c->n_cache && keep < (uint32_t)n && c->cache[keep] == toks[keep]) keep++;
-    if (keep == (uint32_t)n) keep--;
-    mf_kv_truncate(c->ctx, keep);
+    /* the library keeps the longest common prefix (at least one token is
+     * decoded so the reply starts from fresh logits) */
+    const uint32_t keep = (uint32_t)mf_kv_seq_reuse_prefix(c->ctx, 0, c->cache, (int32_t)c->n_cache, toks, n);
     c->n_cache = keep;
     g_sigint = 0;
     double t0 = mf_now();
     if (mf_decode(c->ctx, toks + keep, n - (int32_t)keep, false)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
-        mf_kv_truncate(c->ctx, keep); /* batches that went through are not in the token mirror */
+        /* a failed decode leaves the cache as it was: the kept prefix */
         free(toks);
         return false;
     }
