@@ -299,10 +299,61 @@ static void dot_q8_k(int n, float *s, const void *vx, const void *vy) {
     *s = sum;
 }
 
+/* ---------------- columns (vec_dot_cols) for Q6_K ----------------
+ * One weight row against up to MF_DOT_COLS activation rows: each
+ * super-block's levels and scale broadcasts are decoded once, then every
+ * column runs the single-row kernel's integer steps and scalar expression in
+ * the same order (so each result is bitwise that kernel's). Q6_K's levels
+ * take the most decoding (ffn_down of Llama-3.2-1B at 16 tokens: 10% faster
+ * than vec_dot per token); Q4_K's cost little to decode, and the same scheme
+ * measured within 2% of vec_dot, so it has none. */
+
+static void cols_q6_k(int n, float *s, size_t s_stride, const void *vx, const void *vy, size_t y_stride, int nc) {
+    const block_q6_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float sum[MF_DOT_COLS] = {0};
+    for (int b = 0; b < n / QK_K; b++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
+        __m256i w[8], ps[8];
+        #pragma GCC unroll 8
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = ld256(x[b].ql + 64 * h), l1 = ld256(x[b].ql + 64 * h + 32);
+            const __m256i qh = ld256(x[b].qh + 32 * h);
+            const __m256i half = half_of(sc16, h);
+            __m256i *wh = w + 4 * h;
+            wh[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+            wh[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2));
+            wh[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+            wh[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                    _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xc0)), 2));
+            #pragma GCC unroll 8
+            for (int k = 0; k < 4; k++) ps[4 * h + k] = pair_scales(half, k);
+        }
+        const float dx = f16(x[b].d);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_K *y = (const block_q8_K *)((const uint8_t *)vy + (size_t)c * y_stride) + b;
+            const __m256i voff = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(y->bsums)), 5);
+            __m256i acc = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int h = 0; h < 2; h++)
+                #pragma GCC unroll 8
+                for (int k = 0; k < 4; k++) {
+                    const __m256i p = _mm256_maddubs_epi16(w[4 * h + k], ld256(y->qs + 128 * h + 32 * k));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ps[4 * h + k]));
+                }
+            const int isum = mf_hsum_i32_8(_mm256_sub_epi32(acc, voff));
+            const float d = dx * y->d;
+            sum[c] += d * (float)isum;
+        }
+    }
+    for (int c = 0; c < nc; c++) s[(size_t)c * s_stride] = sum[c];
+}
+
 void mf_cpu_reg_dot_kquant_avx2(mf_type_traits *tab) {
     tab[MF_TYPE_Q2_K].vec_dot = dot_q2_k;
     tab[MF_TYPE_Q3_K].vec_dot = dot_q3_k;
     tab[MF_TYPE_Q4_K].vec_dot = dot_q4_k;
+    tab[MF_TYPE_Q6_K].vec_dot_cols = cols_q6_k;
     tab[MF_TYPE_Q5_K].vec_dot = dot_q5_k;
     tab[MF_TYPE_Q6_K].vec_dot = dot_q6_k;
     tab[MF_TYPE_IQ4_XS].vec_dot = dot_iq4_xs;

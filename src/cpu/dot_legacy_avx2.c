@@ -151,7 +151,66 @@ DEFINE_DOT_D(dot_iq4_nl, sums_iq4_nl, block_iq4_nl, block_q8_0, QK4_NL, VAL_DXDY
 DEFINE_DOT_DM(dot_q4_1, sums_q4_1, block_q4_1, QK4_1)
 DEFINE_DOT_DM(dot_q5_1, sums_q5_1, block_q5_1, QK5_1)
 
+/* ---- one weight row, several activation rows (vec_dot_cols) ----
+ * The same arithmetic per column as the kernels above - each block's exact
+ * int32 sum, the 8 block totals of a group in block order, the reference's
+ * scale expression, one 8-lane accumulator per column, the same fold - with
+ * each group's weight bytes decoded once for every column. */
+
+/* weight side of one block: the bytes the activation is multiplied with */
+static inline __m256i w_q4_0(const block_q4_0 *x) { return mf_nibbles32(x->qs); }
+static inline __m256i w_q5_0(const block_q5_0 *x) {
+    return _mm256_or_si256(mf_nibbles32(x->qs), mf_bits32_to_0x10(mf_ld32(x->qh)));
+}
+static inline __m256i w_q8_0(const block_q8_0 *x) { return ld256(x->qs); }
+static inline __m256i w_iq4_nl(const block_iq4_nl *x) { return _mm256_shuffle_epi8(iq4_table(), mf_nibbles32(x->qs)); }
+
+/* activation side: the block's 8 partial sums, as blk_* compute them */
+static inline __m256i a_off8(__m256i q, const block_q8_0 *y) {
+    const __m256i a = ld256(y->qs);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+    return _mm256_madd_epi16(p, ones16());
+}
+static inline __m256i a_off16(__m256i q, const block_q8_0 *y) {
+    const __m256i a = ld256(y->qs);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));
+    return _mm256_madd_epi16(p, ones16());
+}
+static inline __m256i a_i8(__m256i q, const block_q8_0 *y) { return mf_dot_i8_avx2(q, ld256(y->qs)); }
+
+#define DEFINE_DOT_COLS(NAME, TX, BLCK, WDEC, ACT, VALUE)                                                       \
+    static void NAME(int n, float *s, size_t s_stride, const void *vx, const void *vy, size_t y_stride, int nc) { \
+        const TX *x = vx;                                                                                      \
+        const int nb = n / (BLCK);                                                                             \
+        __m256 acc[MF_DOT_COLS];                                                                               \
+        for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();                                             \
+        for (int b = 0; b < nb; b += GROUP) {                                                                  \
+            const int m = nb - b < GROUP ? nb - b : GROUP;                                                     \
+            __m256i w[GROUP];                                                                                  \
+            _Pragma("GCC unroll 8") for (int k = 0; k < GROUP; k++) w[k] = k < m ? WDEC(x + b + k) : _mm256_setzero_si256(); \
+            const __m256 dx = LOAD_D(x + b, m);                                                                \
+            for (int c = 0; c < nc; c++) {                                                                     \
+                const block_q8_0 *y = (const block_q8_0 *)((const uint8_t *)vy + (size_t)c * y_stride) + b;    \
+                __m256i v[GROUP];                                                                              \
+                _Pragma("GCC unroll 8") for (int k = 0; k < GROUP; k++) v[k] =                                 \
+                    k < m ? ACT(w[k], y + k) : _mm256_setzero_si256();                                         \
+                const __m256 sf = _mm256_cvtepi32_ps(mf_reduce8_i32(v));                                       \
+                acc[c] = _mm256_add_ps(acc[c], VALUE(sf, dx, LOAD_D(y, m)));                                   \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (int c = 0; c < nc; c++) s[(size_t)c * s_stride] = mf_fold8_ps(acc[c]);                            \
+    }
+
+DEFINE_DOT_COLS(cols_q4_0, block_q4_0, QK4_0, w_q4_0, a_off8, VAL_SUMI_DX_DY)
+DEFINE_DOT_COLS(cols_q5_0, block_q5_0, QK5_0, w_q5_0, a_off16, VAL_DXDY_SUMI)
+DEFINE_DOT_COLS(cols_q8_0, block_q8_0, QK8_0, w_q8_0, a_i8, VAL_DXDY_SUMI)
+DEFINE_DOT_COLS(cols_iq4_nl, block_iq4_nl, QK4_NL, w_iq4_nl, a_i8, VAL_DXDY_SUMI)
+
 void mf_cpu_reg_dot_legacy_avx2(mf_type_traits *tab) {
+    tab[MF_TYPE_Q4_0].vec_dot_cols = cols_q4_0;
+    tab[MF_TYPE_Q5_0].vec_dot_cols = cols_q5_0;
+    tab[MF_TYPE_Q8_0].vec_dot_cols = cols_q8_0;
+    tab[MF_TYPE_IQ4_NL].vec_dot_cols = cols_iq4_nl;
     tab[MF_TYPE_Q4_0].vec_dot = dot_q4_0;
     tab[MF_TYPE_Q4_1].vec_dot = dot_q4_1;
     tab[MF_TYPE_Q5_0].vec_dot = dot_q5_0;

@@ -1036,9 +1036,12 @@ KQ_KIND("q6_K", q6k, 4)
 KQ_KIND("q3_K", q3k, 6)
 KQ_KIND("q2_K", q2k, 6)
 #else
-KQ_KIND("q4_K", q4k, 32)
+/* AVX2 Q4_K / Q6_K: 16, where a batched decode of 16 sequences gains most
+ * (Llama-3.2-1B's gate/up at 16 tokens: 9.9 ms a call against 16.0 ms by
+ * vec_dot_cols / vec_dot; at 8 the GEMM is behind, docs/PERFORMANCE.md) */
+KQ_KIND("q4_K", q4k, 16)
 KQ_KIND("q5_K", q5k, 4)
-KQ_KIND("q6_K", q6k, 32)
+KQ_KIND("q6_K", q6k, 16)
 KQ_KIND("q3_K", q3k, 32)
 KQ_KIND("q2_K", q2k, 32)
 #endif
@@ -1080,8 +1083,12 @@ DEF_B32(iq4_nl, B_NT, 7, 0, 8, 4)
 DEF_B32(q4_0, B_NT, 3, 1, 8, 12)
 DEF_B32(q5_0, B_NT5, 4, 0, 4, 8)
 #else
-DEF_B32(q4_0, B_NT, 3, 1, 8, 6)
-DEF_B32(q5_0, B_NT5, 4, 0, 4, 4)
+/* AVX2: below 8 tokens the columns kernels (vec_dot_cols, one decode of the
+ * weight blocks for up to 4 tokens) beat the GEMM: Qwen2.5-0.5B's Q5_0
+ * gate/up at 4 tokens 0.69 s against 1.37 s (GEMM), even at 8 (1.31 / 1.24),
+ * the GEMM ahead at 16 (2.74 / 1.78); docs/PERFORMANCE.md */
+DEF_B32(q4_0, B_NT, 3, 1, 8, 8)
+DEF_B32(q5_0, B_NT5, 4, 0, 4, 8)
 #endif
 
 /* F16: 14 rows x 32 tokens (28 accumulators) with 32 registers: more rows

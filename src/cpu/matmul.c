@@ -230,8 +230,22 @@ static void dot_range(matmul_task *t, int wi, const uint8_t *xq, long a, long b)
      * once, measured 10-15% slower here on weights that do not fit the
      * caches, though faster on cached ones.) */
     const mf_vec_dot_fn dot = t->tr[wi]->vec_dot;
+    /* several tokens (a batched decode): each weight row against up to
+     * MF_DOT_COLS of them at once, its blocks decoded once (same bits) */
+    const mf_vec_dot_cols_fn cols = t->rows > 1 ? t->tr[wi]->vec_dot_cols : NULL;
     for (long ob = a; ob < b; ob += ROW_BLOCK) {
         long oe = ob + ROW_BLOCK < b ? ob + ROW_BLOCK : b;
+        if (cols) {
+            for (long o = ob; o < oe; o++)
+                for (int r = 0; r < t->rows; r += MF_DOT_COLS) {
+                    const int nc = t->rows - r < MF_DOT_COLS ? t->rows - r : MF_DOT_COLS;
+                    cols((int)n_in, t->out[wi] + (size_t)r * n_out + (size_t)o, (size_t)n_out, wd + (size_t)o * w_row,
+                         xq + (size_t)r * t->xq_row[wi], t->xq_row[wi], nc);
+                }
+            if (t->epilogue)
+                for (int r = 0; r < t->rows; r++) epilogue(t, wi, r, ob, oe);
+            continue;
+        }
         for (int r = 0; r < t->rows; r++) {
             const uint8_t *xr = xq + (size_t)r * t->xq_row[wi];
             float *y = t->out[wi] + (size_t)r * n_out;

@@ -81,6 +81,14 @@ typedef void (*mf_vec_dot_rows_fn)(int n, float *s, const void *x, size_t x_stri
  * against one activation row: s[r] = vec_dot of row r, bit for bit. */
 typedef void (*mf_vec_dot_x16_fn)(int n, float *s, const void *group, const void *y);
 
+/* One weight row against several activation rows (a batched decode: one
+ * token of each of nc sequences): for c < nc, s[c * s_stride] = what
+ * vec_dot(n, ..., x, (const char *)y + c * y_stride) gives, bit for bit.
+ * The weight blocks are decoded once for all columns. nc <= MF_DOT_COLS. */
+#define MF_DOT_COLS 4
+typedef void (*mf_vec_dot_cols_fn)(int n, float *s, size_t s_stride, const void *x, const void *y, size_t y_stride,
+                                   int nc);
+
 typedef struct mf_type_traits {
     mf_to_float_fn to_float;       /* dequantize */
     mf_from_float_fn from_float_ref; /* reference quantizer (bytes equal llama-quantize's) */
@@ -89,6 +97,7 @@ typedef struct mf_type_traits {
     mf_type vec_dot_type;
     mf_vec_dot_rows_fn vec_dot_rows; /* optional: NULL means vec_dot per row (mf_vec_dot_rows does that) */
     mf_vec_dot_x16_fn vec_dot_x16;   /* optional: the x16 layout's kernel; NULL: weights stay as stored */
+    mf_vec_dot_cols_fn vec_dot_cols; /* optional: NULL means vec_dot per column */
 } mf_type_traits;
 
 /* vec_dot_rows where the table has one, else vec_dot row by row (same bits). */

@@ -15,7 +15,8 @@
  *     kernel reading past the last row or the activation row), and the
  *     output slots after s[nr - 1] must stay untouched.
  * Also: the scalar table has no vec_dot_rows and mf_vec_dot_rows falls back
- * to vec_dot per row. A level the CPU lacks is skipped with a note. */
+ * to vec_dot per row. And the columns kernels (vec_dot_cols: one weight row,
+ * up to MF_DOT_COLS activation rows) the same way. A level the CPU lacks is skipped with a note. */
 #include "testutil.h"
 #include "../quant/qrand.h"
 
@@ -163,6 +164,38 @@ static void check_rows(int t, int64_t n, const uint8_t *rows, size_t stride, con
     free(ybuf);
 }
 
+/* vec_dot_cols: one weight row against nc = 1..MF_DOT_COLS activation rows
+ * (ys, y_stride apart) at every level that has it, bitwise against vec_dot
+ * per column and the reference; the output slots between the strided
+ * results stay untouched. */
+static int g_cols_checked[MF_TYPE_COUNT][N_LEVELS];
+static void check_cols(int t, int64_t n, const uint8_t *x, const uint8_t *ys, size_t y_stride, const char *what) {
+    const mf_type_traits *ref = mf_type_traits_ref(t);
+    float want[MF_DOT_COLS];
+    for (int c = 0; c < MF_DOT_COLS; c++) ref->vec_dot((int)n, &want[c], x, ys + (size_t)c * y_stride);
+    for (int li = 0; li < N_LEVELS; li++) {
+        const mf_type_traits *tr = mf_cpu_traits_for_level(t, k_levels[li]);
+        if (!tr || !tr->vec_dot_cols) continue;
+        for (int nc = 1; nc <= MF_DOT_COLS; nc++) {
+            float s[3 * MF_DOT_COLS];
+            for (int k = 0; k < 3 * MF_DOT_COLS; k++) memcpy(&s[k], &k_canary, 4);
+            tr->vec_dot_cols((int)n, s, 3, x, ys, y_stride, nc);
+            for (int c = 0; c < nc; c++) {
+                float lvl;
+                tr->vec_dot((int)n, &lvl, x, ys + (size_t)c * y_stride);
+                CHECK(!memcmp(&s[3 * c], &lvl, 4) && !memcmp(&s[3 * c], &want[c], 4),
+                      "%s %s n=%lld nc=%d column %d (%s): vec_dot_cols %.9g, vec_dot %.9g, reference %.9g",
+                      mf_cpu_level_name(k_levels[li]), mf_type_name(t), (long long)n, nc, c, what, s[3 * c], lvl, want[c]);
+            }
+            for (int k = 0; k < 3 * MF_DOT_COLS; k++)
+                if (k % 3 || k / 3 >= nc)
+                    CHECK(!memcmp(&s[k], &k_canary, 4), "%s %s nc=%d: vec_dot_cols wrote s[%d]",
+                          mf_cpu_level_name(k_levels[li]), mf_type_name(t), nc, k);
+            g_cols_checked[t][li]++;
+        }
+    }
+}
+
 static void type_cases(int t, qrand *r) {
     const mf_type_traits *ref = mf_type_traits_ref(t);
     const int vt = ref->vec_dot_type;
@@ -197,6 +230,14 @@ static void type_cases(int t, qrand *r) {
                 mf_type_traits_ref(vt)->from_float(yf, y, n);
                 snprintf(what, sizeof what, "quantized, scales %g / %g", sx[c], sy[c]);
                 check_rows(t, n, rows, stride, y, what);
+                /* columns: MF_DOT_COLS activation rows, yb + gap apart, against row 0 */
+                uint8_t *ys = malloc((yb + gap) * MF_DOT_COLS);
+                for (int k = 0; k < MF_DOT_COLS; k++) {
+                    qrand_fill(r, yf, n, (qdata)((c + k + 1) % QDATA_COUNT), sy[(c + k) % 3]);
+                    mf_type_traits_ref(vt)->from_float(yf, ys + (size_t)k * (yb + gap), n);
+                }
+                check_cols(t, n, rows, ys, yb + gap, what);
+                free(ys);
             }
             for (int k = 0; k < NR_MAX; k++) raw_row(r, t, rows + (size_t)k * stride, n);
             raw_row(r, vt, y, n);
@@ -236,6 +277,14 @@ int main(void) {
             CHECK(tr && tr->vec_dot_rows, "%s: no vec_dot_rows at %s", mf_type_name(k_required[i]),
                   mf_cpu_level_name(k_levels[li]));
         }
+    /* batched decode needs the columns kernels of the legacy types on AVX2 and above */
+    static const mf_type k_cols[] = {MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_IQ4_NL, MF_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof k_cols / sizeof k_cols[0]; i++)
+        for (int li = 1; li < N_LEVELS; li++)
+            if (k_levels[li] <= sup)
+                CHECK(g_cols_checked[k_cols[i]][li] > 0, "%s: no vec_dot_cols checked at %s", mf_type_name(k_cols[i]),
+                      mf_cpu_level_name(k_levels[li]));
+    CHECK(mf_type_traits_ref(MF_TYPE_Q8_0)->vec_dot_cols == NULL, "the reference table has a vec_dot_cols");
     fprintf(stderr, "  type     vec_dot_rows calls checked per level (each: nr rows, bitwise vs vec_dot and reference)\n");
     for (size_t i = 0; i < N_TYPES; i++) {
         const int t = k_types[i];
@@ -249,5 +298,10 @@ int main(void) {
         }
         if (any) fprintf(stderr, "%s\n", line);
     }
+    for (size_t i = 0; i < N_TYPES; i++)
+        for (int li = 1; li < N_LEVELS; li++)
+            if (g_cols_checked[k_types[i]][li])
+                fprintf(stderr, "  %-7s vec_dot_cols %s: %d calls (1-%d columns) bitwise\n", mf_type_name(k_types[i]),
+                        mf_cpu_level_name(k_levels[li]), g_cols_checked[k_types[i]][li], MF_DOT_COLS);
     return test_summary("dot_rows");
 }
