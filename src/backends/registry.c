@@ -13,7 +13,9 @@ typedef struct entry {
 } entry;
 
 static mf_backend *cpu_create(const mf_backend_config *c) {
-    return mf_cpu_backend_new(c->n_threads, c->max_rows, c->max_width, c->max_ctx, c->verbose);
+    mf_backend *be = mf_cpu_backend_new(c->pool ? 1 : c->n_threads, c->max_rows, c->max_width, c->max_ctx, c->verbose);
+    if (be && c->pool) mf_cpu_share_pool(be, c->pool);
+    return be;
 }
 
 static mf_status cpu_load(mf_model *m, const mf_model_params *p) { return mf_cpu_weights_load(m, p->no_repack); }
@@ -21,7 +23,9 @@ static mf_status cpu_load(mf_model *m, const mf_model_params *p) { return mf_cpu
 /* the scalar reference kernels of quant/ on the file's layout, no GEMM: the
  * second backend of the parity test (tests/engine/test_backend_parity.c) */
 static mf_backend *ref_create(const mf_backend_config *c) {
-    return mf_cpu_backend_new_ref(c->n_threads, c->max_rows, c->max_width, c->max_ctx, c->verbose);
+    mf_backend *be = mf_cpu_backend_new_ref(c->pool ? 1 : c->n_threads, c->max_rows, c->max_width, c->max_ctx, c->verbose);
+    if (be && c->pool) mf_cpu_share_pool(be, c->pool);
+    return be;
 }
 
 static mf_status ref_load(mf_model *m, const mf_model_params *p) {

@@ -5,9 +5,11 @@
 #define MF_BACKENDS_REGISTRY_H
 
 #include "engine/backend.h"
+#include "core/threadpool.h"
 
 typedef struct mf_backend_config {
     int n_threads;     /* 0 = all CPUs */
+    struct mf_pool *pool; /* a shared pool the backend uses but does not own, or NULL */
     int max_rows;      /* most rows of one op (n_batch) */
     int max_width;     /* widest activation row */
     uint32_t max_ctx;

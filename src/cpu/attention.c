@@ -17,7 +17,7 @@
  * GQA group: each K/V row loaded serves group x block queries. Tasks are fixed
  * by shape, not by thread count, so results are identical for any -t. */
 #include "cpu/cpu.h"
-#include "cpu/attn_kernels.h"
+#include "cpu/kern/attn/attn_kernels.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "quant/blocks.h"

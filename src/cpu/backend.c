@@ -2,7 +2,7 @@
 #include "cpu/cpu.h"
 #include "core/log.h"
 #include "core/alloc.h"
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "core/error.h"
 #include "quant/types.h"
 
@@ -14,7 +14,7 @@
 static void cpu_destroy(mf_backend *be) {
     mf_cpu *cpu = (mf_cpu *)be;
     if (!cpu) return;
-    mf_pool_free(cpu->pool);
+    if (!cpu->pool_shared) mf_pool_free(cpu->pool);
     for (int i = 0; i < cpu->n_bufs; i++) free(cpu->bufs[i]);
     free(cpu->bufs);
     if (cpu->k)
@@ -45,6 +45,21 @@ static void cpu_download(mf_backend *be, const float *src, size_t n, float *dst)
     if (src != dst) memmove(dst, src, n * sizeof(float)); /* a decode's logits: 0.6 MB for a 152k vocabulary */
 }
 
+/* the step-reading ops over their pointer-taking kernels */
+static void cpu_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *out) {
+    const mf_step *st = ((mf_cpu *)be)->step;
+    mf_cpu_get_rows(be, w, which == MF_STEP_TOKENS ? st->tokens : st->pos, st->n_tok, out);
+}
+
+static void cpu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf_rope_params *p) {
+    const mf_step *st = ((mf_cpu *)be)->step;
+    mf_cpu_rope(be, x, st->n_tok, n_head, head_dim, st->pos, p);
+}
+
+static void cpu_gather_out(mf_backend *be, const float *src, int first, int count, int n, float *dst) {
+    mf_cpu_gather_rows(be, src, ((mf_cpu *)be)->step->out_rows + first, count, n, dst);
+}
+
 static mf_status cpu_begin_step(mf_backend *be, const mf_step *st) {
     ((mf_cpu *)be)->step = st;
     return MF_OK;
@@ -65,8 +80,18 @@ static bool cpu_supports_type(mf_backend *be, mf_type t) {
 
 static int cpu_n_threads(mf_backend *be) { return ((mf_cpu *)be)->n_threads; }
 
+void mf_cpu_share_pool(mf_backend *be, mf_pool *pool) {
+    mf_cpu *cpu = (mf_cpu *)be;
+    if (!cpu->pool_shared) mf_pool_free(cpu->pool);
+    cpu->pool = pool;
+    cpu->pool_shared = true;
+    cpu->n_threads = mf_pool_size(pool);
+}
+
 mf_status mf_cpu_set_threads(mf_backend *be, int n_threads) {
     mf_cpu *cpu = (mf_cpu *)be;
+    if (cpu->pool_shared)
+        return mf_err(MF_ERR_INVALID_ARG, "this context runs on a shared thread pool: its size is the pool's");
     mf_pool *np = mf_pool_new(n_threads);
     if (!np) return mf_err(MF_ERR_NOMEM, "cannot start %d worker threads", n_threads);
     const int nt = mf_pool_size(np);
@@ -98,20 +123,20 @@ static const mf_backend_ops g_cpu_ops = {
     .n_threads = cpu_n_threads,
     .set_threads = mf_cpu_set_threads,
     .supports_type = cpu_supports_type,
-    .get_rows = mf_cpu_get_rows,
+    .get_rows = cpu_get_rows,
     .norm = mf_cpu_norm,
     .matmul = mf_cpu_matmul,
     .matmul_n = mf_cpu_matmul_n,
     .add = mf_cpu_add,
     .copy_cols = mf_cpu_copy_cols,
-    .gather_rows = mf_cpu_gather_rows,
+    .gather_out = cpu_gather_out,
     .sum_slots = mf_cpu_sum_slots,
     .moe_route = mf_cpu_moe_route,
     .matmul_id = mf_cpu_matmul_id,
     .scale_rows = mf_cpu_scale_rows,
     .softcap = mf_cpu_softcap,
     .scale = mf_cpu_scale,
-    .rope = mf_cpu_rope,
+    .rope = cpu_rope,
     .glu = mf_cpu_glu,
     .kv_store = mf_cpu_kv_store,
     .kv_read = mf_cpu_kv_read,
@@ -148,9 +173,11 @@ static mf_backend *cpu_new(bool ref, int n_threads, int max_rows, int max_width,
     cpu->task_seq = malloc(((size_t)max_rows + 1) * sizeof *cpu->task_seq);
     cpu->moe_slots = malloc((size_t)max_rows * MF_MAX_EXPERTS_USED * sizeof *cpu->moe_slots);
     if (!cpu->act_buf || !cpu->task_seq || !cpu->moe_slots) goto fail;
-    /* once per process: the SIMD level's kernels replace the references in
-     * the traits table (bitwise-equal results, so contexts never disagree) */
-    cpu->swiglu_simd = mf_cpu_init() >= MF_CPU_AVX2 && !ref;
+    /* the chosen SIMD level's kernels, bitwise the references' results, so
+     * instances of different levels never disagree */
+    const mf_cpu_level lv = mf_cpu_init();
+    cpu->swiglu_simd = lv >= MF_CPU_AVX2 && !ref;
+    for (int t = 0; t < MF_TYPE_COUNT; t++) cpu->tab[t] = ref ? mf_type_traits_ref(t) : mf_cpu_traits_for_level(t, lv);
     if (verbose && ref)
         mf_log(MF_LOG_INFO, "minfer: cpu-ref backend, %d threads, scalar reference kernels, no GEMM", cpu->n_threads);
     else if (verbose)

@@ -13,10 +13,12 @@
 typedef struct mf_cpu {
     mf_backend base;
     mf_pool *pool;
+    bool pool_shared;  /* the pool is a shared one (mf_threadpool): not ours to free or resize */
     int n_threads;
     bool verbose;
     bool swiglu_simd;  /* SwiGLU through mf_cpu_swiglu_avx2 (the SIMD level allows it) */
     bool ref;          /* the reference backend: quant/'s scalar kernels, no GEMM, scalar attention */
+    const mf_type_traits *tab[MF_TYPE_COUNT]; /* this instance's kernels per type (its level's, or the references) */
     /* activations converted to a weight's vec_dot_type, once per matmul input */
     uint8_t *act_buf;
     size_t act_cap;
@@ -61,7 +63,7 @@ mf_backend *mf_cpu_backend_new(int n_threads, int max_rows, int max_width, uint3
 mf_backend *mf_cpu_backend_new_ref(int n_threads, int max_rows, int max_width, uint32_t max_ctx, bool verbose);
 /* The kernels of a type for this instance. */
 static inline const mf_type_traits *mf_cpu_traits(const mf_cpu *cpu, int type) {
-    return cpu->ref ? mf_type_traits_ref(type) : mf_type_traits_get(type);
+    return (unsigned)type < MF_TYPE_COUNT ? cpu->tab[type] : NULL;
 }
 /* The weight loader (cpu/weights.c): interleaves the matrices the CPU has
  * x16 decode kernels for; each copy becomes its tensor's handle. */
@@ -69,6 +71,8 @@ mf_status mf_cpu_weights_load(mf_model *m, bool no_repack);
 /* A matrix's interleaved copy, or NULL when it is in the file's layout. */
 static inline const void *mf_cpu_x16(mf_weight w) { return w->handle; }
 
+/* Makes the backend use a shared pool (freeing its own); call before kv_init. */
+void mf_cpu_share_pool(mf_backend *be, mf_pool *pool);
 /* Resizes the worker pool between steps (results do not depend on it). */
 mf_status mf_cpu_set_threads(mf_backend *be, int n_threads);
 

@@ -17,7 +17,7 @@
  * order, so results do not depend on the thread count or the split. */
 #include "cpu/cpu.h"
 #include "core/log.h"
-#include "cpu/gemm.h"
+#include "cpu/kern/gemm/gemm.h"
 #include "quant/interleave.h"
 
 #include <stdatomic.h>

@@ -3,7 +3,7 @@
  * Reductions follow ggml's order (sums of squares in double) so results stay
  * close to llama.cpp's; every row is processed by exactly one thread. */
 #include "cpu/cpu.h"
-#include "cpu/attn_kernels.h"
+#include "cpu/kern/attn/attn_kernels.h"
 #include "quant/interleave.h"
 
 #include "quant/fp16.h"

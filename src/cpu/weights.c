@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/interleave.h"
 
 #include <stdio.h>
@@ -63,7 +63,7 @@ static void release_pages(const mf_tensor *t) {
 static void add(mf_model *m, repack_job *j, mf_weight w) {
     if (!w || j->n == MAX_REPACK) return;
     if (w->n_dims > 2 || w->ne[2] != 1 || w->ne[1] % MF_X16 || !mf_x16_layout(w->type, w->ne[0])) return;
-    const mf_type_traits *tr = mf_type_traits_get(w->type);
+    const mf_type_traits *tr = mf_cpu_traits_for_level(w->type, mf_cpu_init());
     if (!tr || !tr->vec_dot_x16) return;
     if (w == m->token_embd && w != m->output) return; /* only looked up by row */
     for (int i = 0; i < j->n; i++)
@@ -78,7 +78,6 @@ static void weights_free(mf_model *m) {
 
 mf_status mf_cpu_weights_load(mf_model *m, bool no_repack) {
     if (no_repack || mf_env_on("MINFER_NO_REPACK")) return MF_OK;
-    mf_cpu_init(); /* the live traits table: x16 kernels exist only at some SIMD levels */
     repack_job *j = calloc(1, sizeof *j);
     if (!j) return mf_err(MF_ERR_NOMEM, "out of memory");
     for (uint32_t l = 0; l < m->hp.n_layer; l++) {

@@ -84,6 +84,9 @@ typedef struct mf_moe_route {
     float scale;     /* multiply the weights (1 = none) */
 } mf_moe_route;
 
+/* Which per-row ids of the step an op reads. */
+typedef enum mf_step_ids { MF_STEP_TOKENS, MF_STEP_POSITIONS } mf_step_ids;
+
 typedef struct mf_backend mf_backend;
 
 typedef struct mf_backend_ops {
@@ -107,8 +110,9 @@ typedef struct mf_backend_ops {
     /* whether matmul takes weights of this type */
     bool (*supports_type)(mf_backend *be, mf_type t);
 
-    /* out[i] = row ids[i] of w, as f32 (ids: the step's tokens or positions, validated) */
-    void (*get_rows)(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out);
+    /* out[r] = row ids[r] of w as f32 for each step row r, where ids are the
+     * step's token ids (MF_STEP_TOKENS) or positions (MF_STEP_POSITIONS) */
+    void (*get_rows)(mf_backend *be, mf_weight w, mf_step_ids which, float *out);
     /* out = norm(x) * w (+ b); RMS or LayerNorm per row of n; w/b may be NULL */
     void (*norm)(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
                  float eps, float *out);
@@ -125,8 +129,9 @@ typedef struct mf_backend_ops {
     void (*add)(mf_backend *be, float *a, const float *b, size_t n);
     /* dst[r][0..n) = src[r][col0..col0+n) for rows of src_width */
     void (*copy_cols)(mf_backend *be, const float *src, int src_width, int col0, int n, int rows, float *dst);
-    /* dst[i] = src[idx[i]], rows of width n (idx in host memory) */
-    void (*gather_rows)(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst);
+    /* dst[j] = src[out_rows[first + j]] for j < count: the step's output
+     * rows (width n) gathered for the output head */
+    void (*gather_out)(mf_backend *be, const float *src, int first, int count, int n, float *dst);
     /* routing: for each of n rows of router logits [n][n_expert], the k
      * experts chosen (sel [n][k], ties to the lower id) and their weights
      * (w [n][k]); sel and w are backend buffers, never read by the host */
@@ -145,10 +150,9 @@ typedef struct mf_backend_ops {
     void (*softcap)(mf_backend *be, float *x, float cap, size_t n);
     /* x[i] *= s */
     void (*scale)(mf_backend *be, float *x, float s, size_t n);
-    /* rotate n_head heads of width head_dim in each of n_tok rows; pos[t] is
-     * row t's position (the forward passes the step's pos array) */
-    void (*rope)(mf_backend *be, float *x, int n_tok, int n_head, int head_dim, const int32_t *pos,
-                 const mf_rope_params *p);
+    /* rotate n_head heads of width head_dim in each step row, at the row's
+     * position in the step */
+    void (*rope)(mf_backend *be, float *x, int n_head, int head_dim, const mf_rope_params *p);
     /* out = act(gate) * up, elementwise over n (SiLU or GELU-tanh); MF_FFN_GELU: out = gelu(gate), up unused */
     void (*glu)(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out);
     /* write the step's k/v rows (one per step row) into its cells of the layer */

@@ -153,8 +153,18 @@ static void finish_pooling(mf_context *ctx) {
     }
 }
 
+static mf_status decode_batch(mf_context *ctx, const mf_batch *b);
+
 mf_status mf_decode_batch(mf_context *ctx, const mf_batch *b) {
     if (!ctx) return mf_err(MF_ERR_INVALID_ARG, "mf_decode: NULL context");
+    /* a shared pool serves one decode at a time */
+    if (ctx->tp) pthread_mutex_lock(&ctx->tp->lock);
+    mf_status st = decode_batch(ctx, b);
+    if (ctx->tp) pthread_mutex_unlock(&ctx->tp->lock);
+    return st;
+}
+
+static mf_status decode_batch(mf_context *ctx, const mf_batch *b) {
     mf_status st = validate(ctx, b, ctx->seq_scratch);
     if (st) return st;
     const int32_t n = b->n_tokens;

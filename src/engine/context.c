@@ -133,7 +133,9 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
 
     uint32_t widest = max_u32(max_u32(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim_v);
     widest = max_u32(widest, max_u32(hp->n_ff_exp, hp->n_ff_shexp));
-    mf_backend_config bc = {p.n_threads, (int)ctx->n_batch, (int)widest, ctx->n_ctx, p.verbose};
+    ctx->tp = p.threadpool;
+    mf_backend_config bc = {p.n_threads, p.threadpool ? p.threadpool->pool : NULL, (int)ctx->n_batch, (int)widest,
+                            ctx->n_ctx, p.verbose};
     /* the model's weights were loaded for one backend: contexts run there */
     const char *bname = p.backend ? p.backend : model->backend;
     if (model->backend && strcmp(bname, model->backend)) {

@@ -6,6 +6,9 @@
 #include "engine/backend.h"
 #include "model/model.h"
 #include "engine/kv.h"
+#include "core/threadpool.h"
+
+#include <pthread.h>
 
 /* Activation buffers of one forward pass, allocated once per context from the
  * backend (decode allocates nothing). Sized for n_batch rows. */
@@ -25,6 +28,12 @@ typedef struct mf_scratch {
     float *moe_in, *moe_out; /* matmul_id scratch [n_batch * k][max(n_embd, n_ff_exp)]; moe_out also the shared expert */
     float *moe_slots;      /* [n_batch][n_expert_used][n_embd] */
 } mf_scratch;
+
+/* A pool shared by contexts (pool.c). */
+struct mf_threadpool {
+    mf_pool *pool;
+    pthread_mutex_t lock; /* held by a decode on a context that uses the pool */
+};
 
 /* Output-head rows computed per call when every position's logits are wanted:
  * bounds the scratch for large vocabularies. */
@@ -53,6 +62,7 @@ struct mf_context {
     void *layer_ud;
     mf_ffn_fn ffn_cb;
     void *ffn_ud;
+    mf_threadpool *tp;   /* shared pool, or NULL (the backend owns its own) */
     mf_kv kv;
     mf_scratch s;
     mf_step_buf sb;

@@ -61,8 +61,8 @@ static void attention_block(mf_context *ctx, const mf_step *st, int il, int n) {
         mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
                              ff,
                              hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
-        op->rope(be, s->q, n, (int)hp->n_head, (int)hp->head_dim_k, st->pos, &rp);
-        op->rope(be, s->k, n, (int)hp->n_head_kv, (int)hp->head_dim_k, st->pos, &rp);
+        op->rope(be, s->q, (int)hp->n_head, (int)hp->head_dim_k, &rp);
+        op->rope(be, s->k, (int)hp->n_head_kv, (int)hp->head_dim_k, &rp);
     }
     op->kv_store(be, il, s->k, s->v);
 
@@ -242,7 +242,7 @@ static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
         if (nr == 1) {
             xr = s->x + (size_t)st->out_rows[r] * E;
         } else {
-            op->gather_rows(be, s->x, st->out_rows + r, nr, (int)E, s->o);
+            op->gather_out(be, s->x, r, nr, (int)E, s->o);
             xr = s->o;
         }
         op->norm(be, m->arch->norm, xr, m->output_norm, m->output_norm_b, nr, (int)E, hp->norm_eps, s->xn);
@@ -280,10 +280,10 @@ mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base) {
 
     mf_status s = op->begin_step(be, st);
     if (s) return s;
-    op->get_rows(be, m->token_embd, st->tokens, n, ctx->s.x);
+    op->get_rows(be, m->token_embd, MF_STEP_TOKENS, ctx->s.x);
     if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, (size_t)n * hp->n_embd);
     if (m->pos_embd) {
-        op->get_rows(be, m->pos_embd, st->pos, n, ctx->s.o);
+        op->get_rows(be, m->pos_embd, MF_STEP_POSITIONS, ctx->s.o);
         op->add(be, ctx->s.x, ctx->s.o, (size_t)n * hp->n_embd);
     }
     s = run_layers(ctx, st);

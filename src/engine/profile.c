@@ -66,8 +66,8 @@ static void weight_kind(const char *op, mf_weight w, char *buf, size_t cap) {
         account((prof_backend *)(be), name, now_ns() - t0_); \
     } while (0)
 
-static void p_get_rows(mf_backend *be, mf_weight w, const mf_token *ids, int n, float *out) {
-    TIMED(be, "get_rows", INNER(be)->ops->get_rows(INNER(be), w, ids, n, out));
+static void p_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *out) {
+    TIMED(be, "get_rows", INNER(be)->ops->get_rows(INNER(be), w, which, out));
 }
 static void p_norm(mf_backend *be, mf_norm_type t, const float *x, mf_weight w, mf_weight b, int rows, int n, float eps,
                    float *out) {
@@ -88,8 +88,8 @@ static void p_add(mf_backend *be, float *a, const float *b, size_t n) { TIMED(be
 static void p_copy_cols(mf_backend *be, const float *src, int w, int c0, int n, int rows, float *dst) {
     TIMED(be, "copy_cols", INNER(be)->ops->copy_cols(INNER(be), src, w, c0, n, rows, dst));
 }
-static void p_gather(mf_backend *be, const float *src, const int32_t *idx, int count, int n, float *dst) {
-    TIMED(be, "gather_rows", INNER(be)->ops->gather_rows(INNER(be), src, idx, count, n, dst));
+static void p_gather(mf_backend *be, const float *src, int first, int count, int n, float *dst) {
+    TIMED(be, "gather_out", INNER(be)->ops->gather_out(INNER(be), src, first, count, n, dst));
 }
 static void p_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out) {
     TIMED(be, "sum_slots", INNER(be)->ops->sum_slots(INNER(be), src, rows, k, n, out));
@@ -98,8 +98,8 @@ static void p_softcap(mf_backend *be, float *x, float cap, size_t n) {
     TIMED(be, "softcap", INNER(be)->ops->softcap(INNER(be), x, cap, n));
 }
 static void p_scale(mf_backend *be, float *x, float s, size_t n) { TIMED(be, "scale", INNER(be)->ops->scale(INNER(be), x, s, n)); }
-static void p_rope(mf_backend *be, float *x, int n_tok, int n_head, int hd, const int32_t *pos, const mf_rope_params *rp) {
-    TIMED(be, "rope", INNER(be)->ops->rope(INNER(be), x, n_tok, n_head, hd, pos, rp));
+static void p_rope(mf_backend *be, float *x, int n_head, int hd, const mf_rope_params *rp) {
+    TIMED(be, "rope", INNER(be)->ops->rope(INNER(be), x, n_head, hd, rp));
 }
 static void p_glu(mf_backend *be, mf_ffn_type act, const float *g, const float *u, size_t n, float *out) {
     TIMED(be, "glu", INNER(be)->ops->glu(INNER(be), act, g, u, n, out));
@@ -186,7 +186,7 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .matmul_n = p_matmul_n,
         .add = p_add,
         .copy_cols = p_copy_cols,
-        .gather_rows = p_gather,
+        .gather_out = p_gather,
         .sum_slots = p_sum_slots,
         .moe_route = p_moe_route,
         .matmul_id = p_matmul_id,

@@ -2,7 +2,6 @@
 #include "quant/types.h"
 #include "quant/ref.h"
 
-#include <pthread.h>
 #include <stdint.h>
 
 static const mf_type_geom g_geom[MF_TYPE_COUNT] = {
@@ -80,29 +79,11 @@ static const mf_type_traits g_ref[MF_TYPE_COUNT] = {
     [MF_TYPE_IQ4_XS] = {mf_ref_to_float_iq4_xs, mf_ref_from_float_iq4_xs, mf_ref_from_float_iq4_xs, mf_ref_vec_dot_iq4_xs_q8_k, MF_TYPE_Q8_K},
 };
 
-/* The live table starts as a copy of the references (see mf_type_traits_mut). */
-static mf_type_traits g_live[MF_TYPE_COUNT];
-static pthread_once_t g_live_once = PTHREAD_ONCE_INIT;
-
-static void live_copy(void) {
-    for (int i = 0; i < MF_TYPE_COUNT; i++) g_live[i] = g_ref[i];
-}
-
-static void live_init(void) { pthread_once(&g_live_once, live_copy); }
-
 const mf_type_traits *mf_type_traits_ref(int t) {
     if (t < 0 || t >= MF_TYPE_COUNT || !g_ref[t].vec_dot) return NULL;
     return &g_ref[t];
 }
 
-const mf_type_traits *mf_type_traits_get(int t) {
-    live_init();
-    if (t < 0 || t >= MF_TYPE_COUNT || !g_live[t].vec_dot) return NULL;
-    return &g_live[t];
-}
-
-mf_type_traits *mf_type_traits_mut(int t) {
-    live_init();
-    if (t < 0 || t >= MF_TYPE_COUNT) return NULL;
-    return &g_live[t];
-}
+/* the one table: nothing changes it at run time (the CPU backend keeps its
+ * own per-level tables, cpu/kern/dispatch.c) */
+const mf_type_traits *mf_type_traits_get(int t) { return mf_type_traits_ref(t); }

@@ -111,9 +111,9 @@ static inline void mf_vec_dot_rows(const mf_type_traits *tr, int n, float *s, co
 }
 
 /* NULL when minfer cannot compute with `t`. The table starts with the scalar
- * reference kernels; mf_cpu_init() swaps in SIMD versions the CPU supports. */
+ * reference kernels, and stays so: the CPU backend keeps its own tables of
+ * SIMD kernels per level (cpu/kern/dispatch.c). */
 const mf_type_traits *mf_type_traits_get(int t);
-mf_type_traits *mf_type_traits_mut(int t);      /* for backend init and tests */
 /* The table of plain-C reference kernels, never modified (tests compare against it). */
 const mf_type_traits *mf_type_traits_ref(int t);
 

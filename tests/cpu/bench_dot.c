@@ -14,7 +14,7 @@
  * interleaved 16 at a time, quant/interleave.h) on the same rows, for the
  * types that have one. L2 set: best pass; big set: median rate of
  * ~1 MiB chunks over two passes (robust to a busy machine; see run()). */
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/interleave.h"
 #include "quant/types.h"
 

@@ -9,7 +9,7 @@
  * L3), --ms 600, --chunk 8, --n 896 --n 4864; types: the ones with a
  * vec_dot_rows. Each cell: best pass over all rows; the three ways' passes
  * interleave for at least MIN_MS (see run()). Lengths a type cannot take (896 for K-quants) are skipped. */
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/types.h"
 
 #include <stdint.h>

@@ -19,8 +19,8 @@
  * add (2 * k * n_out * tokens per product). */
 #include "../quant/qrand.h"
 
-#include "cpu/features.h"
-#include "cpu/gemm.h"
+#include "cpu/kern/features.h"
+#include "cpu/kern/gemm/gemm.h"
 #include "engine/backend.h"
 #include "cpu/cpu.h"
 #include "quant/blocks.h"
@@ -31,6 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* the kernels a CPU backend made now would use */
+static inline const mf_type_traits *level_traits(int t) { return mf_cpu_traits_for_level(t, mf_cpu_init()); }
 
 static double now_cpu(void) {
     struct timespec t;
@@ -127,7 +130,7 @@ static void fill_weights(qrand *r, mf_type t, uint8_t *w, int64_t k, int64_t n_o
 /* convert + one vec_dot per output, as the matmul's vec_dot path */
 static double time_vec_dot(mf_type t, const mf_type_traits *tr, const uint8_t *w, int64_t k, int64_t n_out,
                            const float *x, int tok, float *out) {
-    const mf_type_traits *at = mf_type_traits_get(tr->vec_dot_type);
+    const mf_type_traits *at = level_traits(tr->vec_dot_type);
     const size_t arb = mf_row_size(tr->vec_dot_type, k), rb = mf_row_size(t, k);
     uint8_t *xq = malloc(arb * (size_t)tok);
     const double t0 = now_cpu();
@@ -153,7 +156,7 @@ static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
     for (int i = 0; i < ntiles; i++) {
         const int n = tok - i * g->nt < g->nt ? tok - i * g->nt : g->nt;
         mf_gemm_tile_build(g->act, g->nt, x + (size_t)i * g->nt * k, (size_t)k, n, k,
-                           mf_type_traits_get(at)->from_float, tmp, tiles + (size_t)i * tb);
+                           level_traits(at)->from_float, tmp, tiles + (size_t)i * tb);
     }
     for (int64_t r0 = 0; r0 < n_out; r0 += g->rows_per_call) {
         const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
@@ -176,7 +179,7 @@ static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
 }
 
 static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, qrand *r) {
-    const mf_type_traits *tr = mf_type_traits_get(t);
+    const mf_type_traits *tr = level_traits(t);
     if (!tr || k % mf_type_geom_get(t)->blck) return;
     const size_t wbytes = mf_row_size(t, k) * (size_t)n_out;
     uint8_t *w = malloc(wbytes);

@@ -9,7 +9,7 @@
 #include "../quant/qrand.h"
 
 #include "cpu/cpu.h"
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,15 +4,19 @@
  * of exp() over the range softmax uses; and the attention op (any KV type)
  * matches a double-precision softmax(q.k) v reference. */
 #include "testutil.h"
-#include "cpu/attn_kernels.h"
+#include "cpu/kern/attn/attn_kernels.h"
 #include "quant/types.h"
 #include "engine/backend.h"
+#include "cpu/kern/features.h"
 #include "cpu/cpu.h"
 #include "step_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the kernels a CPU backend made now would use */
+static inline const mf_type_traits *level_traits(int t) { return mf_cpu_traits_for_level(t, mf_cpu_init()); }
 
 static uint64_t g_s = 88172645463325252ull;
 static float frand(void) {
@@ -92,10 +96,10 @@ static void op_vs_reference(mf_kv_type kv, int window, float softcap) {
     const mf_type ty = kv == MF_KV_F16 ? MF_TYPE_F16 : kv == MF_KV_Q8_0 ? MF_TYPE_Q8_0 : MF_TYPE_F32;
     static uint8_t tmp[4096];
     for (int t = 0; t < NT; t++) {
-        mf_type_traits_get(ty)->from_float(k[t], tmp, NKV * D);
-        mf_type_traits_get(ty)->to_float(tmp, kr[t], NKV * D);
-        mf_type_traits_get(ty)->from_float(v[t], tmp, NKV * D);
-        mf_type_traits_get(ty)->to_float(tmp, vr[t], NKV * D);
+        level_traits(ty)->from_float(k[t], tmp, NKV * D);
+        level_traits(ty)->to_float(tmp, kr[t], NKV * D);
+        level_traits(ty)->from_float(v[t], tmp, NKV * D);
+        level_traits(ty)->to_float(tmp, vr[t], NKV * D);
     }
     const mf_attn_params ap = {NH, NKV, D, D, 0.17f, softcap, window};
     /* prefill 100 tokens, then 50 one at a time */
@@ -149,8 +153,8 @@ static void kv_rows_case(mf_kv_type kv, int nkv, int d) {
     const size_t row = mf_row_size(ty, w);
     uint8_t *want = malloc(2 * NT * row), *got = malloc(2 * NT * row), *back = malloc(2 * NT * row);
     for (int t = 0; t < NT; t++) {
-        mf_type_traits_get(ty)->from_float(k + (size_t)t * w, want + (size_t)t * row, w);
-        mf_type_traits_get(ty)->from_float(v + (size_t)t * w, want + (size_t)(NT + t) * row, w);
+        level_traits(ty)->from_float(k + (size_t)t * w, want + (size_t)t * row, w);
+        level_traits(ty)->from_float(v + (size_t)t * w, want + (size_t)(NT + t) * row, w);
     }
     kv_store_at(a, 1, k, v, NT - 1, 0);
     kv_store_at(a, 1, k + (size_t)(NT - 1) * w, v + (size_t)(NT - 1) * w, 1, NT - 1);

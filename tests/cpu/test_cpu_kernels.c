@@ -23,7 +23,7 @@
 #include "testutil.h"
 #include "../quant/qrand.h"
 
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
 
@@ -383,12 +383,14 @@ static void dispatch_checks(void) {
         const mf_type_traits *a = mf_cpu_traits_for_level(k_dot_types[i], MF_CPU_SCALAR), *b = mf_type_traits_ref(k_dot_types[i]);
         CHECK(a && b && !memcmp(a, b, sizeof *a), "%s: scalar level is not the reference table", mf_type_name(k_dot_types[i]));
     }
-    /* init installs the chosen level (no MINFER_NO_* set by ctest) */
+    /* init chooses the level (no MINFER_NO_* set by ctest) and overwrites nothing: quant/'s table stays
+     * the references, the level's table has every type */
     const mf_cpu_level lv = mf_cpu_init();
-    CHECK(mf_cpu_init() == lv, "mf_cpu_init not idempotent");
+    CHECK(mf_cpu_init() == lv && lv == sup, "mf_cpu_init: level %s, the CPU supports %s", mf_cpu_level_name(lv),
+          mf_cpu_level_name(sup));
     for (size_t i = 0; i < sizeof k_dot_types / sizeof k_dot_types[0]; i++) {
         const mf_type_traits *want = mf_cpu_traits_for_level(k_dot_types[i], lv), *live = mf_type_traits_get(k_dot_types[i]);
-        CHECK(want && live && !memcmp(want, live, sizeof *want), "%s: live traits are not level %s's",
+        CHECK(want && live == mf_type_traits_ref(k_dot_types[i]), "%s: the reference table was overwritten, or level %s has no kernels",
               mf_type_name(k_dot_types[i]), mf_cpu_level_name(lv));
     }
     fprintf(stderr, "cpu: supports %s; installed: %s\n", mf_cpu_level_name(sup), mf_cpu_kernels_note());

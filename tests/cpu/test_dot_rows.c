@@ -20,7 +20,7 @@
 #include "testutil.h"
 #include "../quant/qrand.h"
 
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
 

@@ -15,7 +15,7 @@
 #include "testutil.h"
 #include "../quant/qrand.h"
 
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/interleave.h"

@@ -15,8 +15,8 @@
 #include "testutil.h"
 #include "../quant/qrand.h"
 
-#include "cpu/features.h"
-#include "cpu/gemm.h"
+#include "cpu/kern/features.h"
+#include "cpu/kern/gemm/gemm.h"
 #include "engine/backend.h"
 #include "cpu/cpu.h"
 #include "quant/blocks.h"
@@ -26,6 +26,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the kernels a CPU backend made now would use */
+static inline const mf_type_traits *level_traits(int t) { return mf_cpu_traits_for_level(t, mf_cpu_init()); }
 
 static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K,   MF_TYPE_Q6_K,   MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS,
                                   MF_TYPE_Q4_0, MF_TYPE_Q5_0,   MF_TYPE_Q8_0,   MF_TYPE_IQ4_NL, MF_TYPE_F16};
@@ -101,7 +104,7 @@ static int kernel_case(int ti, int li, int64_t k, int n_out, int ntok, int wmode
     const mf_gemm_kind *g = mf_gemm_get_level(t, k_levels[li]);
     if (!g || k % g->k_multiple) return 0;
     const mf_type at = mf_gemm_act_type(g->act);
-    const mf_type_traits *live_act = mf_type_traits_get(at);
+    const mf_type_traits *live_act = level_traits(at);
     const size_t wrb = mf_row_size(t, k), arb = mf_row_size(at, k);
     uint8_t *w = malloc(wrb * (size_t)n_out);
     float *x = malloc(sizeof(float) * (size_t)k * (size_t)ntok);
@@ -226,7 +229,7 @@ static void make_tensor(wbuf *b, qrand *r, mf_type type, int64_t k, int n_out) {
 static uint8_t *make_x16(const wbuf *b, mf_tensor *xt) {
     const mf_type type = b->t.type;
     const int64_t k = b->t.ne[0], n_out = b->t.ne[1];
-    if (!mf_x16_layout(type, k) || n_out % MF_X16 || !mf_type_traits_get(type)->vec_dot_x16) return NULL;
+    if (!mf_x16_layout(type, k) || n_out % MF_X16 || !level_traits(type)->vec_dot_x16) return NULL;
     const size_t row = mf_row_size(type, k);
     uint8_t *xd = malloc(row * (size_t)n_out);
     for (int64_t g = 0; g < n_out / MF_X16; g++)
@@ -417,8 +420,8 @@ static void x16_case(const mf_type *types, int nw, int64_t k, const int *n_out, 
                     if (!xd[i]) continue;
                     const mf_token ids[] = {0, 15 % n_out[i], 16 % n_out[i], n_out[i] - 1, 17 % n_out[i]};
                     float *ga = malloc(sizeof(float) * (size_t)k * 5), *gb = malloc(sizeof(float) * (size_t)k * 5);
-                    be->ops->get_rows(be, plain[i], ids, 5, ga);
-                    be->ops->get_rows(be, mixed[i], ids, 5, gb);
+                    mf_cpu_get_rows(be, plain[i], ids, 5, ga);
+                    mf_cpu_get_rows(be, mixed[i], ids, 5, gb);
                     CHECK(!memcmp(ga, gb, sizeof(float) * (size_t)k * 5), "x16 %s get_rows, %d threads: differs",
                           mf_type_name(types[i]), nth);
                     free(ga);

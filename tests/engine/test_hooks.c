@@ -2,11 +2,13 @@
  * library says (and stderr nothing), detokenize round-trips, the per-layer
  * residual callback sees (and may change) every layer's output, and the FFN
  * override replaces a layer's FFN - or, declining, leaves the logits bitwise
- * as they were. */
+ * as they were; two contexts on one shared thread pool decode at once from
+ * two threads and get the bits of one alone. */
 #include "testutil.h"
 #include "minfer.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +46,26 @@ static int ffn_cb(int layer, const float *xn, float *out, int n_rows, int n_embd
     h->ffn_calls++;
     if (h->ffn_mode == 1) memset(out, 0, sizeof(float) * (size_t)n_rows * (size_t)n_embd);
     return h->ffn_mode;
+}
+
+/* two contexts on one shared pool, decoding at once from two threads */
+typedef struct shared_job {
+    mf_context *c;
+    const mf_token *t;
+    int n;
+    const float *want;
+    int V;
+    int bad;
+} shared_job;
+
+static void *shared_worker(void *arg) {
+    shared_job *j = arg;
+    for (int rep = 0; rep < 6; rep++) {
+        mf_kv_truncate(j->c, 0);
+        if (mf_decode(j->c, j->t, j->n, false) || memcmp(mf_get_logits(j->c, -1), j->want, sizeof(float) * (size_t)j->V))
+            j->bad++;
+    }
+    return NULL;
 }
 
 static float *run(mf_model *m, mf_context_params cp, const mf_token *t, int n, mf_status *st) {
@@ -134,6 +156,27 @@ int main(void) {
     f.ffn_mode = -1;
     float *ab = run(m, cp, t, n, &st);
     CHECK(!ab && st == MF_ERR_ABORTED, "an FFN callback returning -1 must abort (%d: %s)", (int)st, mf_last_error());
+
+    /* a shared thread pool: two contexts, two threads, the same bits as alone */
+    mf_threadpool *tp;
+    CHECK(mf_threadpool_new(2, &tp) == MF_OK && mf_threadpool_n_threads(tp) == 2, "threadpool: %s", mf_last_error());
+    mf_context_params sp = mf_context_default_params();
+    sp.n_ctx = 64;
+    sp.threadpool = tp;
+    mf_context *c1, *c2;
+    CHECK(mf_context_new(m, &sp, &c1) == MF_OK && mf_context_new(m, &sp, &c2) == MF_OK, "contexts: %s", mf_last_error());
+    CHECK(mf_context_n_threads(c1) == 2, "a context on a 2-thread shared pool reports %d threads", mf_context_n_threads(c1));
+    CHECK(mf_context_set_threads(c1, 1) == MF_ERR_INVALID_ARG, "resizing a shared pool through a context must be refused");
+    shared_job j1 = {c1, t, n, plain, V, 0}, j2 = {c2, t, n, plain, V, 0};
+    pthread_t th1, th2;
+    pthread_create(&th1, NULL, shared_worker, &j1);
+    pthread_create(&th2, NULL, shared_worker, &j2);
+    pthread_join(th1, NULL);
+    pthread_join(th2, NULL);
+    CHECK(!j1.bad && !j2.bad, "contexts sharing a pool from two threads: %d and %d of 6 decodes differ", j1.bad, j2.bad);
+    mf_context_free(c1);
+    mf_context_free(c2);
+    mf_threadpool_free(tp);
 
     free(plain), free(seen), free(zero), free(declined), free(noffn), free(ab);
     mf_model_free(m);

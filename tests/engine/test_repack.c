@@ -10,7 +10,7 @@
  * On a CPU without AVX-512 VNNI nothing is repacked and only that is checked. */
 #include "testutil.h"
 
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "quant/interleave.h"

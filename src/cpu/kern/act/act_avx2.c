@@ -1,7 +1,7 @@
 /* act_avx2.c - SwiGLU on 8 lanes: out = silu(g) * u with silu from
  * mf_silu_ref's operations (ops.c), so both give the same bits. */
 #include "cpu/cpu.h"
-#include "cpu/exp_avx2.h"
+#include "cpu/kern/attn/exp_avx2.h"
 
 #include <string.h>
 

@@ -4,6 +4,6 @@
 #pragma GCC target("no-avx512bf16")
 #endif
 #define MF_VNNI 1
-#include "cpu/dotrows_avx512.h"
+#include "cpu/kern/dot/dotrows_avx512.h"
 
 void mf_cpu_reg_dotrows_vnni_avx512(mf_type_traits *tab) { register_rows_int8(tab); }

@@ -1,8 +1,8 @@
 /* gemm.c - the GEMM's per-level kind tables and the activation tile builders
  * (plain C: a tile is built once per matmul and read by every weight panel,
  * so its cost is one pass over the activations). */
-#include "cpu/gemm.h"
-#include "cpu/gemm_layout.h"
+#include "cpu/kern/gemm/gemm.h"
+#include "cpu/kern/gemm/gemm_layout.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 

@@ -13,8 +13,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("no-avx512bf16")
 #endif
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/interleave.h"

@@ -4,6 +4,6 @@
 #pragma GCC target("no-avx512bf16")
 #endif
 #define MF_VNNI 1
-#include "cpu/dot_int8_avx512.h"
+#include "cpu/kern/dot/dot_int8_avx512.h"
 
 void mf_cpu_reg_dot_int8_vnni_avx512(mf_type_traits *tab) { register_int8(tab); }

@@ -7,6 +7,6 @@
 #endif
 #define MF_GEMM_W 512
 #define MF_GEMM_VNNI 0
-#include "cpu/gemm_kern.h"
+#include "cpu/kern/gemm/gemm_kern.h"
 
 void mf_gemm_reg_avx512(const mf_gemm_kind **tab) { register_gemm(tab); }

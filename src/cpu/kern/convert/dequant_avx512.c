@@ -8,8 +8,8 @@
  * from emitting them (CMake compiles every *_avx512.c with those flags) */
 #pragma GCC target("no-avx512vnni,no-avx512bf16")
 #endif
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/qsearch.h"
 

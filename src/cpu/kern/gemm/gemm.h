@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 #include "quant/types.h"
 
 /* Activation tile layouts (gemm_layout.h), one per vec_dot_type a GEMM reads. */

@@ -17,7 +17,7 @@
 #pragma GCC target("no-avx512vnni,no-avx512bf16")
 #endif
 #define MF_VNNI 0
-#include "cpu/dotrows_avx512.h"
+#include "cpu/kern/dot/dotrows_avx512.h"
 #include "quant/lanes.h"
 
 #define TILEF 4 /* rows per tile, float types */

@@ -6,8 +6,8 @@
  * A tail shorter than a full 64 (32) element step is copied into a zeroed
  * buffer and run as one more step: its zero products add +0 to lanes that
  * have no element, which leaves them unchanged (a lane is never -0). */
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/lanes.h"
 
 static void dot_f32(int n, float *s, const void *vx, const void *vy) {

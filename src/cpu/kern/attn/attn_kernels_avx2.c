@@ -1,7 +1,7 @@
 /* attn_kernels_avx2.c - AVX2 + FMA + F16C attention inner loops (compiled with
  * those flags; selected only after a CPUID check). */
-#include "cpu/attn_kernels.h"
-#include "cpu/exp_avx2.h"
+#include "cpu/kern/attn/attn_kernels.h"
+#include "cpu/kern/attn/exp_avx2.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 

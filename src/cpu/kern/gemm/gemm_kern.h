@@ -37,8 +37,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "cpu/gemm.h"
-#include "cpu/gemm_layout.h"
+#include "cpu/kern/gemm/gemm.h"
+#include "cpu/kern/gemm/gemm_layout.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/qsearch.h"

@@ -2,6 +2,6 @@
  * the code is in gemm_kern.h. */
 #define MF_GEMM_W 256
 #define MF_GEMM_VNNI 0
-#include "cpu/gemm_kern.h"
+#include "cpu/kern/gemm/gemm_kern.h"
 
 void mf_gemm_reg_avx2(const mf_gemm_kind **tab) { register_gemm(tab); }

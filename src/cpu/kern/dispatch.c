@@ -1,8 +1,10 @@
 /* dispatch.c - builds one traits table per SIMD level the CPU supports and
- * installs the chosen level's kernels into the live table (mf_cpu_init). */
-#include "cpu/features.h"
+ * chooses the level (mf_cpu_init). Each CPU backend instance takes its
+ * kernels from the chosen level's table; quant/'s table stays the scalar
+ * references (nothing overwrites it). */
+#include "cpu/kern/features.h"
 #include "core/env.h"
-#include "cpu/kernels.h"
+#include "cpu/kern/kernels.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -84,16 +86,16 @@ static void init_once(void) {
         snprintf(g_note, sizeof g_note, "%s kernels (%s set; the CPU has %s)", mf_cpu_level_name(lv), why,
                  mf_cpu_level_name(g_supported));
     else snprintf(g_note, sizeof g_note, "%s kernels", mf_cpu_level_name(lv));
-    for (int t = 0; t < MF_TYPE_COUNT; t++) {
-        if (!g_tab[lv][t].vec_dot) continue;
-        mf_type_traits *live = mf_type_traits_mut(t);
-        if (live) *live = g_tab[lv][t];
-    }
 }
 
 mf_cpu_level mf_cpu_init(void) {
     pthread_once(&g_init_once, init_once);
     return g_level;
+}
+
+void mf_cpu_level_override(mf_cpu_level level) {
+    pthread_once(&g_init_once, init_once);
+    if ((int)level >= 0 && level <= g_supported) g_level = level;
 }
 
 const char *mf_cpu_kernels_note(void) {

@@ -25,8 +25,8 @@
 #error "define MF_VNNI (0 or 1) before including dot_int8_avx512.h"
 #endif
 
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/qsearch.h"
 

@@ -15,8 +15,8 @@
  * offset (8 or 16) is a second maddubs with a constant, subtracted in int16.
  * Signed bytes (Q8, IQ4 table values) use |x| * sign(y, x), exact when y is
  * not -128 — the activation quantizers never write -128. */
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/qsearch.h"
 

@@ -12,8 +12,8 @@
  * from emitting them (CMake compiles every *_avx512.c with those flags) */
 #pragma GCC target("no-avx512vnni,no-avx512bf16")
 #endif
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/lanes.h"
 
 /* 16 float lanes -> 8, then the AVX2 fold (lanes.h order) */

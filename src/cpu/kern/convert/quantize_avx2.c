@@ -14,8 +14,8 @@
  * - Q8_K rounds with the reference's magic-number trick bit for bit; its
  *   maximum ignores NaN in both versions, and the signed maximum is the first
  *   element of largest magnitude, found by index. */
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/ref.h"
 

@@ -13,8 +13,8 @@
  * go through the activation's bsums, as the references do. IQ4_XS table values
  * are signed and use |v| * sign(a, v), exact for activations without -128
  * (the quantizer never writes it). */
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/qsearch.h"
 

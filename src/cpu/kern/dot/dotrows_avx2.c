@@ -38,8 +38,8 @@
  * zeroed buffers (once per tile) and run as one more step: zero products add
  * +0. The fold is vec_dot's: +32 (the passes), +16, +8 lanes per row, then
  * fold8x8. F32 rows go through vec_dot (see rows_f32). */
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/lanes.h"
 #include "quant/qsearch.h"

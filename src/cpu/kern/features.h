@@ -41,10 +41,15 @@ typedef enum mf_cpu_level {
 uint32_t mf_cpu_features(void);
 /* The highest level this CPU and OS support (environment not consulted). */
 mf_cpu_level mf_cpu_level_supported(void);
-/* Chooses the level (supported, capped by the environment) and installs its
- * kernels into the live traits table, once per process (pthread_once);
- * returns the level in use. Safe to call from several threads. */
+/* Chooses the level (supported, capped by the environment) once per process
+ * (pthread_once) and returns it: the level whose kernel table CPU backends
+ * created from then on use (mf_cpu_traits_for_level). Safe to call from
+ * several threads. */
 mf_cpu_level mf_cpu_init(void);
+/* For tests that run the same work at every level in one process: the level
+ * mf_cpu_init returns from now on (models and contexts made after the call
+ * use it; a level the CPU lacks is ignored). */
+void mf_cpu_level_override(mf_cpu_level level);
 /* "scalar", "AVX2", "AVX-512", "AVX-512 VNNI". */
 const char *mf_cpu_level_name(mf_cpu_level level);
 

@@ -1,5 +1,6 @@
 /* attn_kernels.c - scalar attention inner loops and run-time selection. */
-#include "cpu/attn_kernels.h"
+#include "cpu/kern/attn/attn_kernels.h"
+#include "cpu/kern/features.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 
@@ -84,15 +85,10 @@ static const mf_attn_kernels g_scalar[3] = {
 const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t) { return &g_scalar[t]; }
 
 const mf_attn_kernels *mf_attn_kernels_get(mf_kv_type t) {
-    const char *no = getenv("MINFER_NO_AVX2");
-    if (!(no && strcmp(no, "0"))) {
-#if defined(__x86_64__)
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-            const mf_attn_kernels *k = mf_attn_kernels_avx2(t);
-            if (k) return k;
-        }
-#endif
+    /* the one feature detection (cpu/kern/features.c), with its environment switches */
+    if (mf_cpu_init() >= MF_CPU_AVX2) {
+        const mf_attn_kernels *k = mf_attn_kernels_avx2(t);
+        if (k) return k;
     }
     return &g_scalar[t];
 }

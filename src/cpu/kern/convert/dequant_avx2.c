@@ -4,8 +4,8 @@
  *
  * F16 -> F32 through vcvtph2ps is exact, except that the instruction quiets a
  * signaling NaN where the reference keeps the bits; those lanes are patched. */
-#include "cpu/kernels.h"
-#include "cpu/simd_avx2.h"
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/qsearch.h"
 

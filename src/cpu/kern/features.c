@@ -1,6 +1,6 @@
 /* features.c - which x86 SIMD extensions this CPU has and the OS enables
  * (CPUID for the instructions, XGETBV for the register state the OS saves). */
-#include "cpu/features.h"
+#include "cpu/kern/features.h"
 
 #include <pthread.h>
 
