@@ -155,6 +155,14 @@ typedef bool (*mf_layer_fn)(int layer, float *x, int n_rows, int n_embd, const i
 typedef int (*mf_ffn_fn)(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
                          const int32_t *pos, void *ud);
 
+/* A thread pool several contexts can share (set mf_context_params.threadpool):
+ * one set of workers for the whole process. Decodes of contexts sharing a
+ * pool take turns on it. Free it after every context that uses it. */
+typedef struct mf_threadpool mf_threadpool;
+mf_status mf_threadpool_new(int32_t n_threads, mf_threadpool **out); /* 0 = all CPUs */
+void      mf_threadpool_free(mf_threadpool *tp);
+int32_t   mf_threadpool_n_threads(const mf_threadpool *tp);
+
 typedef struct mf_context_params {
     uint32_t   n_ctx;      /* positions the KV cache holds in all (0 = 4096); one sequence
                               holds at most min(n_ctx, the model's training context),
@@ -162,6 +170,7 @@ typedef struct mf_context_params {
     uint32_t   n_batch;    /* max tokens per forward pass (bigger batches are split); 0 = 512 */
     uint32_t   n_seq_max;  /* sequences the cache can hold at once (ids 0..n_seq_max-1); 0 = 1 */
     int32_t    n_threads;  /* 0 = number of online CPUs */
+    mf_threadpool *threadpool; /* a shared pool (n_threads then ignored); NULL = the context's own */
     mf_kv_type kv_type;
     bool       embeddings; /* compute embeddings (final normed hidden states) instead of logits */
     mf_pooling pooling;    /* with embeddings: how sequences are pooled */
