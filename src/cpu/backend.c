@@ -169,7 +169,7 @@ static mf_backend *cpu_new(bool ref, int n_threads, int max_rows, int max_width,
      * reading the same activations in a mixed-type file) */
     cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 4) + 4096;
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
-    cpu->max_ctx = max_ctx;
+    (void)max_ctx; /* the KV cache's size comes with kv_init */
     cpu->task_seq = malloc(((size_t)max_rows + 1) * sizeof *cpu->task_seq);
     cpu->moe_slots = malloc((size_t)max_rows * MF_MAX_EXPERTS_USED * sizeof *cpu->moe_slots);
     if (!cpu->act_buf || !cpu->task_seq || !cpu->moe_slots) goto fail;

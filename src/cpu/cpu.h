@@ -25,7 +25,6 @@ typedef struct mf_cpu {
     /* per-thread attention scratch: accumulators of one task's queries */
     float *att_scratch;
     size_t att_scratch_per_thread;
-    uint32_t max_ctx;
     const struct mf_attn_kernels *attn; /* inner loops for the cache type and SIMD level */
     /* KV cache: per layer, [page][slab][slot][slab width] elements of
      * kv.type (attention.c says why) */

@@ -99,7 +99,12 @@ typedef struct mf_backend_ops {
     float *(*alloc)(mf_backend *be, size_t n);
     mf_status (*kv_init)(mf_backend *be, const mf_kv_desc *desc);
     /* bracket one forward pass; the step (and what it points to) stays valid
-     * until end_step, which returns once the step's results are final */
+     * until end_step, which returns once the step's results are final. Ops
+     * between them return nothing: a device backend queues them on a stream
+     * (and may replay a captured step), so a failure inside one is known only
+     * later; the backend keeps the first and end_step (or synchronize's
+     * caller through end_step) reports it. The CPU's ops cannot fail: their
+     * memory is planned when the context is made. */
     mf_status (*begin_step)(mf_backend *be, const mf_step *step);
     mf_status (*end_step)(mf_backend *be);
     /* wait for every queued op (a no-op where ops are synchronous) */

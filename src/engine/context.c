@@ -121,7 +121,6 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
     ctx->n_batch = p.n_batch ? p.n_batch : DEFAULT_N_BATCH;
     if (ctx->n_batch > n_cells) ctx->n_batch = n_cells;
     ctx->kv_type = p.kv_type;
-    ctx->verbose = p.verbose;
     ctx->embeddings = p.embeddings;
     ctx->pooling = p.embeddings ? pool : MF_POOLING_NONE;
     ctx->abort_cb = p.abort_cb;
@@ -165,7 +164,6 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
         mf_context_free(ctx);
         return s;
     }
-    ctx->n_threads = mf_context_n_threads(ctx);
     if (p.verbose)
         mf_log(MF_LOG_INFO, "minfer: context n_ctx %u, n_batch %u, %u sequences, KV cache %s in %u pages of %u positions\n",
                 ctx->n_ctx, ctx->n_batch, ctx->n_seq_max,
@@ -210,7 +208,5 @@ int32_t mf_context_n_threads(const mf_context *ctx) { return ctx->be->ops->n_thr
 
 mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads) {
     if (n_threads < 0 || n_threads > 1024) return mf_err(MF_ERR_INVALID_ARG, "thread count %d is out of range", n_threads);
-    mf_status s = ctx->be->ops->set_threads(ctx->be, n_threads);
-    if (!s) ctx->n_threads = mf_context_n_threads(ctx);
-    return s;
+    return ctx->be->ops->set_threads(ctx->be, n_threads);
 }

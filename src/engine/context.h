@@ -51,9 +51,7 @@ struct mf_context {
     mf_model *model;
     mf_backend *be;
     uint32_t n_ctx, n_batch, n_seq_max;
-    int n_threads;
     mf_kv_type kv_type;
-    bool verbose;
     bool embeddings;
     mf_pooling pooling;
     mf_abort_fn abort_cb;
