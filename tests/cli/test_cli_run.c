@@ -38,5 +38,27 @@ int main(void) {
     test_run(cmd, c, sizeof c);
     CHECK(!strcmp(a, b), "same seed, different text:\n%s\n%s", a, b);
     CHECK(strcmp(a, c) != 0, "seeds 1 and 2 gave the same 40 tokens: %s", a);
+    /* bench --batch: llama-batched-bench's table, one row per level, with the counts it ran */
+    snprintf(cmd, sizeof cmd, "%s bench -m ../shared/models/stories260K.gguf --batch 1,3 -p 8 -n 4 -r 1 -t 2 2>/dev/null",
+             test_minfer_bin());
+    rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 0, "bench --batch exited %d", rc);
+    CHECK(!strncmp(out, "| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n", 76),
+          "bench --batch header: '%s'", out);
+    int rows = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        int pp, tg, bb, nkv;
+        double t_pp, s_pp, t_tg, s_tg;
+        if (sscanf(line, "| %d | %d | %d | %d | %lf | %lf | %lf | %lf |", &pp, &tg, &bb, &nkv, &t_pp, &s_pp, &t_tg, &s_tg) != 8)
+            continue;
+        const int want_b = rows ? 3 : 1;
+        CHECK(pp == 8 && tg == 4 && bb == want_b && nkv == want_b * 12 && s_pp > 0 && s_tg > 0,
+              "bench --batch row %d: PP %d TG %d B %d N_KV %d S_PP %g S_TG %g", rows, pp, tg, bb, nkv, s_pp, s_tg);
+        rows++;
+    }
+    CHECK(rows == 2, "bench --batch printed %d rows for 2 levels", rows);
+    snprintf(cmd, sizeof cmd, "%s bench -m ../shared/models/stories260K.gguf --batch 1,x 2>&1", test_minfer_bin());
+    rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "--batch wants a list of sequence counts"), "bad --batch: rc %d, '%s'", rc, out);
     return test_summary("test_cli_run");
 }
