@@ -230,13 +230,15 @@ static void type_cases(int t, qrand *r) {
                 mf_type_traits_ref(vt)->from_float(yf, y, n);
                 snprintf(what, sizeof what, "quantized, scales %g / %g", sx[c], sy[c]);
                 check_rows(t, n, rows, stride, y, what);
-                /* columns: MF_DOT_COLS activation rows, yb + gap apart, against row 0 */
-                uint8_t *ys = malloc((yb + gap) * MF_DOT_COLS);
+                /* columns: MF_DOT_COLS activation rows with a gap between them (kept on the
+                 * activation blocks' C alignment: 4 bytes for Q8_K and floats), against row 0 */
+                const size_t ygap = (vt == MF_TYPE_F32 || vt == MF_TYPE_Q8_K) ? 8 : 6;
+                uint8_t *ys = malloc((yb + ygap) * MF_DOT_COLS);
                 for (int k = 0; k < MF_DOT_COLS; k++) {
                     qrand_fill(r, yf, n, (qdata)((c + k + 1) % QDATA_COUNT), sy[(c + k) % 3]);
-                    mf_type_traits_ref(vt)->from_float(yf, ys + (size_t)k * (yb + gap), n);
+                    mf_type_traits_ref(vt)->from_float(yf, ys + (size_t)k * (yb + ygap), n);
                 }
-                check_cols(t, n, rows, ys, yb + gap, what);
+                check_cols(t, n, rows, ys, yb + ygap, what);
                 free(ys);
             }
             for (int k = 0; k < NR_MAX; k++) raw_row(r, t, rows + (size_t)k * stride, n);
