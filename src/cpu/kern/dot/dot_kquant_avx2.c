@@ -211,10 +211,23 @@ static void dot_q5_k(int n, float *s, const void *vx, const void *vy) {
 
 /* ---------------- Q6_K ---------------- */
 
+/* The 6-bit levels of half h (elements 128h ..): quarter k = elements
+ * 128h + 32k + l, the low nibble of ql[l] / ql[32 + l] / their high nibble,
+ * the top two bits from bits 2k, 2k + 1 of qh[l] (moved to bits 4, 5). */
+static inline void q6k_levels(const block_q6_K *x, int h, __m256i w[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i l0 = ld256(x->ql + 64 * h), l1 = ld256(x->ql + 64 * h + 32);
+    const __m256i qh = ld256(x->qh + 32 * h);
+    w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+    w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2));
+    w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+    w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xc0)), 2));
+}
+
 static void dot_q6_k(int n, float *s, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     float sum = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
@@ -223,17 +236,9 @@ static void dot_q6_k(int n, float *s, const void *vx, const void *vy) {
         __m256i acc = _mm256_setzero_si256();
         #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
-            const __m256i l0 = ld256(x[b].ql + 64 * h), l1 = ld256(x[b].ql + 64 * h + 32);
-            const __m256i qh = ld256(x[b].qh + 32 * h);
             const __m256i half = half_of(sc16, h);
-            /* quarter k = elements 128h + 32k + l: low nibble of l0 / l1 / high of l0 / l1,
-             * top two bits from bits 2k, 2k + 1 of qh[l] (moved to bits 4, 5) */
             __m256i w[4];
-            w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
-            w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2));
-            w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-            w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xc0)), 2));
+            q6k_levels(&x[b], h, w);
             #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) {
                 const __m256i p = _mm256_maddubs_epi16(w[k], ld256(y[b].qs + 128 * h + 32 * k));
@@ -310,22 +315,14 @@ static void dot_q8_k(int n, float *s, const void *vx, const void *vy) {
 
 static void cols_q6_k(int n, float *s, size_t s_stride, const void *vx, const void *vy, size_t y_stride, int nc) {
     const block_q6_K *x = vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     float sum[MF_DOT_COLS] = {0};
     for (int b = 0; b < n / QK_K; b++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[b].scales));
         __m256i w[8], ps[8];
         #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
-            const __m256i l0 = ld256(x[b].ql + 64 * h), l1 = ld256(x[b].ql + 64 * h + 32);
-            const __m256i qh = ld256(x[b].qh + 32 * h);
             const __m256i half = half_of(sc16, h);
-            __m256i *wh = w + 4 * h;
-            wh[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
-            wh[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2));
-            wh[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-            wh[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                    _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xc0)), 2));
+            q6k_levels(&x[b], h, w + 4 * h);
             #pragma GCC unroll 8
             for (int k = 0; k < 4; k++) ps[4 * h + k] = pair_scales(half, k);
         }

@@ -27,30 +27,13 @@ static inline __m256i ld256(const void *p) { return _mm256_loadu_si256((const __
 
 /* ---- one block's 8 int32 partial sums ---- */
 
-static inline __m256i blk_q4_0(const block_q4_0 *x, const block_q8_0 *y) {
-    const __m256i q = mf_nibbles32(x->qs), a = ld256(y->qs);
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
-    return _mm256_madd_epi16(p, ones16());
-}
-
 static inline __m256i blk_q4_1(const block_q4_1 *x, const block_q8_1 *y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(mf_nibbles32(x->qs), ld256(y->qs)), ones16());
-}
-
-static inline __m256i blk_q5_0(const block_q5_0 *x, const block_q8_0 *y) {
-    const __m256i q = _mm256_or_si256(mf_nibbles32(x->qs), mf_bits32_to_0x10(mf_ld32(x->qh)));
-    const __m256i a = ld256(y->qs);
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));
-    return _mm256_madd_epi16(p, ones16());
 }
 
 static inline __m256i blk_q5_1(const block_q5_1 *x, const block_q8_1 *y) {
     const __m256i q = _mm256_or_si256(mf_nibbles32(x->qs), mf_bits32_to_0x10(mf_ld32(x->qh)));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, ld256(y->qs)), ones16());
-}
-
-static inline __m256i blk_q8_0(const block_q8_0 *x, const block_q8_0 *y) {
-    return mf_dot_i8_avx2(ld256(x->qs), ld256(y->qs));
 }
 
 static inline __m256i blk_q8_1(const block_q8_1 *x, const block_q8_1 *y) {
@@ -62,10 +45,32 @@ static inline __m256i iq4_table(void) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1);
 }
 
-static inline __m256i blk_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) {
-    const __m256i v = _mm256_shuffle_epi8(iq4_table(), mf_nibbles32(x->qs));
-    return mf_dot_i8_avx2(v, ld256(y->qs));
+/* weight side of one block: the bytes the activation is multiplied with */
+static inline __m256i w_q4_0(const block_q4_0 *x) { return mf_nibbles32(x->qs); }
+static inline __m256i w_q5_0(const block_q5_0 *x) {
+    return _mm256_or_si256(mf_nibbles32(x->qs), mf_bits32_to_0x10(mf_ld32(x->qh)));
 }
+static inline __m256i w_q8_0(const block_q8_0 *x) { return ld256(x->qs); }
+static inline __m256i w_iq4_nl(const block_iq4_nl *x) { return _mm256_shuffle_epi8(iq4_table(), mf_nibbles32(x->qs)); }
+
+/* activation side: the block's 8 exact int32 partial sums from its weight bytes q */
+static inline __m256i a_off8(__m256i q, const block_q8_0 *y) {
+    const __m256i a = ld256(y->qs);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+    return _mm256_madd_epi16(p, ones16());
+}
+static inline __m256i a_off16(__m256i q, const block_q8_0 *y) {
+    const __m256i a = ld256(y->qs);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));
+    return _mm256_madd_epi16(p, ones16());
+}
+static inline __m256i a_i8(__m256i q, const block_q8_0 *y) { return mf_dot_i8_avx2(q, ld256(y->qs)); }
+
+/* the single-row kernels' blocks: the weight side, then the activation side */
+static inline __m256i blk_q4_0(const block_q4_0 *x, const block_q8_0 *y) { return a_off8(w_q4_0(x), y); }
+static inline __m256i blk_q5_0(const block_q5_0 *x, const block_q8_0 *y) { return a_off16(w_q5_0(x), y); }
+static inline __m256i blk_q8_0(const block_q8_0 *x, const block_q8_0 *y) { return a_i8(w_q8_0(x), y); }
+static inline __m256i blk_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) { return a_i8(w_iq4_nl(x), y); }
 
 /* ---- 8 blocks: exact int sums as floats, lanes past m are 0 ---- */
 
@@ -156,27 +161,6 @@ DEFINE_DOT_DM(dot_q5_1, sums_q5_1, block_q5_1, QK5_1)
  * int32 sum, the 8 block totals of a group in block order, the reference's
  * scale expression, one 8-lane accumulator per column, the same fold - with
  * each group's weight bytes decoded once for every column. */
-
-/* weight side of one block: the bytes the activation is multiplied with */
-static inline __m256i w_q4_0(const block_q4_0 *x) { return mf_nibbles32(x->qs); }
-static inline __m256i w_q5_0(const block_q5_0 *x) {
-    return _mm256_or_si256(mf_nibbles32(x->qs), mf_bits32_to_0x10(mf_ld32(x->qh)));
-}
-static inline __m256i w_q8_0(const block_q8_0 *x) { return ld256(x->qs); }
-static inline __m256i w_iq4_nl(const block_iq4_nl *x) { return _mm256_shuffle_epi8(iq4_table(), mf_nibbles32(x->qs)); }
-
-/* activation side: the block's 8 partial sums, as blk_* compute them */
-static inline __m256i a_off8(__m256i q, const block_q8_0 *y) {
-    const __m256i a = ld256(y->qs);
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
-    return _mm256_madd_epi16(p, ones16());
-}
-static inline __m256i a_off16(__m256i q, const block_q8_0 *y) {
-    const __m256i a = ld256(y->qs);
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));
-    return _mm256_madd_epi16(p, ones16());
-}
-static inline __m256i a_i8(__m256i q, const block_q8_0 *y) { return mf_dot_i8_avx2(q, ld256(y->qs)); }
 
 #define DEFINE_DOT_COLS(NAME, TX, BLCK, WDEC, ACT, VALUE)                                                       \
     static void NAME(int n, float *s, size_t s_stride, const void *vx, const void *vy, size_t y_stride, int nc) { \
