@@ -59,7 +59,8 @@ uint32_t mf_kv_page_size(void) { return MF_KV_PAGE; }
 
 int32_t mf_kv_seq_reuse_prefix(mf_context *ctx, int32_t seq, const mf_token *cached, int32_t n_cached,
                                const mf_token *tokens, int32_t n) {
-    if (seq < 0 || (uint32_t)seq >= ctx->n_seq_max || n <= 0) return 0;
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq_max || n <= 0 || !tokens) return 0;
+    if (!cached) n_cached = 0;
     int32_t held = (int32_t)ctx->kv.seq[seq].n_pos;
     if (n_cached < held) held = n_cached < 0 ? 0 : n_cached;
     int32_t k = 0;
