@@ -43,12 +43,7 @@ typedef struct result {
 } result;
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static mf_token rand_token(int32_t n_vocab) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (mf_token)(g_rng % (uint64_t)n_vocab);
-}
+static mf_token rand_token(int32_t n_vocab) { return cli_rand_token(&g_rng, n_vocab); }
 
 /* Fills the cache with `depth` tokens (untimed); returns false on error. */
 static bool fill(mf_context *ctx, mf_token *buf, int32_t n_vocab, int depth) {

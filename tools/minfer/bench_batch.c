@@ -7,6 +7,7 @@
  * B * PP / T_PP, S_TG = B * TG / T_TG, S = all tokens / (T_PP + T_TG). Each
  * figure is the median over -r runs after one warm-up. */
 #include "bench_batch.h"
+#include "cli.h"
 #include "core/timer.h"
 
 #include <stdio.h>
@@ -19,12 +20,7 @@ typedef struct level_result {
 } level_result;
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static mf_token rnd_tok(int32_t n_vocab) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (mf_token)(g_rng % (uint64_t)n_vocab);
-}
+static mf_token rnd_tok(int32_t n_vocab) { return cli_rand_token(&g_rng, n_vocab); }
 
 static int cmp_d(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "minfer.h"
@@ -26,6 +27,9 @@ bool cli_float(const char *cmd, const char *opt, const char *val, double *out);
 /* --cache-type VALUE: f32, f16 or q8_0; a message naming cmd otherwise */
 bool cli_kv_type(const char *cmd, const char *val, mf_kv_type *out);
 const char *cli_kv_name(mf_kv_type t);
+/* Fixed pseudo-random token ids for benchmarks (xorshift64 on *state). */
+mf_token cli_rand_token(uint64_t *state, int32_t n_vocab);
+
 /* Reads all of stdin (for prompts), a file, or an open stream, NUL-terminated;
  * NULL on error (errno tells why). `len` may be NULL. */
 char *cli_read_stdin(size_t *len);

@@ -90,3 +90,12 @@ bool cli_kv_type(const char *cmd, const char *val, mf_kv_type *out) {
 }
 
 const char *cli_kv_name(mf_kv_type t) { return t == MF_KV_F32 ? "f32" : t == MF_KV_Q8_0 ? "q8_0" : "f16"; }
+
+mf_token cli_rand_token(uint64_t *state, int32_t n_vocab) {
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    return (mf_token)(x % (uint64_t)n_vocab);
+}
