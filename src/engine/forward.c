@@ -219,9 +219,8 @@ static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
             double *sum = ctx->pool_sum + (size_t)seq * E;
             for (int r = q->row0; r < q->row0 + q->n_rows; r++) {
                 const float *row = h + (size_t)r * E;
-                const bool take = ctx->pooling == MF_POOLING_MEAN || (ctx->pooling == MF_POOLING_LAST) ||
-                                  (ctx->pooling == MF_POOLING_CLS && st->pos[r] == 0);
-                if (!take) continue;
+                /* mean sums every row, last keeps overwriting, cls takes position 0 */
+                if (ctx->pooling == MF_POOLING_CLS && st->pos[r] != 0) continue;
                 if (ctx->pooling == MF_POOLING_MEAN)
                     for (size_t e = 0; e < E; e++) sum[e] += row[e];
                 else

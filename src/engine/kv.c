@@ -99,8 +99,8 @@ mf_status mf_kv_append(mf_kv *kv, int s, int32_t *cell, int32_t *copy_src) {
         release(kv, q->pages[pi]);
         q->pages[pi] = own;
     }
-    *cell = q->pages[pi] * MF_KV_PAGE + (int32_t)(p % MF_KV_PAGE);
     q->n_pos = p + 1;
+    *cell = mf_kv_cell(kv, s, p);
     return MF_OK;
 full:
     return mf_err(MF_ERR_CONTEXT_FULL, "context full: all %u KV pages (%u positions each) are in use", kv->n_pages,

@@ -46,6 +46,11 @@ void mf_kv_free(mf_kv *kv);
 
 uint32_t mf_kv_n_used(const mf_kv *kv);
 
+/* The cell holding position p of sequence s (p < its n_pos). */
+static inline int32_t mf_kv_cell(const mf_kv *kv, int s, uint32_t p) {
+    return kv->seq[s].pages[p / MF_KV_PAGE] * MF_KV_PAGE + (int32_t)(p % MF_KV_PAGE);
+}
+
 /* Snapshot / restore of the whole bookkeeping around one decode. */
 void mf_kv_save(mf_kv *kv);
 void mf_kv_restore(mf_kv *kv);

@@ -200,8 +200,7 @@ static const char *kv_name(uint32_t t) {
 static int32_t *seq_cells(const mf_context *ctx, int seq, uint32_t n) {
     int32_t *c = malloc((n ? n : 1) * sizeof *c);
     if (!c) return NULL;
-    const int32_t *pages = ctx->kv.seq[seq].pages;
-    for (uint32_t p = 0; p < n; p++) c[p] = pages[p / MF_KV_PAGE] * MF_KV_PAGE + (int32_t)(p % MF_KV_PAGE);
+    for (uint32_t p = 0; p < n; p++) c[p] = mf_kv_cell(&ctx->kv, seq, p);
     return c;
 }
 
