@@ -22,6 +22,9 @@ mf_status mf_backend_create(const char *name, const mf_backend_config *cfg, mf_b
 /* The backend's weight loader over a parsed, bound model (the CPU: the x16
  * repack; the reference: nothing); sets m->backend. */
 mf_status mf_backend_load_weights(const char *name, mf_model *m, const mf_model_params *p);
+/* The device copy bandwidth in GB/s (bytes read + written) of a device
+ * backend, measured now; -1 for host backends or without a device. */
+double mf_backend_copy_bandwidth(const char *name, size_t bytes);
 /* ", "-separated names of the backends this build has. */
 const char *mf_backend_names(void);
 

@@ -1,0 +1,545 @@
+/* backend.c - the CUDA backend's op table: each op queues its kernel on the
+ * context's stream; a failure is kept and reported by end_step
+ * (engine/backend.h). Activation buffers, the KV cache and the step buffers
+ * are allocated when the context is made; a decode allocates nothing.
+ *
+ * One-row steps (decode) run as a CUDA graph: the first runs eagerly and
+ * measures its downloads, the second is captured and launched, and later ones
+ * replay it, after begin_step has copied the step's token, position, cell and
+ * page-table arrays into the device buffers the kernels read. The ops of a
+ * replayed step only hash their arguments; end_step checks that the hash is
+ * the captured one (same ops, same buffers, same sizes) before launching the
+ * graph, and fails the step with a message otherwise. MINFER_CUDA_GRAPH=0
+ * runs every step eagerly. */
+#include "cuda/cuda.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "quant/types.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CU(c) ((mf_cuda *)(c))
+
+static void fail(mf_cuda *c, const char *fmt, ...) {
+    if (c->err) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err_msg, sizeof c->err_msg, fmt, ap);
+    va_end(ap);
+    c->err = MF_ERR_UNSUPPORTED;
+}
+
+/* after each launch: a bad configuration shows up here, a fault at the sync */
+static void check(mf_cuda *c, const char *op) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) fail(c, "cuda %s: %s", op, cudaGetErrorString(e));
+}
+
+/* FNV-1a over an op's identity and arguments (the replay check) */
+static void mix(mf_cuda *c, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) c->hash = (c->hash ^ b[i]) * 0x100000001b3ull;
+}
+#define MIX(c, v) mix((c), &(v), sizeof(v))
+
+/* Hash the op; true when its kernels are to be queued (not replaying). */
+static bool op_begin(mf_cuda *c, int id) {
+    MIX(c, id);
+    return c->mode != MFC_REPLAY && !c->err;
+}
+
+static void cu_destroy(mf_backend *be) {
+    mf_cuda *c = CU(be);
+    if (!c) return;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < c->n_bufs; i++) cudaFree(c->bufs[i]);
+    free(c->bufs);
+    if (c->k)
+        for (uint32_t l = 0; l < c->kv.n_layer; l++) cudaFree(c->k[l]);
+    if (c->v)
+        for (uint32_t l = 0; l < c->kv.n_layer; l++) cudaFree(c->v[l]);
+    free(c->k);
+    free(c->v);
+    if (c->exec) cudaGraphExecDestroy(c->exec);
+    if (c->h_step) cudaFreeHost(c->h_step);
+    if (c->d_step) cudaFree(c->d_step);
+    if (c->h_dl) cudaFreeHost(c->h_dl);
+    cudaFree(c->q8.q);
+    cudaFree(c->q8.d);
+    cudaFree(c->q8.s);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    if (c->verbose && (c->n_captures || c->n_replays))
+        mf_log(MF_LOG_INFO, "minfer: cuda decode graphs: %d captured, %d replays\n", c->n_captures, c->n_replays);
+    free(c);
+}
+
+static float *cu_alloc(mf_backend *be, size_t n) {
+    mf_cuda *c = CU(be);
+    void **nb = realloc(c->bufs, (size_t)(c->n_bufs + 1) * sizeof *nb);
+    if (!nb) return NULL;
+    c->bufs = nb;
+    void *p = NULL;
+    if (cudaMalloc(&p, (n ? n : 1) * sizeof(float) + 16) != cudaSuccess) return NULL;
+    cudaMemset(p, 0, (n ? n : 1) * sizeof(float));
+    c->bufs[c->n_bufs++] = p;
+    return p;
+}
+
+static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
+    mf_cuda *c = CU(be);
+    if (d->type == MF_KV_Q8_0)
+        return mf_err(MF_ERR_UNSUPPORTED, "the cuda backend keeps its KV cache in f16 or f32: q8_0 is not supported yet "
+                                          "(--cache-type f16)");
+    if (d->head_dim_k > 256 || d->head_dim_v > 256)
+        return mf_err(MF_ERR_UNSUPPORTED, "head dimension %u/%u: the cuda attention kernel takes at most 256",
+                      d->head_dim_k, d->head_dim_v);
+    c->kv = *d;
+    const size_t es = d->type == MF_KV_F16 ? 2 : 4, cells = (size_t)d->n_pages * d->page_size;
+    c->k_row_bytes = es * d->k_width;
+    c->v_row_bytes = es * d->v_width;
+    c->k = calloc(d->n_layer, sizeof *c->k);
+    c->v = calloc(d->n_layer, sizeof *c->v);
+    if (!c->k || !c->v) return mf_err(MF_ERR_NOMEM, "out of memory");
+    for (uint32_t l = 0; l < d->n_layer; l++) {
+        if (cudaMalloc(&c->k[l], cells * c->k_row_bytes) != cudaSuccess ||
+            cudaMalloc(&c->v[l], cells * c->v_row_bytes) != cudaSuccess) {
+            cudaGetLastError();
+            return mf_err(MF_ERR_NOMEM, "out of device memory for the KV cache (%zu cells x %u layers)", cells, d->n_layer);
+        }
+        cudaMemset(c->k[l], 0, cells * c->k_row_bytes);
+        cudaMemset(c->v[l], 0, cells * c->v_row_bytes);
+    }
+    /* step arrays: 5 per row, 1 per sequence, and the block tables (each at
+     * most max_ctx / page_size + 1 pages) */
+    const size_t R = (size_t)c->max_rows;
+    c->step_cap = 6 * R + R * (c->max_ctx / d->page_size + 2);
+    if (cudaMallocHost((void **)&c->h_step, c->step_cap * 4) != cudaSuccess ||
+        cudaMalloc((void **)&c->d_step, c->step_cap * 4) != cudaSuccess) {
+        cudaGetLastError();
+        return mf_err(MF_ERR_NOMEM, "out of memory for the cuda step buffers");
+    }
+    if (c->verbose)
+        mf_log(MF_LOG_INFO, "minfer: cuda KV cache %s, %.1f MiB on the device\n", d->type == MF_KV_F16 ? "f16" : "f32",
+               (double)cells * (double)(c->k_row_bytes + c->v_row_bytes) * d->n_layer / (1 << 20));
+    return MF_OK;
+}
+
+/* ---- steps ---- */
+
+static mf_status cu_begin_step(mf_backend *be, const mf_step *st) {
+    mf_cuda *c = CU(be);
+    c->step = st;
+    c->err = MF_OK;
+    c->hash = 0xcbf29ce484222325ull;
+    c->n_dl = 0;
+    c->dl_used = 0;
+    if (st->n_tok > c->max_rows) return mf_err(MF_ERR_INVALID_ARG, "step of %d rows: at most %d", st->n_tok, c->max_rows);
+    /* pack: tok, pos, cell, rowseq, out_rows, seq_pg, pages */
+    const size_t R = (size_t)st->n_tok;
+    int32_t *h = c->h_step;
+    size_t np = 0;
+    for (int i = 0; i < st->n_seq; i++) np += (size_t)(st->seqs[i].pos0 + st->seqs[i].n_rows - 1) / c->kv.page_size + 1;
+    const size_t need = 5 * R + (size_t)st->n_seq + np;
+    if (need > c->step_cap) return mf_err(MF_ERR_INVALID_ARG, "step tables of %zu entries: at most %zu", need, c->step_cap);
+    int32_t *tok = h, *pos = h + R, *cell = h + 2 * R, *rs = h + 3 * R, *outr = h + 4 * R, *spg = h + 5 * R;
+    int32_t *pg = spg + st->n_seq;
+    for (size_t i = 0; i < R; i++) {
+        tok[i] = st->tokens ? st->tokens[i] : 0;
+        pos[i] = st->pos[i];
+        cell[i] = st->cell[i];
+    }
+    for (int i = 0; i < st->n_out; i++) outr[i] = st->out_rows[i];
+    size_t off = 0;
+    for (int i = 0; i < st->n_seq; i++) {
+        const mf_step_seq *q = &st->seqs[i];
+        const size_t n = (size_t)(q->pos0 + q->n_rows - 1) / c->kv.page_size + 1;
+        spg[i] = (int32_t)off;
+        memcpy(pg + off, q->pages, n * 4);
+        off += n;
+        for (int r = q->row0; r < q->row0 + q->n_rows; r++) rs[r] = i;
+    }
+    const int32_t *d = c->d_step;
+    c->sd = (mfc_step_dev){d, d + R, d + 2 * R, d + 3 * R, d + 4 * R, d + 5 * R, d + 5 * R + st->n_seq};
+    if (cudaMemcpyAsync(c->d_step, c->h_step, need * 4, cudaMemcpyHostToDevice, c->stream) != cudaSuccess)
+        return mf_err(MF_ERR_IO, "cuda: step upload: %s", cudaGetErrorString(cudaGetLastError()));
+
+    c->mode = MFC_EAGER;
+    /* a one-row step's ops depend only on whether it has an output row */
+    if (c->graphs && st->n_tok == 1 && st->n_out == c->graph_nout) {
+        if (c->exec) {
+            c->mode = MFC_REPLAY;
+        } else if (c->dl_cap) {
+            /* the eager one-row step before sized the download staging */
+            if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+                return mf_err(MF_ERR_IO, "cuda: cannot capture the decode step: %s", cudaGetErrorString(cudaGetLastError()));
+            c->mode = MFC_CAPTURE;
+        }
+    }
+    return MF_OK;
+}
+
+static mf_status finish_downloads(mf_cuda *c) {
+    for (int i = 0; i < c->n_dl; i++) memcpy(c->dl[i].dst, c->h_dl + c->dl[i].off, c->dl[i].n * sizeof(float));
+    return MF_OK;
+}
+
+static mf_status cu_end_step(mf_backend *be) {
+    mf_cuda *c = CU(be);
+    const mfc_mode mode = c->mode;
+    c->mode = MFC_EAGER;
+    c->step = NULL;
+    if (mode == MFC_CAPTURE) {
+        cudaGraph_t g = NULL;
+        cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+        if (e == cudaSuccess && !c->err) e = cudaGraphInstantiate(&c->exec, g, 0);
+        if (g) cudaGraphDestroy(g);
+        if (e != cudaSuccess && !c->err) fail(c, "cuda: decode graph: %s", cudaGetErrorString(e));
+        if (c->err) {
+            if (c->exec) cudaGraphExecDestroy(c->exec);
+            c->exec = NULL;
+        } else {
+            c->exec_hash = c->hash;
+            c->n_captures++;
+        }
+    }
+    if (!c->err && (mode == MFC_CAPTURE || mode == MFC_REPLAY)) {
+        if (c->hash != c->exec_hash) {
+            fail(c, "cuda: this decode step asked for other ops than the captured graph (internal error; "
+                    "MINFER_CUDA_GRAPH=0 runs steps without graphs)");
+            cudaGraphExecDestroy(c->exec);
+            c->exec = NULL;
+        } else {
+            cudaError_t e = cudaGraphLaunch(c->exec, c->stream);
+            if (e != cudaSuccess) fail(c, "cuda: graph launch: %s", cudaGetErrorString(e));
+            if (mode == MFC_REPLAY) c->n_replays++;
+        }
+    }
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) fail(c, "cuda: %s", cudaGetErrorString(e));
+    if (c->err) return mf_err(c->err, "%s", c->err_msg);
+    if (mode != MFC_EAGER) return finish_downloads(c);
+    return MF_OK;
+}
+
+static void cu_synchronize(mf_backend *be) {
+    mf_cuda *c = CU(be);
+    /* inside a captured or replayed step nothing has run yet: the engine
+     * only waits there to call its hooks between layers */
+    if (c->mode == MFC_EAGER) cudaStreamSynchronize(c->stream);
+}
+
+static int cu_n_threads(mf_backend *be) { return 1; }
+static mf_status cu_set_threads(mf_backend *be, int n) { return MF_OK; }
+static bool cu_supports_type(mf_backend *be, mf_type t) { return mfc_type_ok(t); }
+
+static void cu_download(mf_backend *be, const float *src, size_t n, float *dst) {
+    mf_cuda *c = CU(be);
+    MIX(c, src), MIX(c, n), MIX(c, dst);
+    if (c->mode == MFC_EAGER) {
+        if (c->err) return;
+        if (c->graphs && c->step && c->step->n_tok == 1 && !c->exec && c->step->n_out &&
+            (c->graph_nout != c->step->n_out || c->dl_used + n > c->dl_cap)) {
+            /* size the staging for the graph of the next one-row step */
+            if (c->h_dl) cudaFreeHost(c->h_dl);
+            c->h_dl = NULL;
+            c->dl_cap = 0;
+            if (cudaMallocHost((void **)&c->h_dl, (c->dl_used + n) * sizeof(float)) == cudaSuccess) {
+                c->dl_cap = c->dl_used + n;
+                c->graph_nout = c->step->n_out;
+            } else {
+                cudaGetLastError();
+                c->graphs = false;
+            }
+        }
+        c->dl_used += n;
+        cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+        if (e != cudaSuccess) fail(c, "cuda download: %s", cudaGetErrorString(e));
+        return;
+    }
+    if (c->n_dl == MFC_MAX_DL || c->dl_used + n > c->dl_cap) {
+        fail(c, "cuda: a decode step downloads more than the graph's staging holds");
+        return;
+    }
+    c->dl[c->n_dl++] = (mfc_dl){dst, c->dl_used, n};
+    if (c->mode == MFC_CAPTURE && !c->err &&
+        cudaMemcpyAsync(c->h_dl + c->dl_used, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream) != cudaSuccess)
+        fail(c, "cuda: capture of a download: %s", cudaGetErrorString(cudaGetLastError()));
+    c->dl_used += n;
+}
+
+/* ---- ops ---- */
+
+static const void *wdev(mf_weight w) { return w ? w->handle : NULL; }
+
+/* x_fresh: x may have changed since the last product quantized it */
+static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf_weight b, float *res, bool x_fresh) {
+    MIX(c, w), MIX(c, x), MIX(c, rows), MIX(c, out), MIX(c, b), MIX(c, res);
+    if (c->mode == MFC_REPLAY || c->err) return;
+    const int k = (int)w->ne[0];
+    if (c->mmvq && mfc_mmvq_takes((int)w->type, k, rows) && (size_t)k * (size_t)rows <= c->q8_cap) {
+        if (x_fresh || c->q8_x != x) mfc_quant_x(c->stream, x, k, rows, &c->q8);
+        c->q8_x = x;
+        mfc_mmvq(c->stream, (int)w->type, w->handle, mf_row_size(w->type, k), k, (int)w->ne[1], &c->q8, rows, out,
+                 b ? (const float *)b->handle : NULL, res);
+        check(c, "matmul");
+        return;
+    }
+    if (!mfc_matmul(c->stream, (int)w->type, w->handle, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
+                    rows, out, b ? (const float *)b->handle : NULL, res))
+        fail(c, "cuda matmul: %s (%s, %lld x %lld) over %d rows is not supported", w->name, mf_type_name(w->type),
+             (long long)w->ne[1], (long long)w->ne[0], rows);
+    check(c, "matmul");
+}
+
+static void cu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out) {
+    mf_cuda *c = CU(be);
+    op_begin(c, 1);
+    mm(c, w, x, rows, out, NULL, NULL, true);
+}
+
+static void cu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
+                        float *const *out, float *res) {
+    mf_cuda *c = CU(be);
+    op_begin(c, 2);
+    /* one quantization of x serves every product (out[i] never aliases x) */
+    c->q8_x = NULL;
+    for (int i = 0; i < nw; i++) mm(c, w[i], x, rows, out[i], b ? b[i] : NULL, i == 0 ? res : NULL, i == 0);
+}
+
+static void cu_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *out) {
+    mf_cuda *c = CU(be);
+    MIX(c, w), MIX(c, which), MIX(c, out);
+    if (!op_begin(c, 3)) return;
+    if (!mfc_get_rows(c->stream, (int)w->type, w->handle, mf_row_size(w->type, w->ne[0]), (int)w->ne[0],
+                      which == MF_STEP_TOKENS ? c->sd.tok : c->sd.pos, c->step->n_tok, out))
+        fail(c, "cuda get_rows: %s (%s) is not supported", w->name, mf_type_name(w->type));
+    check(c, "get_rows");
+}
+
+static void cu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight w, mf_weight b, int rows, int n,
+                    float eps, float *out) {
+    mf_cuda *c = CU(be);
+    MIX(c, type), MIX(c, x), MIX(c, w), MIX(c, b), MIX(c, rows), MIX(c, n), MIX(c, eps), MIX(c, out);
+    if (!op_begin(c, 4)) return;
+    mfc_norm(c->stream, type == MF_NORM_LAYER, x, wdev(w), wdev(b), rows, n, eps, out);
+    check(c, "norm");
+}
+
+static void cu_add(mf_backend *be, float *a, const float *b, size_t n) {
+    mf_cuda *c = CU(be);
+    MIX(c, a), MIX(c, b), MIX(c, n);
+    if (!op_begin(c, 5)) return;
+    mfc_add(c->stream, a, b, n);
+    check(c, "add");
+}
+
+static void cu_scale(mf_backend *be, float *x, float s, size_t n) {
+    mf_cuda *c = CU(be);
+    MIX(c, x), MIX(c, s), MIX(c, n);
+    if (!op_begin(c, 6)) return;
+    mfc_scale(c->stream, x, s, n);
+    check(c, "scale");
+}
+
+static void cu_softcap(mf_backend *be, float *x, float cap, size_t n) {
+    mf_cuda *c = CU(be);
+    MIX(c, x), MIX(c, cap), MIX(c, n);
+    if (!op_begin(c, 7)) return;
+    mfc_softcap(c->stream, x, cap, n);
+    check(c, "softcap");
+}
+
+static void cu_copy_cols(mf_backend *be, const float *src, int sw, int col0, int n, int rows, float *dst) {
+    mf_cuda *c = CU(be);
+    MIX(c, src), MIX(c, sw), MIX(c, col0), MIX(c, n), MIX(c, rows), MIX(c, dst);
+    if (!op_begin(c, 8)) return;
+    mfc_copy_cols(c->stream, src, sw, col0, n, rows, dst);
+    check(c, "copy_cols");
+}
+
+static void cu_gather_out(mf_backend *be, const float *src, int first, int count, int n, float *dst) {
+    mf_cuda *c = CU(be);
+    MIX(c, src), MIX(c, first), MIX(c, count), MIX(c, n), MIX(c, dst);
+    if (!op_begin(c, 9)) return;
+    mfc_gather_rows(c->stream, src, c->sd.out_rows + first, count, n, dst);
+    check(c, "gather_out");
+}
+
+static void cu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out) {
+    mf_cuda *c = CU(be);
+    MIX(c, act), MIX(c, gate), MIX(c, up), MIX(c, n), MIX(c, out);
+    if (!op_begin(c, 10)) return;
+    mfc_glu(c->stream, (int)act, gate, up, n, out);
+    check(c, "glu");
+}
+
+static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf_rope_params *p) {
+    mf_cuda *c = CU(be);
+    MIX(c, x), MIX(c, n_head), MIX(c, head_dim), MIX(c, *p);
+    if (!op_begin(c, 11)) return;
+    mfc_rope r = {p->type == MF_ROPE_NEOX, p->n_rot, powf(p->base, -2.0f / (float)p->n_rot), p->freq_scale,
+                  p->ext_factor, p->attn_factor, p->corr_dims[0], p->corr_dims[1],
+                  p->freq_factors ? (const float *)p->freq_factors->handle : NULL};
+    mfc_rope_apply(c->stream, x, c->step->n_tok, n_head, head_dim, c->sd.pos, &r);
+    check(c, "rope");
+}
+
+static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *v) {
+    mf_cuda *c = CU(be);
+    MIX(c, layer), MIX(c, k), MIX(c, v);
+    if (!op_begin(c, 12)) return;
+    mfc_kv_store(c->stream, &c->sd, c->step->n_tok, k, v, c->k[layer], c->v[layer], (int)c->kv.k_width,
+                 (int)c->kv.v_width, c->kv.type == MF_KV_F16);
+    check(c, "kv_store");
+}
+
+static void cu_attention(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out) {
+    mf_cuda *c = CU(be);
+    MIX(c, layer), MIX(c, q), MIX(c, *p), MIX(c, out);
+    if (!op_begin(c, 13)) return;
+    mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
+                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16};
+    mfc_attention(c->stream, &c->sd, c->step->n_tok, q, c->k[layer], c->v[layer], &a, out);
+    check(c, "attention");
+}
+
+/* Mixture-of-experts models are refused at load (weights.c); these keep
+ * the table whole. */
+static void cu_moe_route(mf_backend *be, const float *l, int n, const mf_moe_route *p, int32_t *sel, float *w) {
+    fail(CU(be), "cuda: mixture-of-experts routing is not supported yet");
+}
+static void cu_matmul_id(mf_backend *be, mf_weight e, int ne, const float *x, bool ps, int rows, int k,
+                         const int32_t *sel, float *out, float *ti, float *to) {
+    fail(CU(be), "cuda: expert products are not supported yet");
+}
+static void cu_scale_rows(mf_backend *be, float *x, const float *s, bool sig, int rows, int n) {
+    fail(CU(be), "cuda: scale_rows is not supported yet");
+}
+static void cu_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out) {
+    fail(CU(be), "cuda: sum_slots is not supported yet");
+}
+
+/* ---- the cache outside steps (sessions, copy-on-write) ---- */
+
+static size_t cu_kv_read(mf_backend *be, int layer, const int32_t *cells, uint32_t n, void *dst) {
+    mf_cuda *c = CU(be);
+    const size_t total = (size_t)n * (c->k_row_bytes + c->v_row_bytes);
+    if (!dst) return total;
+    uint8_t *o = dst;
+    for (uint32_t i = 0; i < n; i++, o += c->k_row_bytes)
+        cudaMemcpy(o, (uint8_t *)c->k[layer] + (size_t)cells[i] * c->k_row_bytes, c->k_row_bytes, cudaMemcpyDeviceToHost);
+    for (uint32_t i = 0; i < n; i++, o += c->v_row_bytes)
+        cudaMemcpy(o, (uint8_t *)c->v[layer] + (size_t)cells[i] * c->v_row_bytes, c->v_row_bytes, cudaMemcpyDeviceToHost);
+    return total;
+}
+
+static void cu_kv_write(mf_backend *be, int layer, const int32_t *cells, uint32_t n, const void *src) {
+    mf_cuda *c = CU(be);
+    const uint8_t *s = src;
+    for (uint32_t i = 0; i < n; i++, s += c->k_row_bytes)
+        cudaMemcpy((uint8_t *)c->k[layer] + (size_t)cells[i] * c->k_row_bytes, s, c->k_row_bytes, cudaMemcpyHostToDevice);
+    for (uint32_t i = 0; i < n; i++, s += c->v_row_bytes)
+        cudaMemcpy((uint8_t *)c->v[layer] + (size_t)cells[i] * c->v_row_bytes, s, c->v_row_bytes, cudaMemcpyHostToDevice);
+}
+
+static void cu_kv_copy_page(mf_backend *be, int32_t src, int32_t dst) {
+    mf_cuda *c = CU(be);
+    const size_t P = c->kv.page_size;
+    for (uint32_t l = 0; l < c->kv.n_layer; l++) {
+        cudaMemcpyAsync((uint8_t *)c->k[l] + (size_t)dst * P * c->k_row_bytes,
+                        (uint8_t *)c->k[l] + (size_t)src * P * c->k_row_bytes, P * c->k_row_bytes,
+                        cudaMemcpyDeviceToDevice, c->stream);
+        cudaMemcpyAsync((uint8_t *)c->v[l] + (size_t)dst * P * c->v_row_bytes,
+                        (uint8_t *)c->v[l] + (size_t)src * P * c->v_row_bytes, P * c->v_row_bytes,
+                        cudaMemcpyDeviceToDevice, c->stream);
+    }
+}
+
+static const mf_backend_ops g_cuda_ops = {
+    .name = "cuda",
+    .host_memory = false,
+    .destroy = cu_destroy,
+    .alloc = cu_alloc,
+    .kv_init = cu_kv_init,
+    .begin_step = cu_begin_step,
+    .end_step = cu_end_step,
+    .synchronize = cu_synchronize,
+    .n_threads = cu_n_threads,
+    .set_threads = cu_set_threads,
+    .supports_type = cu_supports_type,
+    .get_rows = cu_get_rows,
+    .norm = cu_norm,
+    .matmul = cu_matmul,
+    .matmul_n = cu_matmul_n,
+    .add = cu_add,
+    .copy_cols = cu_copy_cols,
+    .gather_out = cu_gather_out,
+    .moe_route = cu_moe_route,
+    .matmul_id = cu_matmul_id,
+    .scale_rows = cu_scale_rows,
+    .sum_slots = cu_sum_slots,
+    .softcap = cu_softcap,
+    .scale = cu_scale,
+    .rope = cu_rope,
+    .glu = cu_glu,
+    .kv_store = cu_kv_store,
+    .kv_read = cu_kv_read,
+    .kv_write = cu_kv_write,
+    .kv_copy_page = cu_kv_copy_page,
+    .attention = cu_attention,
+    .download = cu_download,
+};
+
+mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(why, why_len, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        cudaGetLastError();
+        return NULL;
+    }
+    mf_cuda *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->base.ops = &g_cuda_ops;
+    c->verbose = cfg->verbose;
+    c->max_rows = cfg->max_rows;
+    c->max_ctx = cfg->max_ctx;
+    c->graph_nout = -1;
+    c->graphs = !(getenv("MINFER_CUDA_GRAPH") && !mf_env_on("MINFER_CUDA_GRAPH"));
+    const char *prof = getenv("MINFER_OP_PROFILE");
+    if (prof && strcmp(prof, "0")) c->graphs = false; /* the profiler times ops one by one */
+    c->mmvq = !(getenv("MINFER_CUDA_MMVQ") && !mf_env_on("MINFER_CUDA_MMVQ"));
+    cudaGetDevice(&c->device);
+    /* int8 activations for up to 8 rows of the widest input */
+    const size_t qn = (size_t)8 * (size_t)(cfg->max_width + 256);
+    c->q8_cap = qn;
+    if (cudaMalloc((void **)&c->q8.q, qn) != cudaSuccess || cudaMalloc((void **)&c->q8.d, qn / 32 * 4) != cudaSuccess ||
+        cudaMalloc((void **)&c->q8.s, qn / 32 * 4) != cudaSuccess) {
+        snprintf(why, why_len, "out of device memory for the activation buffers");
+        cudaGetLastError();
+        cu_destroy(&c->base);
+        return NULL;
+    }
+    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        snprintf(why, why_len, "cannot create a CUDA stream: %s", cudaGetErrorString(cudaGetLastError()));
+        free(c);
+        return NULL;
+    }
+    if (c->verbose) {
+        struct cudaDeviceProp pr;
+        cudaGetDeviceProperties(&pr, c->device);
+        mf_log(MF_LOG_INFO, "minfer: cuda backend on %s (sm_%d%d, %d SMs, %.0f GiB), one stream, decode graphs %s\n",
+               pr.name, pr.major, pr.minor, pr.multiProcessorCount, (double)pr.totalGlobalMem / (1u << 30),
+               c->graphs ? "on" : "off");
+        mf_log(MF_LOG_INFO, "minfer: cuda kernels: up to 8 rows: Q4_K/Q6_K by dp4a over int8 activations%s, other "
+                            "types warp-per-row f32; more rows: 64x64 f32 tiles; weights decoded from the file's "
+                            "encoding in all\n", c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)");
+    }
+    return &c->base;
+}

@@ -1,0 +1,79 @@
+/* cuda.h - the CUDA backend's state (one per context: its own stream, KV
+ * cache, activation buffers and step buffers) and its entry points for the
+ * registry (backends/registry.c). Host code is C; kernels are in k_*.cu
+ * behind kernels.h. */
+#ifndef MF_CUDA_H
+#define MF_CUDA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "backends/registry.h"
+#include "cuda/kernels.h"
+
+/* How a step's ops run: queued as they come (eager), queued while the
+ * stream is being captured into a graph (capture), or not run at all because
+ * a graph captured earlier for the same op sequence replays them (replay). */
+typedef enum mfc_mode { MFC_EAGER, MFC_CAPTURE, MFC_REPLAY } mfc_mode;
+
+/* a download of a captured step: device src -> pinned staging at off ->
+ * host dst once the graph has run */
+typedef struct mfc_dl {
+    float *dst;
+    size_t off, n;
+} mfc_dl;
+
+#define MFC_MAX_DL 16
+
+typedef struct mf_cuda {
+    mf_backend base;
+    cudaStream_t stream;
+    int device;
+    bool verbose;
+    int max_rows;
+    uint32_t max_ctx;
+    mf_status err; /* first failure since the last end_step */
+    char err_msg[256];
+    void **bufs;
+    int n_bufs;
+    /* activations of a decode product quantized to int8 (k_mmvq.cu), and
+     * which input they hold (reused across the products of one matmul_n) */
+    mfc_q8 q8;
+    const float *q8_x;
+    size_t q8_cap; /* int8 elements q8 holds */
+    bool mmvq; /* MINFER_CUDA_MMVQ=0 takes the f32 path for every type */
+    /* KV cache: per layer, one row per cell in f16 or f32 (k_attn.cu) */
+    mf_kv_desc kv;
+    void **k, **v;
+    size_t k_row_bytes, v_row_bytes;
+    /* the step: host arrays in pinned memory, copied to dev in begin_step */
+    const mf_step *step;
+    int32_t *h_step, *d_step;
+    size_t step_cap; /* int32s */
+    mfc_step_dev sd;
+    /* decode graphs: one captured op sequence (for one-row steps), replayed
+     * while the forward asks for the same ops with the same arguments */
+    bool graphs;
+    mfc_mode mode;
+    uint64_t hash;
+    cudaGraphExec_t exec;
+    uint64_t exec_hash;
+    int graph_nout; /* output rows of the one-row steps the graph is for (-1: none yet) */
+    mfc_dl dl[MFC_MAX_DL];
+    int n_dl;
+    size_t dl_used;
+    float *h_dl; /* pinned staging of captured downloads */
+    size_t dl_cap;
+    int n_captures, n_replays;
+} mf_cuda;
+
+mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t why_len);
+/* Upload every tensor of the model to the device once, in the file's
+ * encoding; refuses types the kernels do not take, naming the tensor. */
+mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p);
+
+/* GB/s (read + written) of a device-to-device copy of `bytes`; -1 on failure */
+double mf_cuda_copy_bandwidth(size_t bytes);
+
+#endif

@@ -1,0 +1,98 @@
+/* kernels.h - the C face of the CUDA kernels (k_*.cu): one launcher per
+ * kernel family, queued on the given stream. Launchers never synchronize;
+ * they return false only for shapes or types they do not take (the caller
+ * then records an error), and leave launch errors to cudaGetLastError.
+ *
+ * Step inputs (token ids, positions, cells, page tables) are read by the
+ * kernels from device memory (mfc_step_dev), never passed by value, so a
+ * captured decode step can be replayed for the next token unchanged. */
+#ifndef MF_CUDA_KERNELS_H
+#define MF_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device copies of one step's per-row and per-sequence arrays. */
+typedef struct mfc_step_dev {
+    const int32_t *tok;     /* [n_tok] */
+    const int32_t *pos;     /* [n_tok] */
+    const int32_t *cell;    /* [n_tok] */
+    const int32_t *rowseq;  /* [n_tok] index of the row's sequence */
+    const int32_t *out_rows;/* [n_out] */
+    const int32_t *seq_pg;  /* [n_seq] offset of each sequence's block table in pages */
+    const int32_t *pages;   /* block tables, concatenated */
+} mfc_step_dev;
+
+typedef struct mfc_attn {
+    int n_head, n_head_kv, head_dim_k, head_dim_v;
+    float scale, softcap;
+    int window;
+    int page_size;
+    int k_width, v_width; /* elements per cache row */
+    bool f16;             /* cache type: f16, else f32 */
+} mfc_attn;
+
+typedef struct mfc_rope {
+    int neox;
+    int n_rot;
+    float theta_scale; /* base^(-2/n_rot), computed on the host with the CPU's powf */
+    float freq_scale, ext_factor, attn_factor, corr0, corr1;
+    const float *freq_factors; /* device, or NULL */
+} mfc_rope;
+
+/* whether matmul / get_rows take weights of this mf_type */
+bool mfc_type_ok(int type);
+
+/* out[r][j] = x[r] . W[j] (+ b[j]); res[r][j] += out[r][j] when res is given.
+ * W: n rows of k elements in type `type` (row_bytes apart). */
+bool mfc_matmul(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const float *x, int rows,
+                float *out, const float *b, float *res);
+
+/* Activations quantized to int8 blocks of 32 (scale d, scaled sum s per
+ * block), for the dp4a decode products (k_mmvq.cu). */
+typedef struct mfc_q8 {
+    int8_t *q;
+    float *d, *s;
+} mfc_q8;
+/* whether mfc_mmvq takes this product */
+bool mfc_mmvq_takes(int type, int k, int rows);
+void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q);
+/* as mfc_matmul, over activations mfc_quant_x wrote into q */
+void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q, int rows,
+              float *out, const float *b, float *res);
+
+/* out[r] = row ids[r] of w as f32; ids from the step's tokens or positions */
+bool mfc_get_rows(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, const int32_t *ids, int rows,
+                  float *out);
+
+void mfc_norm(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows, int n,
+              float eps, float *out);
+void mfc_add(cudaStream_t s, float *a, const float *b, size_t n);
+void mfc_scale(cudaStream_t s, float *x, float f, size_t n);
+void mfc_softcap(cudaStream_t s, float *x, float cap, size_t n);
+/* act: 0 SwiGLU, 1 GEGLU, 2 GELU (mf_ffn_type order) */
+void mfc_glu(cudaStream_t s, int act, const float *gate, const float *up, size_t n, float *out);
+void mfc_copy_cols(cudaStream_t s, const float *src, int src_width, int col0, int n, int rows, float *dst);
+void mfc_gather_rows(cudaStream_t s, const float *src, const int32_t *idx, int count, int n, float *dst);
+void mfc_rope_apply(cudaStream_t s, float *x, int rows, int n_head, int head_dim, const int32_t *pos, const mfc_rope *p);
+
+void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
+                  int k_width, int v_width, bool f16);
+void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
+                   const mfc_attn *p, float *out);
+
+/* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
+void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
