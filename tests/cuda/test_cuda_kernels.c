@@ -1,0 +1,136 @@
+/* test_cuda_kernels.c - every cuda product kernel against its slow twin:
+ * weights quantized by quant/'s reference quantizer, decoded by its
+ * reference dequantizer, and a dot product in double on the host.
+ *
+ * Per type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+ * and row count (1, 3 and 8: the warp-per-row decode kernel; 20: the tiled
+ * prefill kernel), |gpu - ref| <= 1e-5 * sum |w||x| per output, the f32
+ * accumulation's bound (the sums run in another order than the host's,
+ * and nvcc may fuse a decode's multiply and add into one FMA).
+ * The dp4a kernels (Q4_K, Q6_K, up to 8 rows) are held to the same bound
+ * against a reference over the activations rounded as they round them
+ * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
+ * is checked exactly up to float rounding. The embedding lookup
+ * (get_rows) against to_float, 1e-6 relative. Rows of 172 elements (F32,
+ * F16) cover the one-element paths. Exits 77 (skipped) without a device. */
+#include "testutil.h"
+#include "cuda/kernels.h"
+#include "quant/types.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t g_r = 12345;
+static float frand(void) {
+    g_r = g_r * 1103515245u + 12345u;
+    return ((float)(g_r >> 8) / 16777216.0f - 0.5f) * 2.0f;
+}
+
+static void *dup_dev(const void *p, size_t n) {
+    void *d = NULL;
+    if (cudaMalloc(&d, n ? n : 4) != cudaSuccess) return NULL;
+    cudaMemcpy(d, p, n, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* x rounded as mfc_quant_x rounds it */
+static void q8_round(const float *x, int n, float *y) {
+    for (int b = 0; b < n / 32; b++) {
+        float a = 0;
+        for (int i = 0; i < 32; i++) a = fmaxf(a, fabsf(x[b * 32 + i]));
+        const float d = a / 127.0f;
+        for (int i = 0; i < 32; i++) y[b * 32 + i] = d > 0 ? (float)(int)rintf(x[b * 32 + i] / d) * d : 0.0f;
+    }
+}
+
+static void check_type(int type, int k, int n) {
+    const mf_type_traits *tr = mf_type_traits_ref(type);
+    const size_t rb = mf_row_size(type, k);
+    float *wf = malloc(sizeof(float) * (size_t)k * n), *wd = malloc(sizeof(float) * (size_t)k * n);
+    uint8_t *wq = malloc(rb * (size_t)n);
+    for (size_t i = 0; i < (size_t)k * n; i++) wf[i] = frand();
+    for (int j = 0; j < n; j++) {
+        tr->from_float_ref(wf + (size_t)j * k, wq + (size_t)j * rb, k);
+        tr->to_float(wq + (size_t)j * rb, wd + (size_t)j * k, k);
+    }
+    const int R = 20;
+    float *x = malloc(sizeof(float) * (size_t)R * k), *xr = malloc(sizeof(float) * (size_t)R * k);
+    for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
+    float *out = malloc(sizeof(float) * (size_t)R * n);
+    void *dw = dup_dev(wq, rb * (size_t)n);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)R * k), *dout = NULL;
+    cudaMalloc((void **)&dout, sizeof(float) * (size_t)R * n);
+    mfc_q8 q8 = {0};
+    cudaMalloc((void **)&q8.q, (size_t)R * k);
+    cudaMalloc((void **)&q8.d, (size_t)R * k / 8);
+    cudaMalloc((void **)&q8.s, (size_t)R * k / 8);
+    static const int rows_list[] = {1, 3, 8, 20};
+    for (int mode = 0; mode < 2; mode++) {
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+            const int rows = rows_list[ri];
+            const bool q = mode == 1;
+            if (q && !mfc_mmvq_takes(type, k, rows)) continue;
+            cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
+            if (q) {
+                mfc_quant_x(0, dx, k, rows, &q8);
+                mfc_mmvq(0, type, dw, rb, k, n, &q8, rows, dout, NULL, NULL);
+                for (int r = 0; r < rows; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k);
+            } else {
+                CHECK(mfc_matmul(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: matmul refused",
+                      mf_type_name(type));
+                memcpy(xr, x, sizeof(float) * (size_t)rows * k);
+            }
+            cudaError_t e = cudaDeviceSynchronize();
+            CHECK(e == cudaSuccess, "%s rows %d: %s", mf_type_name(type), rows, cudaGetErrorString(e));
+            cudaMemcpy(out, dout, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
+            int bad = 0;
+            double worst = 0;
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < n; j++) {
+                    double ref = 0, mag = 0;
+                    for (int i = 0; i < k; i++) {
+                        ref += (double)wd[(size_t)j * k + i] * xr[(size_t)r * k + i];
+                        mag += fabs((double)wd[(size_t)j * k + i] * xr[(size_t)r * k + i]);
+                    }
+                    const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
+                    if (!(d <= 1e-5)) bad++;
+                    if (d > worst || d != d) worst = d;
+                }
+            CHECK(bad == 0, "%s k %d rows %d%s: %d of %d outputs off (worst %.2e of sum |w||x|)", mf_type_name(type), k,
+                  rows, q ? " dp4a" : "", bad, rows * n, worst);
+        }
+    }
+    /* embedding rows */
+    int32_t ids[3] = {n - 1, 0, n / 2};
+    int32_t *did = dup_dev(ids, sizeof ids);
+    CHECK(mfc_get_rows(0, type, dw, rb, k, did, 3, dout), "%s: get_rows refused", mf_type_name(type));
+    cudaMemcpy(out, dout, sizeof(float) * 3 * (size_t)k, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < k; i++) {
+            const float ref = wd[(size_t)ids[r] * k + i];
+            if (fabsf(out[(size_t)r * k + i] - ref) > 1e-6f * fmaxf(1.0f, fabsf(ref))) bad++;
+        }
+    CHECK(bad == 0, "%s: get_rows: %d of %d elements off", mf_type_name(type), bad, 3 * k);
+    cudaFree(did);
+    cudaFree(dw), cudaFree(dx), cudaFree(dout), cudaFree(q8.q), cudaFree(q8.d), cudaFree(q8.s);
+    free(wf), free(wd), free(wq), free(x), free(xr), free(out);
+}
+
+int main(void) {
+    int nd = 0;
+    if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
+        fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device\n");
+        return 77;
+    }
+    static const int types[] = {MF_TYPE_F32,  MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0,
+                                MF_TYPE_Q5_1, MF_TYPE_Q8_0, MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        check_type(types[i], 1024, 37);
+        check_type(types[i], 2560, 9);
+    }
+    check_type(MF_TYPE_F32, 172, 33);
+    check_type(MF_TYPE_F16, 172, 33);
+    return test_summary("test_cuda_kernels");
+}
