@@ -11,6 +11,7 @@
 
 #include "bench_batch.h"
 #include "cli.h"
+#include "backends/registry.h"
 #include "core/timer.h"
 #include "minfer.h"
 
@@ -24,6 +25,8 @@ static void usage(FILE *f) {
             "  -t, --threads N      threads (default: all CPUs)\n"
             "  -b, --batch-size N   prefill batch (default 512)\n"
             "  --cache-type T       KV cache type: f16 (default), f32, q8_0\n"
+            "  --backend NAME       cpu (default), cpu-ref or cuda\n"
+            "  -ngl N|all           layers on the GPU (all, or N >= the model's layers: the cuda backend; 0: the CPU)\n"
             "  -o, --output FMT     md (default), csv or json\n"
             "  --no-bandwidth       skip the bandwidth probe and ceiling line\n"
             "  --no-mmap            read the model into memory (2 MiB pages) instead of mapping it\n"
@@ -97,9 +100,13 @@ int cmd_bench(int argc, char **argv) {
     bool probe = true;
     int levels[32], n_levels = 0;
     mf_kv_type kv = mf_context_default_params().kv_type;
+    cli_dev dev = CLI_DEV_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define INT_OPT(lo, hi, dst) do { if (!cli_int("bench", a, v, lo, hi, &dst)) return 2; i++; } while (0)
+        const int dv = cli_dev_opt("bench", a, v, &dev);
+        if (dv < 0) return 2;
+        if (dv) { i++; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) { model_path = v; i++; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) INT_OPT(0, 1 << 20, n_prompt);
@@ -139,6 +146,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model_path) { fprintf(stderr, "minfer bench: no model given (-m FILE)\n"); return 2; }
     if (!n_prompt && !n_gen) { fprintf(stderr, "minfer bench: nothing to run (-p 0 and -n 0)\n"); return 2; }
+    if (!cli_dev_backend("bench", &dev, &mp.backend)) return 2;
+    const bool gpu = mp.backend && !strcmp(mp.backend, "cuda");
 
     int rc = 1;
     mf_model *model = NULL;
@@ -148,6 +157,7 @@ int cmd_bench(int argc, char **argv) {
     int n_res = 0;
     memset(res, 0, sizeof res);
     if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
+    if (!cli_dev_check("bench", &dev, model)) goto done;
     if (n_levels) {
         bench_batch_opts bo = {levels, n_levels, (int)n_prompt, (int)n_gen, (int)reps, (int)n_threads, (int)n_batch, kv, fmt};
         rc = bench_batch(model, model_path, &bo);
@@ -209,7 +219,8 @@ int cmd_bench(int argc, char **argv) {
         printf("| model | size | params | backend | threads | type_kv | test | t/s |\n");
         printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
         for (int k = 0; k < n_res; k++)
-            printf("| %s | %s | %s | CPU | %d | %s | %s | %.2f ± %.2f |\n", mf_model_arch(model), sz, pr, threads, kvn,
+            printf("| %s | %s | %s | %s | %d | %s | %s | %.2f ± %.2f |\n", mf_model_arch(model), sz, pr,
+                   gpu ? "CUDA" : "CPU", threads, kvn,
                    res[k].test, res[k].mean, res[k].sd);
     } else if (!strcmp(fmt, "csv")) {
         printf("model_filename,model_type,model_size,model_n_params,n_threads,type_kv,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
@@ -230,7 +241,17 @@ int cmd_bench(int argc, char **argv) {
         }
         printf("]\n");
     }
-    if (probe && n_gen) {
+    if (probe && n_gen && gpu) {
+        /* the device's own copy bandwidth, measured here (2 x 1 GiB buffers) */
+        const double gbs = mf_backend_copy_bandwidth("cuda", (size_t)1 << 30);
+        const double bpt = (double)mf_model_bytes_per_token(model);
+        const result *tg = &res[n_res - 1];
+        if (gbs > 0)
+            fprintf(stderr, "ceiling: %s decode reads %.1f GB/s of weights = %.1f%% of the %.1f GB/s device copy "
+                            "bandwidth (read + write) measured now (%.1f MiB per token, ceiling %.1f t/s)\n",
+                    tg->test, tg->mean * bpt / 1e9, 100.0 * tg->mean * bpt / (gbs * 1e9), gbs, bpt / 1048576.0,
+                    gbs * 1e9 / bpt);
+    } else if (probe && n_gen) {
         const double gbs = mf_read_bandwidth((int)n_threads, (size_t)1 << 30);
         const double bpt = (double)mf_model_bytes_per_token(model);
         const double ceiling = gbs * 1e9 / bpt;

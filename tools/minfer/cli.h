@@ -30,6 +30,23 @@ const char *cli_kv_name(mf_kv_type t);
 /* Fixed pseudo-random token ids for benchmarks (xorshift64 on *state). */
 mf_token cli_rand_token(uint64_t *state, int32_t n_vocab);
 
+/* Where the model runs: --backend NAME (cpu, cpu-ref, cuda) and
+ * -ngl N|all (llama.cpp's --n-gpu-layers): N > 0 or all loads the model for
+ * the cuda backend, 0 for the CPU. Every layer goes to the GPU or none does:
+ * an N below the model's layer count is refused (cli_dev_check). */
+#define CLI_NGL_ALL 0x7fffffffL
+typedef struct cli_dev {
+    const char *backend; /* NULL: not given */
+    long ngl;            /* -1: not given */
+} cli_dev;
+#define CLI_DEV_INIT {NULL, -1}
+/* 1: a[/v] was one of these options (the caller skips v), 0: not one, -1: bad value (message printed) */
+int cli_dev_opt(const char *cmd, const char *a, const char *v, cli_dev *d);
+/* the backend name for mf_model_params.backend; false on a contradiction */
+bool cli_dev_backend(const char *cmd, const cli_dev *d, const char **backend);
+/* after loading: false (message printed) for a partial offload */
+bool cli_dev_check(const char *cmd, const cli_dev *d, const mf_model *m);
+
 /* Reads all of stdin (for prompts), a file, or an open stream, NUL-terminated;
  * NULL on error (errno tells why). `len` may be NULL. */
 char *cli_read_stdin(size_t *len);

@@ -99,3 +99,48 @@ mf_token cli_rand_token(uint64_t *state, int32_t n_vocab) {
     *state = x;
     return (mf_token)(x % (uint64_t)n_vocab);
 }
+
+/* ---- --backend / -ngl ---- */
+
+int cli_dev_opt(const char *cmd, const char *a, const char *v, cli_dev *d) {
+    if (!strcmp(a, "--backend")) {
+        if (!v) {
+            fprintf(stderr, "minfer %s: option --backend needs a value (cpu, cpu-ref, cuda)\n", cmd);
+            return -1;
+        }
+        d->backend = v;
+        return 1;
+    }
+    if (strcmp(a, "-ngl") && strcmp(a, "--gpu-layers") && strcmp(a, "--n-gpu-layers")) return 0;
+    if (v && !strcmp(v, "all")) {
+        d->ngl = CLI_NGL_ALL;
+        return 1;
+    }
+    long n;
+    if (!cli_int(cmd, a, v, 0, 1 << 20, &n)) return -1;
+    d->ngl = n;
+    return 1;
+}
+
+bool cli_dev_backend(const char *cmd, const cli_dev *d, const char **backend) {
+    *backend = d->backend;
+    if (d->ngl < 0) return true;
+    const bool gpu = d->ngl > 0;
+    if (d->backend && (gpu ? strcmp(d->backend, "cuda") != 0 : strcmp(d->backend, "cuda") == 0)) {
+        fprintf(stderr, "minfer %s: -ngl %ld contradicts --backend %s\n", cmd, d->ngl == CLI_NGL_ALL ? 9999 : d->ngl,
+                d->backend);
+        return false;
+    }
+    if (gpu) *backend = "cuda";
+    return true;
+}
+
+bool cli_dev_check(const char *cmd, const cli_dev *d, const mf_model *m) {
+    const int L = mf_model_n_layer(m);
+    if (d->ngl > 0 && d->ngl != CLI_NGL_ALL && d->ngl < L) {
+        fprintf(stderr, "minfer %s: -ngl %ld puts %ld of the model's %d layers on the GPU: partial offload is not "
+                        "supported yet (use -ngl all)\n", cmd, d->ngl, d->ngl, L);
+        return false;
+    }
+    return true;
+}

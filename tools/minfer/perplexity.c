@@ -34,6 +34,7 @@ static void usage(FILE *f) {
             "  --chunks K             score only the first K chunks (default: all)\n"
             "  -t, --threads N        worker threads (default: all CPUs)\n"
             "  --cache-type T         KV cache type: f16 (default), f32, q8_0\n"
+            "  --backend NAME         cpu (default), cpu-ref or cuda; -ngl N|all: all layers on the GPU (cuda)\n"
             "  --no-mmap              read the model into memory instead of mapping it\n"
             "  --no-repack            keep the weights in the file's layout (no 16-row interleave)\n"
             "The running estimate after each chunk, `[i]ppl,`, and the line\n"
@@ -117,9 +118,13 @@ int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL;
     long n_ctx = 512, n_batch = 2048, max_chunks = -1, n_threads = 0;
     mf_kv_type kv = MF_KV_F16;
+    cli_dev dev = CLI_DEV_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define INT_OPT(lo, hi, dst) do { if (!cli_int("perplexity", a, v, lo, hi, &dst)) return 2; i++; } while (0)
+        const int dv = cli_dev_opt("perplexity", a, v, &dev);
+        if (dv < 0) return 2;
+        if (dv) { i++; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) { model_path = v; i++; }
         else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) { text_path = v; i++; }
@@ -138,6 +143,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!model_path) { fprintf(stderr, "minfer perplexity: no model given (-m FILE)\n"); return 2; }
     if (!text_path) { fprintf(stderr, "minfer perplexity: no text given (-f FILE)\n"); return 2; }
     if (max_chunks == 0) { fprintf(stderr, "minfer perplexity: --chunks must be positive (or -1 for all)\n"); return 2; }
+    if (!cli_dev_backend("perplexity", &dev, &mp.backend)) return 2;
 
     int rc = 1;
     char *text = NULL;
@@ -151,6 +157,7 @@ int cmd_perplexity(int argc, char **argv) {
     text = cli_read_file(text_path, &text_len);
     if (!text) { fprintf(stderr, "minfer perplexity: cannot read %s: %s\n", text_path, strerror(errno)); goto done; }
     if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer perplexity: %s\n", mf_last_error()); goto done; }
+    if (!cli_dev_check("perplexity", &dev, model)) goto done;
 
     /* the whole file at once, with BOS, special-token texts as plain text */
     int32_t n_tok = mf_tokenize(model, text, text_len, NULL, 0, true, false);

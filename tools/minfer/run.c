@@ -35,6 +35,8 @@ static void usage(FILE *f) {
             "  --no-mmap              read the model into memory (2 MiB pages) instead of mapping it\n"
             "  --no-repack            keep the weights in the file's layout (no 16-row interleave for decode)\n"
             "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
+            "  --backend NAME         cpu (default), cpu-ref or cuda\n"
+            "  -ngl N|all             layers on the GPU: all (or N >= the model's layers) runs on cuda, 0 on the CPU\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
             "chat mode (reads one message per line from stdin; a line ending in \\ continues):\n"
@@ -65,9 +67,15 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     mp.verbose = o->verbose;
     mp.no_mmap = o->no_mmap;
     mp.no_repack = o->no_repack;
+    if (!cli_dev_backend("run", &o->dev, &mp.backend)) return false;
     double t_load = mf_now();
     if (mf_model_load(o->model_path, &mp, model)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        return false;
+    }
+    if (!cli_dev_check("run", &o->dev, *model)) {
+        mf_model_free(*model);
+        *model = NULL;
         return false;
     }
     if (o->verbose) fprintf(stderr, "minfer: %s (loaded in %.1f ms)\n", mf_model_desc(*model), (mf_now() - t_load) * 1e3);
@@ -90,6 +98,7 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
 static int parse_opts(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 128;
+    o->dev = (cli_dev)CLI_DEV_INIT;
     o->think = -1;
     o->sp = mf_sampler_default_params();
     o->kv = mf_context_default_params().kv_type;
@@ -101,6 +110,9 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 #define INT_OPT(lo, hi, dst) do { if (!cli_int("run", a, v, lo, hi, &iv)) return 2; dst = iv; i++; } while (0)
 #define FLT_OPT(dst) do { if (!cli_float("run", a, v, &dv)) return 2; dst = (float)dv; i++; } while (0)
 #define STR_OPT(dst) do { if (!v) goto missing; dst = v; i++; } while (0)
+        const int dev_opt = cli_dev_opt("run", a, v, &o->dev);
+        if (dev_opt < 0) return 2;
+        if (dev_opt) { i++; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) STR_OPT(o->model_path);
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) STR_OPT(o->prompt);

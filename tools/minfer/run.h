@@ -5,12 +5,14 @@
 
 #include <stdbool.h>
 
+#include "cli.h"
 #include "minfer.h"
 
 typedef struct run_opts {
     const char *model_path;
     bool no_mmap;           /* --no-mmap: read the file into memory */
     bool no_repack;         /* --no-repack: no x16 interleave of the weights */
+    cli_dev dev;            /* --backend / -ngl */
     const char *prompt;     /* one-shot: the prompt; chat: the first user message */
     long n_predict;         /* tokens per generation (-1 = until EOS / context full) */
     bool n_predict_set;     /* given on the command line (chat's default is -1) */
