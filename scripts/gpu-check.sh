@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# gpu-check.sh - the CUDA backend checked in one go on a machine with an
+# NVIDIA GPU: a Release build with the backend, the ctest tests labelled
+# `cuda`, then `minfer bench -ngl all` (pp512 / tg128, decode as a share of
+# the device copy bandwidth the bench measures itself) on synthetic models of
+# real shapes, and one summary at the end.
+#
+#   scripts/gpu-check.sh
+# Environment:
+#   BUILD=dir          build folder (build-gpu)
+#   JOBS=n             build jobs (all CPUs)
+#   MODELS=dir         where the benchmark models are written by `minfer synth`
+#                      (once; later runs reuse them) (/tmp/minfer-gpu-models)
+#   PRESETS="p:T ..."  synth preset and type of each benchmark model
+#                      ("qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M")
+#   REPS=n             timed runs per test (3)
+#   SANITIZE=1         also run the cuda tests under compute-sanitizer memcheck
+#   LLAMA_BENCH=path   also run llama.cpp's llama-bench on the same files
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-gpu}
+JOBS=${JOBS:-$(nproc)}
+MODELS=${MODELS:-/tmp/minfer-gpu-models}
+PRESETS=${PRESETS:-"qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M"}
+REPS=${REPS:-3}
+mkdir -p "$BUILD" "$MODELS"
+SUMMARY=$BUILD/gpu-check.summary
+: >"$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader |
+    sed 's/^/gpu: /' | tee -a "$SUMMARY"
+say "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
+
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$BUILD/configure.log" 2>&1 &&
+       cmake --build "$BUILD" -j "$JOBS" >"$BUILD/build.log" 2>&1; }; then
+    tail -30 "$BUILD/configure.log" "$BUILD/build.log"
+    say "build: FAILED (logs in $BUILD)"
+    exit 1
+fi
+grep -q "CUDA backend enabled" "$BUILD/configure.log" || { say "build: no CUDA backend (nvcc not found)"; exit 1; }
+say "build: ok"
+
+(cd "$BUILD" && ctest -L cuda --output-on-failure) >"$BUILD/cuda-tests.log" 2>&1
+rc=$?
+grep -E "max\|d\||greedy|bitwise|skip|FAIL|files compared" "$BUILD/cuda-tests.log" | sed 's/^/  /'
+if [ $rc = 0 ] && ! grep -q "Skipped\|Not Run" "$BUILD/cuda-tests.log"; then say "cuda tests: passed"
+else say "cuda tests: FAILED or skipped (rc $rc, log $BUILD/cuda-tests.log)"; fi
+
+if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_cuda" >"$BUILD/memcheck.log" 2>&1
+    if [ $? = 0 ]; then say "compute-sanitizer memcheck (test_cuda): clean"
+    else say "compute-sanitizer memcheck (test_cuda): ERRORS (log $BUILD/memcheck.log)"; fi
+fi
+
+MINFER=$BUILD/bin/minfer
+for pt in $PRESETS; do
+    preset=${pt%%:*} type=${pt##*:}
+    f=$MODELS/$preset-$type.gguf
+    if [ ! -s "$f" ]; then
+        "$MINFER" synth --preset "$preset" --type "$type" -o "$f.tmp" >/dev/null 2>&1 && mv "$f.tmp" "$f" ||
+            { say "$preset $type: synth FAILED"; continue; }
+    fi
+    out=$("$MINFER" bench -m "$f" -ngl all -p 512 -n 128 -r "$REPS" 2>&1)
+    echo "$out" >"$BUILD/bench-$preset-$type.log"
+    pp=$(echo "$out" | awk -F'|' '/ pp512 /{gsub(/ /,"",$9); print $9}')
+    tg=$(echo "$out" | awk -F'|' '/ tg128 /{gsub(/ /,"",$9); print $9}')
+    bw=$(echo "$out" | sed -n 's/.*= \([0-9.]*%\) of the \([0-9.]*\) GB\/s device copy.*/\1 of \2 GB\/s copy/p')
+    say "minfer $preset $type: pp512 ${pp:-?} t/s, tg128 ${tg:-?} t/s, decode ${bw:-?}"
+    if [ -n "${LLAMA_BENCH:-}" ]; then
+        "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r "$REPS" >"$BUILD/llama-bench-$preset-$type.log" 2>&1
+        awk -F'|' '/ pp512 | tg128 /{print "llama.cpp '"$preset $type"': " $(NF-2) " " $(NF-1)}' \
+            "$BUILD/llama-bench-$preset-$type.log" | tee -a "$SUMMARY"
+    fi
+done
+echo
+echo "== summary ($SUMMARY)"
+cat "$SUMMARY"
