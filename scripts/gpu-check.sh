@@ -62,11 +62,12 @@ for pt in $PRESETS; do
             { say "$preset $type: synth FAILED"; continue; }
     fi
     out=$("$MINFER" bench -m "$f" -ngl all -p 512 -n 128 -r "$REPS" 2>&1)
+    deep=$("$MINFER" bench -m "$f" -ngl all -p 0 -n 128 -d 4096 -r 1 --no-bandwidth 2>&1 | awk -F"|" '/ tg128 /{gsub(/ /,"",$9); print $9}')
     echo "$out" >"$BUILD/bench-$preset-$type.log"
     pp=$(echo "$out" | awk -F'|' '/ pp512 /{gsub(/ /,"",$9); print $9}')
     tg=$(echo "$out" | awk -F'|' '/ tg128 /{gsub(/ /,"",$9); print $9}')
     bw=$(echo "$out" | sed -n 's/.*= \([0-9.]*%\) of the \([0-9.]*\) GB\/s device copy.*/\1 of \2 GB\/s copy/p')
-    say "minfer $preset $type: pp512 ${pp:-?} t/s, tg128 ${tg:-?} t/s, decode ${bw:-?}"
+    say "minfer $preset $type: pp512 ${pp:-?} t/s, tg128 ${tg:-?} t/s, decode ${bw:-?}; tg128 @ d4096 ${deep:-?} t/s"
     if [ -n "${LLAMA_BENCH:-}" ]; then
         "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r "$REPS" >"$BUILD/llama-bench-$preset-$type.log" 2>&1
         awk -F'|' '/ pp512 | tg128 /{print "llama.cpp '"$preset $type"': " $(NF-2) " " $(NF-1)}' \

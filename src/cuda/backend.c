@@ -290,6 +290,12 @@ static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf
         check(c, "matmul");
         return;
     }
+    if (c->tc && mfc_gemm_tc_takes((int)w->type, k, rows) &&
+        mfc_gemm_tc(c->stream, (int)w->type, w->handle, mf_row_size(w->type, k), k, (int)w->ne[1], x, rows, out,
+                    b ? (const float *)b->handle : NULL, res)) {
+        check(c, "matmul");
+        return;
+    }
     if (!mfc_matmul(c->stream, (int)w->type, w->handle, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
                     rows, out, b ? (const float *)b->handle : NULL, res))
         fail(c, "cuda matmul: %s (%s, %lld x %lld) over %d rows is not supported", w->name, mf_type_name(w->type),
@@ -515,6 +521,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     const char *prof = getenv("MINFER_OP_PROFILE");
     if (prof && strcmp(prof, "0")) c->graphs = false; /* the profiler times ops one by one */
     c->mmvq = !(getenv("MINFER_CUDA_MMVQ") && !mf_env_on("MINFER_CUDA_MMVQ"));
+    c->tc = !(getenv("MINFER_CUDA_TC") && !mf_env_on("MINFER_CUDA_TC"));
     cudaGetDevice(&c->device);
     /* int8 activations for up to 8 rows of the widest input */
     const size_t qn = (size_t)8 * (size_t)(cfg->max_width + 256);
@@ -538,8 +545,9 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                pr.name, pr.major, pr.minor, pr.multiProcessorCount, (double)pr.totalGlobalMem / (1u << 30),
                c->graphs ? "on" : "off");
         mf_log(MF_LOG_INFO, "minfer: cuda kernels: up to 8 rows: Q4_K/Q6_K by dp4a over int8 activations%s, other "
-                            "types warp-per-row f32; more rows: 64x64 f32 tiles; weights decoded from the file's "
-                            "encoding in all\n", c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)");
+                            "types warp-per-row f32; more rows: 128x64 f16 tensor-core tiles%s (F32/BF16: "
+                            "64x64 f32 tiles); weights decoded from the file's encoding in all\n",
+               c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
     }
     return &c->base;
 }

@@ -43,6 +43,7 @@ typedef struct mf_cuda {
     const float *q8_x;
     size_t q8_cap; /* int8 elements q8 holds */
     bool mmvq; /* MINFER_CUDA_MMVQ=0 takes the f32 path for every type */
+    bool tc;   /* MINFER_CUDA_TC=0: prefill on the f32 tiles for every type */
     /* KV cache: per layer, one row per cell in f16 or f32 (k_attn.cu) */
     mf_kv_desc kv;
     void **k, **v;

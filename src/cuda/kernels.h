@@ -68,6 +68,12 @@ void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *
 void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q, int rows,
               float *out, const float *b, float *res);
 
+/* prefill products (more than 8 rows) on the tensor cores, f16 in, f32
+ * accumulate (k_gemm_tc.cu); mfc_matmul otherwise */
+bool mfc_gemm_tc_takes(int type, int k, int rows);
+bool mfc_gemm_tc(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const float *x, int rows,
+                 float *out, const float *b, float *res);
+
 /* out[r] = row ids[r] of w as f32; ids from the step's tokens or positions */
 bool mfc_get_rows(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, const int32_t *ids, int rows,
                   float *out);

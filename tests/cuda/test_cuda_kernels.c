@@ -11,7 +11,9 @@
  * against a reference over the activations rounded as they round them
  * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
  * is checked exactly up to float rounding. The embedding lookup
- * (get_rows) against to_float, 1e-6 relative. Rows of 172 elements (F32,
+ * (get_rows) against to_float, 1e-6 relative. The tensor-core prefill
+ * kernel rounds weights and activations to f16 (2^-11 relative each):
+ * 2e-3 of sum |w||x|. Rows of 172 elements (F32,
  * F16) cover the one-element paths. Exits 77 (skipped) without a device. */
 #include "testutil.h"
 #include "cuda/kernels.h"
@@ -57,25 +59,32 @@ static void check_type(int type, int k, int n) {
     const int R = 20;
     float *x = malloc(sizeof(float) * (size_t)R * k), *xr = malloc(sizeof(float) * (size_t)R * k);
     for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
-    float *out = malloc(sizeof(float) * (size_t)R * n);
+    /* outputs: the products' rows x n, or get_rows' 3 x k */
+    const size_t n_out = (size_t)R * n > (size_t)3 * k ? (size_t)R * n : (size_t)3 * k;
+    float *out = malloc(sizeof(float) * n_out);
     void *dw = dup_dev(wq, rb * (size_t)n);
     float *dx = dup_dev(x, sizeof(float) * (size_t)R * k), *dout = NULL;
-    cudaMalloc((void **)&dout, sizeof(float) * (size_t)R * n);
+    cudaMalloc((void **)&dout, sizeof(float) * n_out);
     mfc_q8 q8 = {0};
     cudaMalloc((void **)&q8.q, (size_t)R * k);
     cudaMalloc((void **)&q8.d, (size_t)R * k / 8);
     cudaMalloc((void **)&q8.s, (size_t)R * k / 8);
     static const int rows_list[] = {1, 3, 8, 20};
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < 3; mode++) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
-            const bool q = mode == 1;
+            const bool q = mode == 1, tc = mode == 2;
             if (q && !mfc_mmvq_takes(type, k, rows)) continue;
+            if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
             cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
             if (q) {
                 mfc_quant_x(0, dx, k, rows, &q8);
                 mfc_mmvq(0, type, dw, rb, k, n, &q8, rows, dout, NULL, NULL);
                 for (int r = 0; r < rows; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k);
+            } else if (tc) {
+                CHECK(mfc_gemm_tc(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: tensor-core gemm refused",
+                      mf_type_name(type));
+                memcpy(xr, x, sizeof(float) * (size_t)rows * k);
             } else {
                 CHECK(mfc_matmul(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: matmul refused",
                       mf_type_name(type));
@@ -94,11 +103,11 @@ static void check_type(int type, int k, int n) {
                         mag += fabs((double)wd[(size_t)j * k + i] * xr[(size_t)r * k + i]);
                     }
                     const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
-                    if (!(d <= 1e-5)) bad++;
+                    if (!(d <= (tc ? 2e-3 : 1e-5))) bad++;
                     if (d > worst || d != d) worst = d;
                 }
             CHECK(bad == 0, "%s k %d rows %d%s: %d of %d outputs off (worst %.2e of sum |w||x|)", mf_type_name(type), k,
-                  rows, q ? " dp4a" : "", bad, rows * n, worst);
+                  rows, q ? " dp4a" : tc ? " tensor cores" : "", bad, rows * n, worst);
         }
     }
     /* embedding rows */
