@@ -69,6 +69,7 @@ static void cu_destroy(mf_backend *be) {
     if (c->h_step) cudaFreeHost(c->h_step);
     if (c->d_step) cudaFree(c->d_step);
     if (c->h_dl) cudaFreeHost(c->h_dl);
+    cudaFree(c->att_part);
     cudaFree(c->q8.q);
     cudaFree(c->q8.d);
     cudaFree(c->q8.s);
@@ -113,6 +114,20 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         }
         cudaMemset(c->k[l], 0, cells * c->k_row_bytes);
         cudaMemset(c->v[l], 0, cells * c->v_row_bytes);
+    }
+    /* flash-decoding shares: about 256 keys each at a full context, 2..32 */
+    c->att_split = (int)(c->max_ctx / 256);
+    if (c->att_split > 32) c->att_split = 32;
+    if (c->att_split >= 2) {
+        const size_t heads = (size_t)c->max_width / (d->head_dim_v ? d->head_dim_v : 1) + 1;
+        const size_t nf = (size_t)ATT_SPLIT_ROWS * heads * (size_t)c->att_split * (d->head_dim_v + 2);
+        if (cudaMalloc((void **)&c->att_part, nf * sizeof(float)) != cudaSuccess) {
+            cudaGetLastError();
+            return mf_err(MF_ERR_NOMEM, "out of device memory for the attention split buffers");
+        }
+        c->att_heads = (int)heads;
+    } else {
+        c->att_split = 1;
     }
     /* step arrays: 5 per row, 1 per sequence, and the block tables (each at
      * most max_ctx / page_size + 1 pages) */
@@ -411,7 +426,9 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     if (!op_begin(c, 13)) return;
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
                   (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16};
-    mfc_attention(c->stream, &c->sd, c->step->n_tok, q, c->k[layer], c->v[layer], &a, out);
+    const bool split = c->att_split > 1 && c->step->n_tok <= ATT_SPLIT_ROWS && p->n_head <= c->att_heads;
+    mfc_attention(c->stream, &c->sd, c->step->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1,
+                  split ? c->att_part : NULL);
     check(c, "attention");
 }
 
@@ -516,6 +533,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     c->verbose = cfg->verbose;
     c->max_rows = cfg->max_rows;
     c->max_ctx = cfg->max_ctx;
+    c->max_width = cfg->max_width;
     c->graph_nout = -1;
     c->graphs = !(getenv("MINFER_CUDA_GRAPH") && !mf_env_on("MINFER_CUDA_GRAPH"));
     const char *prof = getenv("MINFER_OP_PROFILE");

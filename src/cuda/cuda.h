@@ -25,6 +25,7 @@ typedef struct mfc_dl {
 } mfc_dl;
 
 #define MFC_MAX_DL 16
+#define ATT_SPLIT_ROWS 8
 
 typedef struct mf_cuda {
     mf_backend base;
@@ -48,6 +49,12 @@ typedef struct mf_cuda {
     mf_kv_desc kv;
     void **k, **v;
     size_t k_row_bytes, v_row_bytes;
+    /* flash-decoding: steps of up to ATT_SPLIT_ROWS rows split each query's
+     * keys in att_split shares; their states go to att_part */
+    int att_split;
+    float *att_part;
+    int att_heads; /* query heads att_part has room for */
+    int max_width;
     /* the step: host arrays in pinned memory, copied to dev in begin_step */
     const mf_step *step;
     int32_t *h_step, *d_step;

@@ -10,7 +10,10 @@
  * takes every fourth visible key, scores it (lanes split the head's
  * dimensions, a warp-wide sum), and keeps an online softmax (running max,
  * sum, and its lanes' share of the weighted V); the four partial states are
- * merged at the end. Every query reads only its own sequence's keys through
+ * merged at the end. Decode steps (a few rows) split each query's keys into
+ * nsplit equal shares, one block each, merged by a second kernel
+ * (flash-decoding), so a deep cache keeps every multiprocessor busy; nsplit
+ * is fixed per context, so a captured step replays at any depth. Every query reads only its own sequence's keys through
  * its own block table: rows of other sequences never enter its sums. */
 #include <cuda_fp16.h>
 #include <math.h>
@@ -25,8 +28,12 @@ __device__ __forceinline__ float ld_cache(const void *c, size_t i, bool f16) {
     return f16 ? __half2float(((const __half *)c)[i]) : ((const float *)c)[i];
 }
 
+/* part == NULL: the block takes all of the query's keys and writes its
+ * output. Otherwise (decode: flash-decoding) it takes split blockIdx.z of
+ * nsplit equal shares of them and writes its unnormalised state
+ * (max, sum, weighted V) to part for attn_combine_k. */
 __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
-                                                  const void *vc, mfc_attn p, float *out) {
+                                                  const void *vc, mfc_attn p, float *out, int nsplit, float *part) {
     const int r = blockIdx.x, h = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hk = h / (p.n_head / p.n_head_kv);
@@ -39,12 +46,17 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     __syncthreads();
 
     const int pos = st.pos[r];
-    const int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0, last = pos;
+    if (part) {
+        const int chunk = (pos - first + nsplit) / nsplit; /* ceil(visible / nsplit) */
+        first += blockIdx.z * chunk;
+        last = min(pos, first + chunk - 1);
+    }
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
     float m = -INFINITY, l = 0.0f, acc[DPL];
 #pragma unroll
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
-    for (int t = first + warp; t <= pos; t += AW) {
+    for (int t = first + warp; t <= last; t += AW) {
         const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
         const size_t kb = cell * p.k_width + (size_t)hk * dk, vb = cell * p.v_width + (size_t)hk * dv;
         float s = 0.0f;
@@ -81,6 +93,16 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
         f[w] = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
         L += wl[w] * f[w];
     }
+    if (part) {
+        float *pp = part + (((size_t)r * p.n_head + h) * nsplit + blockIdx.z) * (dv + 2);
+        if (threadIdx.x == 0) pp[0] = M, pp[1] = L;
+        for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+            float a = 0.0f;
+            for (int w = 0; w < AW; w++) a += wacc[w][d] * f[w];
+            pp[2 + d] = a;
+        }
+        return;
+    }
     float *o = out + ((size_t)r * p.n_head + h) * dv;
     for (int d = threadIdx.x; d < dv; d += blockDim.x) {
         float a = 0.0f;
@@ -89,10 +111,37 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     }
 }
 
+/* merge the nsplit partial states of one (row, head), in split order */
+__global__ void attn_combine_k(const float *__restrict__ part, int n_head, int dv, int nsplit, float *out) {
+    const int r = blockIdx.x, h = blockIdx.y;
+    const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[(size_t)s * (dv + 2)]);
+    float L = 0.0f;
+    for (int s = 0; s < nsplit; s++) {
+        const float ms = pp[(size_t)s * (dv + 2)];
+        if (ms != -INFINITY) L += pp[(size_t)s * (dv + 2) + 1] * expf(ms - M);
+    }
+    float *o = out + ((size_t)r * n_head + h) * dv;
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+        float a = 0.0f;
+        for (int s = 0; s < nsplit; s++) {
+            const float ms = pp[(size_t)s * (dv + 2)];
+            if (ms != -INFINITY) a += pp[(size_t)s * (dv + 2) + 2 + d] * expf(ms - M);
+        }
+        o[d] = a / L;
+    }
+}
+
 extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                              const void *vc, const mfc_attn *p, float *out) {
+                              const void *vc, const mfc_attn *p, float *out, int nsplit, float *part) {
     if (!rows) return;
-    attn_k<<<dim3(rows, p->n_head), AW * 32, 0, s>>>(*st, q, kc, vc, *p, out);
+    if (nsplit > 1 && part) {
+        attn_k<<<dim3(rows, p->n_head, nsplit), AW * 32, 0, s>>>(*st, q, kc, vc, *p, out, nsplit, part);
+        attn_combine_k<<<dim3(rows, p->n_head), 128, 0, s>>>(part, p->n_head, p->head_dim_v, nsplit, out);
+        return;
+    }
+    attn_k<<<dim3(rows, p->n_head), AW * 32, 0, s>>>(*st, q, kc, vc, *p, out, 1, NULL);
 }
 
 __global__ void kv_store_k(mfc_step_dev st, const float *__restrict__ k, const float *__restrict__ v, void *kc,

@@ -133,13 +133,13 @@ extern "C" void mfc_gather_rows(cudaStream_t s, const float *src, const int32_t 
     if (count) gather_k<<<count, 256, 0, s>>>(src, idx, n, dst);
 }
 
-/* ---- RoPE: block per row, a thread per (head, pair) ---- */
+/* ---- RoPE: block per (row, head), a thread per pair ---- */
 
 __global__ void rope_k(float *x, int n_head, int head_dim, const int32_t *__restrict__ pos, mfc_rope p) {
-    const int r = blockIdx.x;
+    const int r = blockIdx.x, h = blockIdx.y;
     const int half = p.n_rot / 2;
-    for (int t = threadIdx.x; t < n_head * half; t += blockDim.x) {
-        const int h = t / half, ip = t % half, i = 2 * ip;
+    for (int ip = threadIdx.x; ip < half; ip += blockDim.x) {
+        const int i = 2 * ip;
         /* theta = pos * theta_scale^ip by repeated multiplication, as the CPU */
         float theta = (float)pos[r];
         for (int q = 0; q < ip; q++) theta *= p.theta_scale;
@@ -163,7 +163,8 @@ __global__ void rope_k(float *x, int n_head, int head_dim, const int32_t *__rest
 
 extern "C" void mfc_rope_apply(cudaStream_t s, float *x, int rows, int n_head, int head_dim, const int32_t *pos,
                                const mfc_rope *p) {
-    if (rows) rope_k<<<rows, 256, 0, s>>>(x, n_head, head_dim, pos, *p);
+    const int half = p->n_rot / 2, t = half >= 128 ? 128 : half >= 64 ? 64 : 32;
+    if (rows) rope_k<<<dim3(rows, n_head), t, 0, s>>>(x, n_head, head_dim, pos, *p);
 }
 
 /* ---- the bandwidth probe: 16-byte loads and stores ---- */

@@ -91,8 +91,10 @@ void mfc_rope_apply(cudaStream_t s, float *x, int rows, int n_head, int head_dim
 
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, bool f16);
+/* nsplit > 1 with part (rows x n_head x nsplit x (head_dim_v + 2) floats):
+ * each query's keys in nsplit shares, then merged */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
-                   const mfc_attn *p, float *out);
+                   const mfc_attn *p, float *out, int nsplit, float *part);
 
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);

@@ -63,7 +63,7 @@ static float *run_logits(const char *path, const char *backend, mf_kv_type kv, i
     }
     const int V = mf_model_n_vocab(m);
     mf_context_params cp = mf_context_default_params();
-    cp.n_ctx = 128;
+    cp.n_ctx = 1024; /* decode attention then splits the keys in 4 (flash-decoding) */
     cp.n_threads = 2;
     cp.kv_type = kv;
     mf_context *c;
