@@ -4,13 +4,14 @@
  * are allocated when the context is made; a decode allocates nothing.
  *
  * One-row steps (decode) run as a CUDA graph: the first runs eagerly and
- * measures its downloads, the second is captured and launched, and later ones
+ * measures its download, the second is captured and launched, and later ones
  * replay it, after begin_step has copied the step's token, position, cell and
- * page-table arrays into the device buffers the kernels read. The ops of a
- * replayed step only hash their arguments; end_step checks that the hash is
- * the captured one (same ops, same buffers, same sizes) before launching the
- * graph, and fails the step with a message otherwise. MINFER_CUDA_GRAPH=0
- * runs every step eagerly. */
+ * page-table arrays into the device buffers the kernels read. A graph runs
+ * up to the step's first download (the logits), which launches it; anything
+ * after that runs eagerly. The ops of a replayed step only hash their
+ * arguments; before launching, the hash must be the captured one (same ops,
+ * same buffers, same sizes), or the step fails with a message.
+ * MINFER_CUDA_GRAPH=0 runs every step eagerly. */
 #include "cuda/cuda.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -152,7 +153,6 @@ static mf_status cu_begin_step(mf_backend *be, const mf_step *st) {
     c->err = MF_OK;
     c->hash = 0xcbf29ce484222325ull;
     c->n_dl = 0;
-    c->dl_used = 0;
     if (st->n_tok > c->max_rows) return mf_err(MF_ERR_INVALID_ARG, "step of %d rows: at most %d", st->n_tok, c->max_rows);
     /* pack: tok, pos, cell, rowseq, out_rows, seq_pg, pages */
     const size_t R = (size_t)st->n_tok;
@@ -198,16 +198,11 @@ static mf_status cu_begin_step(mf_backend *be, const mf_step *st) {
     return MF_OK;
 }
 
-static mf_status finish_downloads(mf_cuda *c) {
-    for (int i = 0; i < c->n_dl; i++) memcpy(c->dl[i].dst, c->h_dl + c->dl[i].off, c->dl[i].n * sizeof(float));
-    return MF_OK;
-}
-
-static mf_status cu_end_step(mf_backend *be) {
-    mf_cuda *c = CU(be);
+/* End a capture (instantiating its graph) or check a replay against the
+ * captured hash, then launch the graph; the step continues eagerly. */
+static void graph_run(mf_cuda *c) {
     const mfc_mode mode = c->mode;
     c->mode = MFC_EAGER;
-    c->step = NULL;
     if (mode == MFC_CAPTURE) {
         cudaGraph_t g = NULL;
         cudaError_t e = cudaStreamEndCapture(c->stream, &g);
@@ -217,27 +212,34 @@ static mf_status cu_end_step(mf_backend *be) {
         if (c->err) {
             if (c->exec) cudaGraphExecDestroy(c->exec);
             c->exec = NULL;
-        } else {
-            c->exec_hash = c->hash;
-            c->n_captures++;
+            return;
         }
-    }
-    if (!c->err && (mode == MFC_CAPTURE || mode == MFC_REPLAY)) {
+        c->exec_hash = c->hash;
+        c->n_captures++;
+    } else if (mode == MFC_REPLAY) {
+        if (c->err) return;
         if (c->hash != c->exec_hash) {
             fail(c, "cuda: this decode step asked for other ops than the captured graph (internal error; "
                     "MINFER_CUDA_GRAPH=0 runs steps without graphs)");
             cudaGraphExecDestroy(c->exec);
             c->exec = NULL;
-        } else {
-            cudaError_t e = cudaGraphLaunch(c->exec, c->stream);
-            if (e != cudaSuccess) fail(c, "cuda: graph launch: %s", cudaGetErrorString(e));
-            if (mode == MFC_REPLAY) c->n_replays++;
+            return;
         }
+        c->n_replays++;
+    } else {
+        return;
     }
+    cudaError_t e = cudaGraphLaunch(c->exec, c->stream);
+    if (e != cudaSuccess) fail(c, "cuda: graph launch: %s", cudaGetErrorString(e));
+}
+
+static mf_status cu_end_step(mf_backend *be) {
+    mf_cuda *c = CU(be);
+    graph_run(c); /* a captured or replayed step that downloaded nothing */
+    c->step = NULL;
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) fail(c, "cuda: %s", cudaGetErrorString(e));
     if (c->err) return mf_err(c->err, "%s", c->err_msg);
-    if (mode != MFC_EAGER) return finish_downloads(c);
     return MF_OK;
 }
 
@@ -252,40 +254,48 @@ static int cu_n_threads(mf_backend *be) { return 1; }
 static mf_status cu_set_threads(mf_backend *be, int n) { return MF_OK; }
 static bool cu_supports_type(mf_backend *be, mf_type t) { return mfc_type_ok(t); }
 
+/* A download is complete when it returns (the caller may read dst at once:
+ * pooling reads the embeddings it downloaded). In a captured or replayed
+ * step, the graph ends with the copy into pinned staging: it is launched
+ * here and the rest of the step, if any, runs eagerly. */
 static void cu_download(mf_backend *be, const float *src, size_t n, float *dst) {
     mf_cuda *c = CU(be);
     MIX(c, src), MIX(c, n), MIX(c, dst);
+    const bool first = c->n_dl++ == 0;
     if (c->mode == MFC_EAGER) {
         if (c->err) return;
-        if (c->graphs && c->step && c->step->n_tok == 1 && !c->exec && c->step->n_out &&
-            (c->graph_nout != c->step->n_out || c->dl_used + n > c->dl_cap)) {
+        if (c->graphs && c->step && c->step->n_tok == 1 && !c->exec && c->step->n_out && first &&
+            (c->graph_nout != c->step->n_out || n > c->dl_cap)) {
             /* size the staging for the graph of the next one-row step */
             if (c->h_dl) cudaFreeHost(c->h_dl);
             c->h_dl = NULL;
             c->dl_cap = 0;
-            if (cudaMallocHost((void **)&c->h_dl, (c->dl_used + n) * sizeof(float)) == cudaSuccess) {
-                c->dl_cap = c->dl_used + n;
+            if (cudaMallocHost((void **)&c->h_dl, n * sizeof(float)) == cudaSuccess) {
+                c->dl_cap = n;
                 c->graph_nout = c->step->n_out;
             } else {
                 cudaGetLastError();
                 c->graphs = false;
             }
         }
-        c->dl_used += n;
         cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
         if (e != cudaSuccess) fail(c, "cuda download: %s", cudaGetErrorString(e));
         return;
     }
-    if (c->n_dl == MFC_MAX_DL || c->dl_used + n > c->dl_cap) {
+    if (n > c->dl_cap) {
         fail(c, "cuda: a decode step downloads more than the graph's staging holds");
+        if (c->mode == MFC_CAPTURE) graph_run(c); /* ends the capture; the error stands */
+        c->mode = MFC_EAGER;
         return;
     }
-    c->dl[c->n_dl++] = (mfc_dl){dst, c->dl_used, n};
     if (c->mode == MFC_CAPTURE && !c->err &&
-        cudaMemcpyAsync(c->h_dl + c->dl_used, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream) != cudaSuccess)
+        cudaMemcpyAsync(c->h_dl, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream) != cudaSuccess)
         fail(c, "cuda: capture of a download: %s", cudaGetErrorString(cudaGetLastError()));
-    c->dl_used += n;
+    graph_run(c);
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) fail(c, "cuda: %s", cudaGetErrorString(e));
+    if (!c->err) memcpy(dst, c->h_dl, n * sizeof(float));
 }
 
 /* ---- ops ---- */

@@ -17,14 +17,6 @@
  * a graph captured earlier for the same op sequence replays them (replay). */
 typedef enum mfc_mode { MFC_EAGER, MFC_CAPTURE, MFC_REPLAY } mfc_mode;
 
-/* a download of a captured step: device src -> pinned staging at off ->
- * host dst once the graph has run */
-typedef struct mfc_dl {
-    float *dst;
-    size_t off, n;
-} mfc_dl;
-
-#define MFC_MAX_DL 16
 #define ATT_SPLIT_ROWS 8
 
 typedef struct mf_cuda {
@@ -68,10 +60,8 @@ typedef struct mf_cuda {
     cudaGraphExec_t exec;
     uint64_t exec_hash;
     int graph_nout; /* output rows of the one-row steps the graph is for (-1: none yet) */
-    mfc_dl dl[MFC_MAX_DL];
-    int n_dl;
-    size_t dl_used;
-    float *h_dl; /* pinned staging of captured downloads */
+    int n_dl;    /* downloads so far in this step */
+    float *h_dl; /* pinned staging of a graph's download */
     size_t dl_cap;
     int n_captures, n_replays;
 } mf_cuda;

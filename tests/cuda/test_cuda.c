@@ -23,6 +23,7 @@
  * 2. greedy: 24 greedy tokens after a prompt on stories260K (F32) equal.
  * 3. determinism: the cuda run twice, and with decode graphs off
  *    (MINFER_CUDA_GRAPH=0), bitwise equal: the same kernels on the same data.
+ *    Embeddings of one-token steps (graph capture and replay) against the CPU.
  * 4. many sequences: four sequences in mixed batches, two sharing a prompt
  *    prefix through mf_kv_seq_cp (copy-on-write pages), each sequence's
  *    logits against the same plan on the CPU, same tolerance.
@@ -176,6 +177,42 @@ static bool greedy(const char *path, const char *backend, int n, mf_token *ids) 
     return ok;
 }
 
+/* Embeddings of one-token steps (the decode graph's path; the forward reads
+ * the downloaded rows at once): three steps, every row's state. */
+static float *embed_steps(const char *path, const char *backend, int *n_embd) {
+    mf_model_params mp = mf_model_default_params();
+    mp.backend = backend;
+    mf_model *m;
+    if (mf_model_load(path, &mp, &m)) {
+        CHECK(0, "%s on %s: %s", path, backend, mf_last_error());
+        return NULL;
+    }
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = 256;
+    cp.embeddings = true;
+    cp.pooling = MF_POOLING_NONE;
+    mf_context *c;
+    if (mf_context_new(m, &cp, &c)) {
+        CHECK(0, "%s on %s: embeddings context: %s", path, backend, mf_last_error());
+        mf_model_free(m);
+        return NULL;
+    }
+    const int E = mf_model_n_embd(m);
+    *n_embd = E;
+    float *out = malloc(sizeof(float) * 4 * (size_t)E);
+    bool ok = out != NULL;
+    for (int i = 0; ok && i < 4; i++) {
+        const mf_token t = (mf_token)(3 + 17 * i);
+        ok = mf_decode(c, &t, 1, false) == MF_OK && mf_get_embeddings_ith(c, 0);
+        if (ok) memcpy(out + (size_t)i * E, mf_get_embeddings_ith(c, 0), sizeof(float) * E);
+    }
+    CHECK(ok, "embeddings on %s: %s", backend, mf_last_error());
+    mf_context_free(c);
+    mf_model_free(m);
+    if (!ok) free(out), out = NULL;
+    return out;
+}
+
 /* Four sequences: 0 and 1 share a 20-token prefix (1 copies it from 0),
  * 2 and 3 have their own prompts; prompts go in chunks while others decode;
  * every output row is kept per (sequence, position). */
@@ -304,6 +341,20 @@ int main(void) {
                 !memcmp(r1, r2, n) && !memcmp(r1, r3, n) ? "equal" : "DIFFERENT");
     }
     free(r1), free(r2), free(r3);
+
+    /* 3b. embeddings of one-token steps */
+    {
+        int ea = 0, eb = 0;
+        float *a = embed_steps(stories, "cpu", &ea), *b = embed_steps(stories, "cuda", &eb);
+        if (a && b) {
+            const double e = rel_err(a, b, (size_t)4 * ea);
+            fprintf(stderr, "test_cuda: embeddings of 4 one-token steps max|d|/max|cpu| = %.2e (tolerance %.0e)\n", e,
+                    TOL_F32);
+            CHECK(e <= TOL_F32, "embeddings of one-token steps differ by %.3e (tolerance %.0e)", e, TOL_F32);
+        }
+        free(a);
+        free(b);
+    }
 
     /* 4. many sequences, shared prefix */
     static const char *bfiles[] = {"../shared/models/stories260K.gguf", "../shared/models/zoo/gemma2.gguf",
