@@ -102,11 +102,15 @@ bool srv_parse_gen(const srv_state *st, json_t *b, bool chat, srv_gen *g, srv_re
         !srv_p_num(b, "min_p", 0, 1, &min_p, r) || !srv_p_num(b, "presence_penalty", -2, 2, &pres, r) ||
         !srv_p_num(b, "frequency_penalty", -2, 2, &freq, r) || !srv_p_num(b, "repeat_penalty", 0, 10, &rep, r) ||
         !srv_p_int(b, "top_k", -1, 1 << 30, &top_k, r) || !srv_p_int(b, "repeat_last_n", -1, 1 << 30, &last_n, r) ||
-        !srv_p_int(b, "seed", -1, INT64_MAX, &seed, r) || !srv_p_int(b, "n", 1, 1, &n, r) ||
+        !srv_p_int(b, "seed", -1, INT64_MAX, &seed, r) || !srv_p_int(b, "n", 1, 1 << 30, &n, r) ||
         !srv_p_int(b, "max_tokens", -1, 1 << 30, &max_tokens, r) ||
         !srv_p_int(b, "max_completion_tokens", -1, 1 << 30, &max_tokens, r) ||
         !srv_p_int(b, "n_predict", -1, 1 << 30, &max_tokens, r) || !srv_p_bool(b, "ignore_eos", &g->ignore_eos, r))
         return false;
+    if (n != 1) {
+        srv_error(r, 400, "n", "n: only 1 choice per request is supported");
+        return false;
+    }
     if (max_tokens == 0) {
         srv_error(r, 400, "max_tokens", "max_tokens: must be at least 1 (or -1 for no limit)");
         return false;

@@ -185,7 +185,8 @@ static bool submit_all(srv_state *st, gen_req *g, srv_reply *r) {
     for (int i = 0; i < g->n; i++)
         if (!srv_sched_submit(st->sched, g->jobs[i])) {
             for (int k = 0; k < i; k++) atomic_store(&g->jobs[k]->cancel, true);
-            srv_error(r, 503, NULL, "the server is busy: %d requests are waiting; try again", srv_sched_queue_depth(st->sched));
+            srv_error(r, 503, NULL, "the server is busy: all %d slots are running and the queue of %d is full; retry later",
+                      srv_sched_n_slots(st->sched), st->cfg.max_queue);
             r->retry_after = 1;
             return false;
         }

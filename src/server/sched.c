@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct slot {
     int id;
@@ -51,6 +52,7 @@ struct srv_sched {
     bool stopping, started;
     double stop_deadline;
     int64_t n_admitted;
+    int step_delay_ms;     /* MINFER_SERVE_STEP_DELAY_MS: slows every step, for tests of queueing */
     srv_slot_info *info;   /* copy for /slots, under mu */
     uint32_t pages_used, pages_total;
     pthread_t th;
@@ -101,6 +103,8 @@ mf_status srv_sched_new(mf_model *model, const srv_config *cfg, srv_sched **out)
         s->info[i].id = i;
     }
     s->pages_total = mf_kv_pages_total(s->ctx);
+    const char *d = getenv("MINFER_SERVE_STEP_DELAY_MS");
+    s->step_delay_ms = d ? atoi(d) : 0;
     *out = s;
     return MF_OK;
 fail:
@@ -550,6 +554,7 @@ static void *loop(void *arg) {
                 slot_release(s, sl, SRV_FIN_CANCEL, 503, late ? "the server is shutting down" : "cancelled");
         }
         step(s);
+        if (s->step_delay_ms > 0) usleep((useconds_t)s->step_delay_ms * 1000);
         pthread_mutex_lock(&s->mu);
         for (int i = 0; i < s->n_slots; i++) slot_info_update(s, &s->slots[i]);
         s->pages_used = mf_kv_pages_used(s->ctx);
