@@ -48,6 +48,7 @@ def main():
         err = s.close()
     check("SIGTERM: stopping" in err, "no shutdown message: %s" % err[-500:])
     shutdown_grace()
+    reasoning()
     print("ok")
 
 
@@ -250,6 +251,42 @@ def shutdown_grace():
     took = time.time() - t0
     check(took < 5, "shutdown took %.1f s" % took)
     check(out["r"][0] == 503, "request cut by shutdown: %s" % (out["r"],))
+
+
+def reasoning():
+    """A template whose prompt ends inside <think>: the reply is reasoning
+    (whole and streamed alike); with --reasoning-format none it is content."""
+    import os
+    import tempfile
+    tmpl = ("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+            "{% if add_generation_prompt %}assistant: <think>\n{% endif %}")
+    with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
+        f.write(tmpl)
+    body = {"messages": [{"role": "user", "content": "Once upon a time"}], "temperature": 0, "max_tokens": 16}
+    try:
+        s = Server(MINFER, MODEL, "--chat-template", f.name)
+        try:
+            st, r = s.post_json("/v1/chat/completions", body)
+            m = r["choices"][0]["message"]
+            check(st == 200 and m["content"] == "" and len(m.get("reasoning_content", "")) > 10, "split: %s" % m)
+            streamed = ""
+            for ev in s.stream("/v1/chat/completions", dict(body, stream=True)):
+                if ev != "[DONE]":
+                    for c in json.loads(ev)["choices"]:
+                        check(not c["delta"].get("content"), "content in a thinking stream: %s" % c)
+                        streamed += c["delta"].get("reasoning_content", "")
+            check(streamed == m["reasoning_content"], "streamed reasoning %r != %r" % (streamed, m))
+        finally:
+            s.close()
+        s = Server(MINFER, MODEL, "--chat-template", f.name, "--reasoning-format", "none")
+        try:
+            st, r2 = s.post_json("/v1/chat/completions", body)
+            m2 = r2["choices"][0]["message"]
+            check(m2["content"] == m["reasoning_content"] and "reasoning_content" not in m2, "inline: %s" % m2)
+        finally:
+            s.close()
+    finally:
+        os.unlink(f.name)
 
 
 if __name__ == "__main__":
