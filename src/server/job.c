@@ -55,6 +55,7 @@ void srv_job_unref(srv_job *j) {
     free(j->content);
     free(j->reasoning);
     free(j->lps);
+    free(j->marks);
     free(j->embedding);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -115,5 +116,27 @@ void srv_job_logprob(srv_job *j, const srv_logprob *lp) {
         j->cap_lps = c;
     }
     j->lps[j->n_lps++] = *lp;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_mark(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    const struct srv_mark *last = j->n_marks ? &j->marks[j->n_marks - 1] : NULL;
+    if (last && last->content == j->content_len && last->reasoning == j->reasoning_len && last->lps == j->n_lps) {
+        pthread_mutex_unlock(&j->mu);
+        return; /* nothing new since the last mark */
+    }
+    if (j->n_marks == j->cap_marks) {
+        int c = j->cap_marks ? j->cap_marks * 2 : 64;
+        struct srv_mark *n = realloc(j->marks, sizeof *n * (size_t)c);
+        if (!n) {
+            pthread_mutex_unlock(&j->mu);
+            return; /* the next mark covers this token too */
+        }
+        j->marks = n;
+        j->cap_marks = c;
+    }
+    j->marks[j->n_marks++] = (struct srv_mark){j->content_len, j->reasoning_len, j->n_lps};
+    pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }

@@ -319,7 +319,7 @@ struct srv_stream {
     char id[64];
     json_int_t created;
     size_t sent_c[MAX_CHOICES], sent_r[MAX_CHOICES], text_off[MAX_CHOICES];
-    int sent_lp[MAX_CHOICES];
+    int sent_lp[MAX_CHOICES], sent_mark[MAX_CHOICES];
     bool started[MAX_CHOICES], done[MAX_CHOICES];
     bool ended;
     char *buf;
@@ -355,44 +355,47 @@ static json_t *chunk(srv_stream *s, json_t *choices) {
                      s->st->model_id, "system_fingerprint", "minfer", "choices", choices);
 }
 
-/* Appends the events for what job i produced since the last pull. */
+/* One event of job i: its output from the sent offsets up to mark m. */
+static void event(srv_stream *s, int i, const struct srv_mark *m) {
+    srv_job *j = s->g.jobs[i];
+    json_t *content = m->content > s->sent_c[i] ? srv_json_bytes(j->content + s->sent_c[i], m->content - s->sent_c[i]) : NULL;
+    json_t *reasoning = m->reasoning > s->sent_r[i] ? srv_json_bytes(j->reasoning + s->sent_r[i], m->reasoning - s->sent_r[i]) : NULL;
+    json_t *lp = NULL;
+    if (j->gen.top_logprobs >= 0 && m->lps > s->sent_lp[i])
+        lp = s->g.chat ? chat_logprobs(s->st, j->lps, s->sent_lp[i], m->lps)
+                       : text_logprobs(s->st, j->lps, s->sent_lp[i], m->lps, &s->text_off[i]);
+    s->sent_c[i] = m->content;
+    s->sent_r[i] = m->reasoning;
+    s->sent_lp[i] = m->lps;
+    if (!content && !reasoning && !lp) return;
+    json_t *c;
+    if (s->g.chat) {
+        json_t *delta = json_object();
+        if (content) json_object_set_new(delta, "content", content);
+        if (reasoning) json_object_set_new(delta, "reasoning_content", reasoning);
+        c = json_pack("{s:i,s:o,s:o,s:n}", "index", j->index, "delta", delta, "logprobs", lp ? lp : json_null(),
+                      "finish_reason");
+    } else {
+        c = json_pack("{s:o,s:i,s:o,s:n}", "text", content ? content : json_string(""), "index", j->index, "logprobs",
+                      lp ? lp : json_null(), "finish_reason");
+        json_decref(reasoning);
+    }
+    sse(s, chunk(s, json_pack("[o]", c)));
+}
+
+/* Appends the events for what job i produced since the last pull: one per
+ * token mark, then its end. The job's lock is held while its buffers are read. */
 static void pull_job(srv_stream *s, int i) {
     srv_job *j = s->g.jobs[i];
-    pthread_mutex_lock(&j->mu);
-    srv_finish fin = j->finish;
-    json_t *content = j->content_len > s->sent_c[i] ? srv_json_bytes(j->content + s->sent_c[i], j->content_len - s->sent_c[i]) : NULL;
-    json_t *reasoning = j->reasoning_len > s->sent_r[i]
-                            ? srv_json_bytes(j->reasoning + s->sent_r[i], j->reasoning_len - s->sent_r[i])
-                            : NULL;
-    json_t *lp = NULL;
-    if (j->gen.top_logprobs >= 0 && j->n_lps > s->sent_lp[i])
-        lp = s->g.chat ? chat_logprobs(s->st, j->lps, s->sent_lp[i], j->n_lps)
-                       : text_logprobs(s->st, j->lps, s->sent_lp[i], j->n_lps, &s->text_off[i]);
-    s->sent_c[i] = j->content_len;
-    s->sent_r[i] = j->reasoning_len;
-    s->sent_lp[i] = j->n_lps;
-    pthread_mutex_unlock(&j->mu);
-
     if (s->g.chat && !s->started[i]) {
         s->started[i] = true;
         sse(s, chunk(s, json_pack("[{s:i,s:{s:s,s:s},s:n,s:n}]", "index", j->index, "delta", "role", "assistant",
                                   "content", "", "logprobs", "finish_reason")));
     }
-    if (content || reasoning || lp) {
-        json_t *c;
-        if (s->g.chat) {
-            json_t *delta = json_object();
-            if (content) json_object_set_new(delta, "content", content);
-            if (reasoning) json_object_set_new(delta, "reasoning_content", reasoning);
-            c = json_pack("{s:i,s:o,s:o,s:n}", "index", j->index, "delta", delta, "logprobs", lp ? lp : json_null(),
-                          "finish_reason");
-        } else {
-            c = json_pack("{s:o,s:i,s:o,s:n}", "text", content ? content : json_string(""), "index", j->index,
-                          "logprobs", lp ? lp : json_null(), "finish_reason");
-            json_decref(reasoning);
-        }
-        sse(s, chunk(s, json_pack("[o]", c)));
-    }
+    pthread_mutex_lock(&j->mu);
+    srv_finish fin = j->finish;
+    for (; s->sent_mark[i] < j->n_marks; s->sent_mark[i]++) event(s, i, &j->marks[s->sent_mark[i]]);
+    pthread_mutex_unlock(&j->mu);
     if (fin != SRV_FIN_NONE && !s->done[i]) {
         s->done[i] = true;
         if (fin == SRV_FIN_ERROR || fin == SRV_FIN_CANCEL) {
@@ -453,8 +456,7 @@ bool srv_stream_pull(srv_stream *s, const char **out, size_t *n) {
         if (s->done[i]) continue;
         srv_job *j = s->g.jobs[i];
         pthread_mutex_lock(&j->mu);
-        if (j->finish == SRV_FIN_NONE && j->content_len == s->sent_c[i] && j->reasoning_len == s->sent_r[i] &&
-            j->n_lps == s->sent_lp[i]) {
+        if (j->finish == SRV_FIN_NONE && j->n_marks == s->sent_mark[i]) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             long wait_ns = s->g.n > 1 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;

@@ -2,7 +2,8 @@
  *
  * One thread owns the generation context (one KV sequence per slot). Each
  * step it admits queued jobs into free slots (reusing the longest cached
- * prefix of any sequence: its pages are shared, not copied), then runs one
+ * prefix of any sequence, running or parked: its pages are shared, not
+ * copied), then runs one
  * forward over the next token of every decoding slot plus at most the rest
  * of n_batch in prompt chunks, oldest job first, so a long prompt delays the
  * others by one chunk at most. Sampling and stop handling follow per slot.
@@ -32,6 +33,15 @@ typedef struct slot {
     int64_t admitted;      /* admission order, for fairness */
 } slot;
 
+/* A finished request's sequence kept after its slot moved on: its pages stay
+ * shared until they are needed, least recently used first. */
+typedef struct parked {
+    int seq;
+    mf_token *cache;
+    int32_t n_cache;
+    double last_used;
+} parked;
+
 struct srv_sched {
     mf_model *model;
     srv_config cfg;
@@ -40,6 +50,9 @@ struct srv_sched {
     mf_context *ectx;      /* embeddings, created on first use */
     int n_slots;
     slot *slots;
+    int n_park;
+    parked *park;
+    int64_t n_evicted;
     int32_t slot_ctx, n_vocab;
     mf_batch batch;
     int *batch_slot;       /* batch entry -> slot of its output, -1 none */
@@ -80,7 +93,11 @@ mf_status srv_sched_new(mf_model *model, const srv_config *cfg, srv_sched **out)
      * only ever frees pages, and a running request never finds the cache full */
     const uint32_t page = mf_kv_page_size();
     cp.n_ctx = (uint32_t)s->n_slots * (((uint32_t)per + page - 1) / page * page) + page;
-    cp.n_seq_max = (uint32_t)s->n_slots;
+    /* parked sequences: prefixes of earlier requests, kept in the pages idle
+     * slots do not use and evicted (least recently used first) when a step
+     * needs them; each costs only its id and its token ids */
+    s->n_park = 4 * s->n_slots < 8 ? 8 : 4 * s->n_slots;
+    cp.n_seq_max = (uint32_t)(s->n_slots + s->n_park);
     cp.n_batch = (uint32_t)(cfg->n_batch > 0 ? cfg->n_batch : 512);
     cp.threadpool = s->tp;
     cp.kv_type = cfg->kv_type;
@@ -90,11 +107,17 @@ mf_status srv_sched_new(mf_model *model, const srv_config *cfg, srv_sched **out)
     st = MF_ERR_NOMEM;
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->info = calloc((size_t)s->n_slots, sizeof *s->info);
+    s->park = calloc((size_t)s->n_park, sizeof *s->park);
     s->q_cap = cfg->max_queue > 0 ? cfg->max_queue : 64;
     s->queue = calloc((size_t)s->q_cap, sizeof *s->queue);
     s->batch_slot = malloc(sizeof *s->batch_slot * cp.n_batch);
     s->logit_buf = malloc(sizeof *s->logit_buf * (size_t)s->n_vocab);
-    if (!s->slots || !s->info || !s->queue || !s->batch_slot || !s->logit_buf) goto fail;
+    if (!s->slots || !s->info || !s->park || !s->queue || !s->batch_slot || !s->logit_buf) goto fail;
+    for (int i = 0; i < s->n_park; i++) {
+        s->park[i].seq = s->n_slots + i;
+        s->park[i].cache = malloc(sizeof(mf_token) * ((size_t)s->slot_ctx + 1));
+        if (!s->park[i].cache) goto fail;
+    }
     if ((st = mf_batch_init(&s->batch, (int32_t)cp.n_batch))) goto fail;
     for (int i = 0; i < s->n_slots; i++) {
         s->slots[i].id = i;
@@ -120,6 +143,8 @@ void srv_sched_free(srv_sched *s) {
         mf_sampler_free(s->slots[i].smp);
         srv_job_unref(s->slots[i].job);
     }
+    for (int i = 0; s->park && i < s->n_park; i++) free(s->park[i].cache);
+    free(s->park);
     for (int i = 0; i < s->q_len; i++) srv_job_unref(s->queue[(s->q_head + i) % s->q_cap]);
     mf_batch_free(&s->batch);
     mf_context_free(s->ectx);
@@ -227,6 +252,7 @@ static void slot_release(srv_sched *s, slot *sl, srv_finish f, int status, const
     if (f == SRV_FIN_STOP || f == SRV_FIN_LENGTH) flush_text(sl, true);
     else sl->n_pending = 0;
     srv_think_feed(&sl->think, NULL, 0, true, emit_cb, j);
+    srv_job_mark(j);
     pthread_mutex_lock(&j->mu);
     j->n_gen = sl->n_gen;
     pthread_mutex_unlock(&j->mu);
@@ -245,9 +271,39 @@ static void slot_release(srv_sched *s, slot *sl, srv_finish f, int status, const
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Drops the least recently used parked sequence (not `keep`); false if none. */
+static bool evict_one(srv_sched *s, const parked *keep) {
+    parked *lru = NULL;
+    for (int i = 0; i < s->n_park; i++)
+        if (s->park[i].n_cache && &s->park[i] != keep && (!lru || s->park[i].last_used < lru->last_used)) lru = &s->park[i];
+    if (!lru) return false;
+    mf_kv_seq_rm(s->ctx, lru->seq, 0, -1);
+    lru->n_cache = 0;
+    s->n_evicted++;
+    return true;
+}
+
+/* Keeps a slot's sequence as a parked one before the slot is reused (its
+ * pages become shared, nothing is copied). */
+static void park_slot(srv_sched *s, slot *sl, const parked *keep) {
+    parked *p = NULL;
+    for (int i = 0; i < s->n_park && !p; i++)
+        if (!s->park[i].n_cache) p = &s->park[i];
+    if (!p && evict_one(s, keep))
+        for (int i = 0; i < s->n_park && !p; i++)
+            if (!s->park[i].n_cache && &s->park[i] != keep) p = &s->park[i];
+    if (!p) return;
+    mf_kv_seq_rm(s->ctx, p->seq, 0, -1);
+    if (mf_kv_seq_cp(s->ctx, sl->id, p->seq, sl->n_cache)) return;
+    memcpy(p->cache, sl->cache, sizeof(mf_token) * (size_t)sl->n_cache);
+    p->n_cache = sl->n_cache;
+    p->last_used = sl->last_used;
+}
+
 /* Puts a job into a free slot: picks the idle slot with the longest common
- * prefix (least recently used among equals), and if another sequence holds
- * a longer one, shares its pages. */
+ * prefix (least recently used among equals); if another sequence, running or
+ * parked, holds a longer one, shares its pages. A slot's own cache worth
+ * keeping is parked first. */
 static void admit(srv_sched *s, srv_job *j) {
     slot *best = NULL;
     int32_t best_pre = -1;
@@ -260,25 +316,42 @@ static void admit(srv_sched *s, srv_job *j) {
             best_pre = p;
         }
     }
-    slot *donor = NULL;
+    const int32_t margin = (int32_t)mf_kv_page_size() / 4; /* sharing is worth it past a few tokens */
+    const slot *donor = NULL;
+    parked *pdonor = NULL;
     int32_t donor_pre = best_pre;
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (sl == best) continue;
         int32_t p = common_prefix(sl->cache, sl->n_cache, j->prompt, j->n_prompt);
-        if (p > donor_pre + (int32_t)mf_kv_page_size() / 4) {
+        if (p > donor_pre + margin) {
             donor = sl;
             donor_pre = p;
         }
     }
-    if (donor) {
+    for (int i = 0; i < s->n_park; i++) {
+        parked *pk = &s->park[i];
+        if (!pk->n_cache) continue;
+        int32_t p = common_prefix(pk->cache, pk->n_cache, j->prompt, j->n_prompt);
+        if (p > donor_pre + (donor ? 0 : margin)) {
+            pdonor = pk;
+            donor = NULL;
+            donor_pre = p;
+        }
+    }
+    /* what the slot holds beyond the shared part would be lost: park it */
+    if (best->n_cache - best_pre >= (int32_t)mf_kv_page_size()) park_slot(s, best, pdonor);
+    if (donor || pdonor) {
+        const int src = donor ? donor->id : pdonor->seq;
+        const mf_token *ids = donor ? donor->cache : pdonor->cache;
         mf_kv_seq_rm(s->ctx, best->id, 0, -1);
-        if (mf_kv_seq_cp(s->ctx, donor->id, best->id, donor_pre) == MF_OK) {
-            memcpy(best->cache, donor->cache, sizeof(mf_token) * (size_t)donor_pre);
+        if (mf_kv_seq_cp(s->ctx, src, best->id, donor_pre) == MF_OK) {
+            memcpy(best->cache, ids, sizeof(mf_token) * (size_t)donor_pre);
             best->n_cache = donor_pre;
         } else {
             best->n_cache = 0;
         }
+        if (pdonor) pdonor->last_used = srv_now();
     }
     int32_t keep = mf_kv_seq_reuse_prefix(s->ctx, best->id, best->cache, best->n_cache, j->prompt, j->n_prompt);
     if (keep < 0) keep = 0;
@@ -431,6 +504,7 @@ static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
         slot_release(s, sl, SRV_FIN_STOP, 200, NULL);
         return;
     }
+    srv_job_mark(j);
     if ((j->gen.max_tokens >= 0 && sl->n_gen >= j->gen.max_tokens) || sl->n_cache >= s->slot_ctx) {
         slot_release(s, sl, SRV_FIN_LENGTH, 200, NULL);
         return;
@@ -475,6 +549,15 @@ static void step(srv_sched *s) {
         chunk_of[k] = take;
     }
     if (!b->n_tokens) return;
+    /* pages this step may take: one per sequence (a new page or a
+     * copy-on-write of a shared one) and the prompt chunks' own; parked
+     * sequences give theirs back, least recently used first */
+    uint32_t need = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job) need++;
+    for (int k = 0; k < n_pre; k++) need += (uint32_t)chunk_of[k] / mf_kv_page_size() + 1;
+    while (mf_kv_pages_total(s->ctx) - mf_kv_pages_used(s->ctx) < need && evict_one(s, NULL)) {
+    }
     mf_status st = mf_decode_batch(s->ctx, b);
     if (st) {
         char msg[200];

@@ -99,6 +99,10 @@ typedef struct srv_job {
     char *content; size_t content_len, content_cap;       /* visible text */
     char *reasoning; size_t reasoning_len, reasoning_cap; /* <think> text */
     srv_logprob *lps; int n_lps, cap_lps;
+    /* after each token: how far content, reasoning and logprobs had got, so a
+     * stream sends one event per token however late its reader wakes up */
+    struct srv_mark { size_t content, reasoning; int lps; } *marks;
+    int n_marks, cap_marks;
     float *embedding; int n_embd;
     int32_t n_gen;         /* tokens generated */
     int32_t n_cached;      /* prompt tokens found in the cache */
@@ -116,6 +120,8 @@ void srv_job_unref(srv_job *j);
 void srv_job_emit(srv_job *j, const char *content, size_t n, const char *reasoning, size_t nr);
 void srv_job_finish(srv_job *j, srv_finish f, int status, const char *err);
 void srv_job_logprob(srv_job *j, const srv_logprob *lp);
+/* Ends one token's output (a stream event boundary). */
+void srv_job_mark(srv_job *j);
 
 double srv_now(void);
 

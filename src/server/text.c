@@ -47,7 +47,7 @@ void srv_think_feed(srv_think *t, const char *s, size_t n, bool flush,
     char *buf = malloc(len + 1);
     if (!buf) return;
     memcpy(buf, t->hold, t->n_hold);
-    memcpy(buf + t->n_hold, s, n);
+    if (n) memcpy(buf + t->n_hold, s, n);
     t->n_hold = 0;
     size_t at = 0;
     for (;;) {
@@ -93,7 +93,11 @@ json_t *srv_json_bytes(const char *s, size_t n) {
         size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
         bool ok = len && i + len <= n && c != 0;
         for (size_t q = 1; ok && q < len; q++) ok = ((unsigned char)s[i + q] & 0xC0) == 0x80;
-        if (ok && len > 1 && !json_stringn(s + i, len)) ok = false; /* overlong / surrogate */
+        if (ok && len > 1) { /* overlong forms and surrogates: let Jansson's own check decide */
+            json_t *t = json_stringn(s + i, len);
+            ok = t != NULL;
+            json_decref(t);
+        }
         if (ok) {
             memcpy(o + k, s + i, len);
             k += len;

@@ -49,6 +49,7 @@ def main():
     check("SIGTERM: stopping" in err, "no shutdown message: %s" % err[-500:])
     shutdown_grace()
     reasoning()
+    parking()
     print("ok")
 
 
@@ -251,6 +252,27 @@ def shutdown_grace():
     took = time.time() - t0
     check(took < 5, "shutdown took %.1f s" % took)
     check(out["r"][0] == 503, "request cut by shutdown: %s" % (out["r"],))
+
+
+def parking():
+    """One slot, two conversations taking turns: each finds its prefix again
+    (parked when the other took the slot), with the same greedy text."""
+    s = Server(MINFER, MODEL, "-np", "1")
+    try:
+        a = "Once upon a time there was a little girl named Lily. She loved to play outside in the park. " * 2
+        b = "The dog ran to the big red ball and the cat sat on the warm mat by the door of the house. " * 2
+        first = completion(s, a, max_tokens=8)
+        n_a = first["usage"]["prompt_tokens"]
+        completion(s, b, max_tokens=8)
+        again = completion(s, a, max_tokens=8)
+        check(again["usage"]["prompt_tokens_details"]["cached_tokens"] == n_a - 1,
+              "parked prefix not reused: %s (prompt %d)" % (again["usage"], n_a))
+        check(again["choices"][0]["text"] == first["choices"][0]["text"], "text after parking differs")
+        again_b = completion(s, b, max_tokens=8)
+        check(again_b["usage"]["prompt_tokens_details"]["cached_tokens"] > 30, "second parked prefix: %s" %
+              again_b["usage"])
+    finally:
+        s.close()
 
 
 def reasoning():

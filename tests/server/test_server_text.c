@@ -25,9 +25,9 @@ typedef struct out {
 
 static void emit(void *ud, const char *c, size_t nc, const char *r, size_t nr) {
     out *o = ud;
-    memcpy(o->c + o->nc, c, nc);
+    if (nc) memcpy(o->c + o->nc, c, nc);
     o->nc += nc;
-    memcpy(o->r + o->nr, r, nr);
+    if (nr) memcpy(o->r + o->nr, r, nr);
     o->nr += nr;
 }
 
