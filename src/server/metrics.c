@@ -86,7 +86,8 @@ static void put_hist(sbuf *b, const char *name, const char *help, const hist *h,
         name, (unsigned long long)h->n);
 }
 
-char *srv_metrics_render(int queue_depth, int busy, int n_slots, uint32_t pages_used, uint32_t pages_total) {
+char *srv_metrics_render(int queue_depth, int busy, int n_slots, uint32_t pages_used, uint32_t pages_total, int parked,
+                         int64_t evicted) {
     sbuf b = {0};
     pthread_mutex_lock(&g.mu);
     put(&b, "# HELP minfer_requests_total HTTP requests answered, by status.\n# TYPE minfer_requests_total counter\n");
@@ -111,5 +112,10 @@ char *srv_metrics_render(int queue_depth, int busy, int n_slots, uint32_t pages_
         pages_used);
     put(&b, "# HELP minfer_kv_pages_total KV cache pages in all.\n# TYPE minfer_kv_pages_total gauge\nminfer_kv_pages_total %u\n",
         pages_total);
+    put(&b, "# HELP minfer_prefix_cache_sequences Finished requests' sequences kept for prefix reuse.\n"
+            "# TYPE minfer_prefix_cache_sequences gauge\nminfer_prefix_cache_sequences %d\n", parked);
+    put(&b, "# HELP minfer_prefix_cache_evictions_total Kept sequences dropped to free KV pages.\n"
+            "# TYPE minfer_prefix_cache_evictions_total counter\nminfer_prefix_cache_evictions_total %lld\n",
+        (long long)evicted);
     return b.p;
 }

@@ -148,7 +148,8 @@ void srv_h_metrics(srv_state *st, const srv_request *q, srv_reply *r) {
     (void)q;
     int busy = 0, n = st->sched ? srv_sched_n_slots(st->sched) : 0;
     uint32_t used = 0, total = 0;
-    int depth = 0;
+    int depth = 0, parked = 0;
+    int64_t evicted = 0;
     if (st->sched && atomic_load(&st->ready)) {
         srv_slot_info *in = calloc((size_t)n, sizeof *in);
         if (in) {
@@ -158,9 +159,10 @@ void srv_h_metrics(srv_state *st, const srv_request *q, srv_reply *r) {
         }
         srv_sched_pages(st->sched, &used, &total);
         depth = srv_sched_queue_depth(st->sched);
+        srv_sched_cache(st->sched, &parked, &evicted);
     }
     r->status = 200;
-    r->body = srv_metrics_render(depth, busy, n, used, total);
+    r->body = srv_metrics_render(depth, busy, n, used, total, parked, evicted);
     r->len = r->body ? strlen(r->body) : 0;
     r->ctype = "text/plain; version=0.0.4";
 }

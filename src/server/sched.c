@@ -68,6 +68,8 @@ struct srv_sched {
     int step_delay_ms;     /* MINFER_SERVE_STEP_DELAY_MS: slows every step, for tests of queueing */
     srv_slot_info *info;   /* copy for /slots, under mu */
     uint32_t pages_used, pages_total;
+    int n_parked;          /* copies for /metrics, under mu */
+    int64_t evicted;
     pthread_t th;
 };
 
@@ -287,6 +289,11 @@ static bool evict_one(srv_sched *s, const parked *keep) {
  * pages become shared, nothing is copied). */
 static void park_slot(srv_sched *s, slot *sl, const parked *keep) {
     parked *p = NULL;
+    /* an entry holding a prefix of this sequence is superseded by it */
+    for (int i = 0; i < s->n_park && !p; i++)
+        if (s->park[i].n_cache && &s->park[i] != keep &&
+            common_prefix(s->park[i].cache, s->park[i].n_cache, sl->cache, sl->n_cache) == s->park[i].n_cache)
+            p = &s->park[i];
     for (int i = 0; i < s->n_park && !p; i++)
         if (!s->park[i].n_cache) p = &s->park[i];
     if (!p && evict_one(s, keep))
@@ -641,6 +648,9 @@ static void *loop(void *arg) {
         pthread_mutex_lock(&s->mu);
         for (int i = 0; i < s->n_slots; i++) slot_info_update(s, &s->slots[i]);
         s->pages_used = mf_kv_pages_used(s->ctx);
+        s->n_parked = 0;
+        for (int i = 0; i < s->n_park; i++) s->n_parked += s->park[i].n_cache > 0;
+        s->evicted = s->n_evicted;
         pthread_mutex_unlock(&s->mu);
     }
     return NULL;
@@ -666,5 +676,12 @@ void srv_sched_pages(srv_sched *s, uint32_t *used, uint32_t *total) {
     pthread_mutex_lock(&s->mu);
     *used = s->pages_used;
     *total = s->pages_total;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_cache(srv_sched *s, int *parked, int64_t *evicted) {
+    pthread_mutex_lock(&s->mu);
+    *parked = s->n_parked;
+    *evicted = s->evicted;
     pthread_mutex_unlock(&s->mu);
 }

@@ -151,6 +151,8 @@ int32_t srv_sched_slot_ctx(const srv_sched *s);
 void srv_sched_slots(srv_sched *s, srv_slot_info *out);
 int srv_sched_queue_depth(srv_sched *s);
 void srv_sched_pages(srv_sched *s, uint32_t *used, uint32_t *total);
+/* Parked sequences held now, and evicted so far. */
+void srv_sched_cache(srv_sched *s, int *parked, int64_t *evicted);
 
 /* ---- metrics (Prometheus text) ------------------------------------------ */
 
@@ -159,7 +161,8 @@ void srv_metrics_tokens(int64_t prompt, int64_t cached, int64_t generated);
 void srv_metrics_ttft(double seconds);
 void srv_metrics_itl(double seconds);
 /* Renders every metric; the caller passes the gauges it reads now. */
-char *srv_metrics_render(int queue_depth, int busy_slots, int n_slots, uint32_t pages_used, uint32_t pages_total);
+char *srv_metrics_render(int queue_depth, int busy_slots, int n_slots, uint32_t pages_used, uint32_t pages_total,
+                         int parked, int64_t evicted);
 
 /* ---- text ------------------------------------------------------------------ */
 

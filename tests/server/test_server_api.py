@@ -271,6 +271,9 @@ def parking():
         again_b = completion(s, b, max_tokens=8)
         check(again_b["usage"]["prompt_tokens_details"]["cached_tokens"] > 30, "second parked prefix: %s" %
               again_b["usage"])
+        m = s.get("/metrics")[1].decode()
+        check("minfer_prefix_cache_sequences 2" in m, "parked sequences in metrics: %s" %
+              [l for l in m.splitlines() if "prefix_cache" in l])
     finally:
         s.close()
 
