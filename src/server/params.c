@@ -96,6 +96,26 @@ bool srv_parse_gen(const srv_state *st, json_t *b, bool chat, srv_gen *g, srv_re
         srv_error(r, 400, "model", "model: must be a string");
         return false;
     }
+    /* constrained output is not implemented yet: refuse it rather than
+     * answer with unconstrained text the client would trust */
+    json_t *rf = json_object_get(b, "response_format");
+    if (rf && !json_is_null(rf)) {
+        json_t *type = json_object_get(rf, "type");
+        if (!json_is_object(rf) || !json_is_string(type) || strcmp(json_string_value(type), "text")) {
+            srv_error(r, 400, "response_format", "response_format: only {\"type\": \"text\"} is supported");
+            return false;
+        }
+    }
+    if (json_object_get(b, "grammar") && !json_is_null(json_object_get(b, "grammar"))) {
+        srv_error(r, 400, "grammar", "grammar: grammars are not supported yet");
+        return false;
+    }
+    json_t *tc = json_object_get(b, "tool_choice");
+    if (tc && !json_is_null(tc) &&
+        !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") || !strcmp(json_string_value(tc), "none")))) {
+        srv_error(r, 400, "tool_choice", "tool_choice: only \"auto\" and \"none\" are supported");
+        return false;
+    }
     double temp = g->sp.temp, top_p = g->sp.top_p, min_p = g->sp.min_p, pres = 0, freq = 0, rep = g->sp.repeat_penalty;
     long long top_k = g->sp.top_k, last_n = g->sp.penalty_last_n, seed = -1, n = 1, max_tokens = -1;
     if (!srv_p_num(b, "temperature", 0, 100, &temp, r) || !srv_p_num(b, "top_p", 0, 1, &top_p, r) ||

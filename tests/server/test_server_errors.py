@@ -41,7 +41,31 @@ def expect(s, want_status, want_body, *args, key=KEY, header=None):
         check(h.get(header[0].lower()) == header[1], "%s: header %s = %r" % (args[:2], header[0], h.get(header[0].lower())))
 
 
+def cli():
+    """Bad command lines: exit 2 with one line naming the option; a missing
+    model file: exit 1 naming it; 0.0.0.0 without a key: a warning."""
+    def run(*a):
+        p = subprocess.run([MINFER, "serve", *a], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr
+    rc, e = run()
+    check(rc == 2 and e == "minfer serve: -m model.gguf is required (see --help)\n", "no -m: %d %r" % (rc, e))
+    rc, e = run("-m", MODEL, "--port", "http")
+    check(rc == 2 and "--port" in e and e.count("\n") == 1, "bad port: %d %r" % (rc, e))
+    rc, e = run("-m", MODEL, "--reasoning-format", "x")
+    check(rc == 2 and e == "minfer serve: unknown --reasoning-format 'x' (deepseek, none)\n", "reasoning: %r" % e)
+    rc, e = run("-m", MODEL, "--bogus")
+    check(rc == 2 and e == "minfer serve: unknown option --bogus (see --help)\n", "unknown option: %r" % e)
+    rc, e = run("-m", "/nonexistent.gguf", "--port", "0")
+    check(rc == 1 and "/nonexistent.gguf" in e, "missing model: %d %r" % (rc, e))
+    rc, e = run("-m", MODEL, "--host", "not-an-ip", "--port", "0")
+    check(rc == 1 and e == "minfer serve: --host not-an-ip is not a numeric IPv4 or IPv6 address\n", "host: %r" % e)
+    s = Server(MINFER, MODEL, "--host", "0.0.0.0")
+    err_text = s.close()
+    check("warning: listening on 0.0.0.0 without --api-key" in err_text, "no warning for 0.0.0.0: %r" % err_text)
+
+
 def main():
+    cli()
     env = dict(os.environ, MINFER_SERVE_STEP_DELAY_MS="20")
     s = Server(MINFER, MODEL, "--api-key", KEY, "-np", "1", "-c", "128", "--max-queue", "1", "--max-body", "4096",
                env=env)
@@ -92,6 +116,10 @@ def run(s):
            '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}')
     expect(s, 400, err("n: only 1 choice per request is supported", "n"), C, "-d",
            '{"messages":[{"role":"user","content":"hi"}],"n":2}')
+    expect(s, 400, err("response_format: only {\"type\": \"text\"} is supported", "response_format"), C, "-d",
+           '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}')
+    expect(s, 400, err("tool_choice: only \"auto\" and \"none\" are supported", "tool_choice"), C, "-d",
+           '{"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}')
     expect(s, 400, err("top_logprobs: needs \"logprobs\": true", "top_logprobs"), C, "-d",
            '{"messages":[{"role":"user","content":"hi"}],"top_logprobs":2}')
     expect(s, 400, err("input: must be a non-empty string, an array of token ids, or an array of those", "input"),

@@ -2,6 +2,7 @@
  * Listens first (GET /health answers 503 while the model loads), then loads
  * the model and starts the scheduler; SIGINT/SIGTERM stop it gracefully. */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,16 @@ int cmd_serve(int argc, char **argv) {
             cfg.verbose = true;
             continue;
         }
+        static const char *const WITH_VALUE[] = {
+            "-m", "--model", "--host", "--port", "-np", "--parallel", "-c", "--ctx-size", "-b", "--batch-size", "-t",
+            "--threads", "--cache-type", "--api-key", "--api-key-file", "--alias", "--timeout", "--chat-template",
+            "--max-queue", "--max-connections", "--max-body", "--shutdown-timeout", "--pooling", "--reasoning-format"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof WITH_VALUE / sizeof WITH_VALUE[0]; k++) known |= !strcmp(a, WITH_VALUE[k]);
+        if (!known) {
+            fprintf(stderr, "minfer serve: unknown option %s (see --help)\n", a);
+            return 2;
+        }
         if (!v) {
             fprintf(stderr, "minfer serve: option %s needs a value (see --help)\n", a);
             return 2;
@@ -125,9 +136,6 @@ int cmd_serve(int argc, char **argv) {
             if (!strcmp(v, "none")) cfg.reasoning_inline = true;
             else if (!strcmp(v, "deepseek")) cfg.reasoning_inline = false;
             else { fprintf(stderr, "minfer serve: unknown --reasoning-format '%s' (deepseek, none)\n", v); return 2; }
-        } else {
-            fprintf(stderr, "minfer serve: unknown option %s (see --help)\n", a);
-            return 2;
         }
     }
     if (!cfg.model_path) {
