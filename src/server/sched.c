@@ -101,6 +101,8 @@ mf_status srv_sched_new(mf_model *model, const srv_config *cfg, srv_sched **out)
     s->n_park = 4 * s->n_slots < 8 ? 8 : 4 * s->n_slots;
     cp.n_seq_max = (uint32_t)(s->n_slots + s->n_park);
     cp.n_batch = (uint32_t)(cfg->n_batch > 0 ? cfg->n_batch : 512);
+    /* every running slot's next token fits in one step */
+    if (cp.n_batch < (uint32_t)s->n_slots) cp.n_batch = (uint32_t)s->n_slots;
     cp.threadpool = s->tp;
     cp.kv_type = cfg->kv_type;
     cp.verbose = cfg->verbose;
