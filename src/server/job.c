@@ -32,6 +32,7 @@ srv_job *srv_job_new(srv_job_kind kind) {
     j->refs = 1;
     j->kind = kind;
     j->slot = -1;
+    j->tool_fmt = -1;
     srv_gen_init(&j->gen);
     atomic_init(&j->cancel, false);
     j->t_queued = srv_now();

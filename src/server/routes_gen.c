@@ -3,6 +3,7 @@
  * either one JSON object when every job is done, or a stream of
  * Server-Sent Events built from what the jobs have produced so far. */
 #include "params.h"
+#include "tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,11 +289,17 @@ static void reply_whole(srv_state *st, gen_req *g, const char *id, json_int_t cr
                 json_decref(lp);
                 lp = chat_logprobs(st, j->lps, 0, j->n_lps);
             }
+            json_t *calls = NULL;
+            size_t clen = j->content_len;
+            if (j->tool_fmt >= 0 && !srv_tool_parse((srv_tool_fmt)j->tool_fmt, j->content ? j->content : "",
+                                                    j->content_len, &calls, &clen))
+                clen = j->content_len;
             json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
-                                    srv_json_bytes(j->content ? j->content : "", j->content_len));
+                                    calls && !clen ? json_null() : srv_json_bytes(j->content ? j->content : "", clen));
+            if (calls) json_object_set_new(msg, "tool_calls", calls);
             if (j->reasoning_len) json_object_set_new(msg, "reasoning_content", srv_json_bytes(j->reasoning, j->reasoning_len));
             c = json_pack("{s:i,s:o,s:o,s:s}", "index", j->index, "message", msg, "logprobs", lp, "finish_reason",
-                          finish_name(j->finish));
+                          calls ? "tool_calls" : finish_name(j->finish));
         } else {
             if (j->gen.top_logprobs >= 0) {
                 size_t off = 0;
@@ -358,13 +365,19 @@ static json_t *chunk(srv_stream *s, json_t *choices) {
 /* One event of job i: its output from the sent offsets up to mark m. */
 static void event(srv_stream *s, int i, const struct srv_mark *m) {
     srv_job *j = s->g.jobs[i];
-    json_t *content = m->content > s->sent_c[i] ? srv_json_bytes(j->content + s->sent_c[i], m->content - s->sent_c[i]) : NULL;
+    size_t upto = m->content;
+    /* with tools, text that may be the start of a call waits for the end */
+    if (j->tool_fmt >= 0) {
+        size_t safe = srv_tool_safe((srv_tool_fmt)j->tool_fmt, j->content ? j->content : "", m->content);
+        upto = safe > s->sent_c[i] ? safe : s->sent_c[i];
+    }
+    json_t *content = upto > s->sent_c[i] ? srv_json_bytes(j->content + s->sent_c[i], upto - s->sent_c[i]) : NULL;
     json_t *reasoning = m->reasoning > s->sent_r[i] ? srv_json_bytes(j->reasoning + s->sent_r[i], m->reasoning - s->sent_r[i]) : NULL;
     json_t *lp = NULL;
     if (j->gen.top_logprobs >= 0 && m->lps > s->sent_lp[i])
         lp = s->g.chat ? chat_logprobs(s->st, j->lps, s->sent_lp[i], m->lps)
                        : text_logprobs(s->st, j->lps, s->sent_lp[i], m->lps, &s->text_off[i]);
-    s->sent_c[i] = m->content;
+    s->sent_c[i] = upto;
     s->sent_r[i] = m->reasoning;
     s->sent_lp[i] = m->lps;
     if (!content && !reasoning && !lp) return;
@@ -406,8 +419,31 @@ static void pull_job(srv_stream *s, int i) {
             sse(s, e);
             return;
         }
+        const char *why = finish_name(fin);
+        if (j->tool_fmt >= 0) {
+            /* the held text: calls as one delta each, the rest as content */
+            pthread_mutex_lock(&j->mu);
+            json_t *calls = NULL;
+            size_t clen = j->content_len;
+            if (!srv_tool_parse((srv_tool_fmt)j->tool_fmt, j->content ? j->content : "", j->content_len, &calls, &clen))
+                clen = j->content_len;
+            if (clen > s->sent_c[i])
+                sse(s, chunk(s, json_pack("[{s:i,s:{s:o},s:n,s:n}]", "index", j->index, "delta", "content",
+                                          srv_json_bytes(j->content + s->sent_c[i], clen - s->sent_c[i]), "logprobs",
+                                          "finish_reason")));
+            s->sent_c[i] = j->content_len;
+            pthread_mutex_unlock(&j->mu);
+            for (size_t k = 0; calls && k < json_array_size(calls); k++) {
+                json_t *tc = json_deep_copy(json_array_get(calls, k));
+                json_object_set_new(tc, "index", json_integer((json_int_t)k));
+                sse(s, chunk(s, json_pack("[{s:i,s:{s:[o]},s:n,s:n}]", "index", j->index, "delta", "tool_calls", tc,
+                                          "logprobs", "finish_reason")));
+            }
+            if (calls) why = "tool_calls";
+            json_decref(calls);
+        }
         json_t *c = s->g.chat ? json_pack("{s:i,s:{},s:n,s:s}", "index", j->index, "delta", "logprobs", "finish_reason",
-                                          finish_name(fin))
+                                          why)
                               : json_pack("{s:s,s:i,s:n,s:s}", "text", "", "index", j->index, "logprobs",
                                           "finish_reason", finish_name(fin));
         json_t *ch = chunk(s, json_pack("[o]", c));
@@ -576,6 +612,9 @@ void srv_h_chat(srv_state *st, const srv_request *q, json_t *body, srv_reply *r)
     srv_gen_free(&gen);
     if (!j) return;
     j->split_reasoning = st->tmpl_thinks && !st->cfg.reasoning_inline;
+    json_t *tools = json_object_get(body, "tools"), *tc = json_object_get(body, "tool_choice");
+    if (json_is_array(tools) && json_array_size(tools) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
+        j->tool_fmt = (int)srv_tool_format(st->tmpl);
     j->think_open = think_open;
     g.jobs[g.n++] = j;
     run_request(st, q, &g, r);

@@ -503,7 +503,8 @@ static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
     if (j->gen.top_logprobs >= 0) record_logprob(s, j, l, tok);
     sl->n_gen++;
     char piece[256];
-    int32_t n = mf_token_to_piece(s->model, tok, piece, sizeof piece, false);
+    /* with tools, control tokens are text: some formats mark calls with them */
+    int32_t n = mf_token_to_piece(s->model, tok, piece, sizeof piece, j->tool_fmt >= 0);
     if (n < 0) n = 0;
     if (!add_pending(sl, piece, (size_t)n)) {
         slot_release(s, sl, SRV_FIN_ERROR, 500, "out of memory");

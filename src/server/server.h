@@ -94,6 +94,7 @@ typedef struct srv_job {
     srv_gen gen;
     bool think_open;       /* the prompt ends inside a <think> block */
     bool split_reasoning;  /* route <think> text to reasoning */
+    int tool_fmt;          /* srv_tool_fmt the reply's calls are read with, -1: no tools */
 
     /* output (under mu) */
     char *content; size_t content_len, content_cap;       /* visible text */

@@ -151,6 +151,14 @@ def run(s):
                                                                  "stream": True})
     check(text == whole["choices"][0]["message"]["content"], "chat stream %r != %r" % (text, whole))
     check(finish == whole["choices"][0]["finish_reason"], "chat finish")
+    # tools: a reply that is no call stays content, whole and streamed
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    st, wt = s.post_json("/v1/chat/completions", {"messages": msgs, "temperature": 0, "max_tokens": 16, "tools": tools})
+    check(wt["choices"][0]["message"]["content"] == whole["choices"][0]["message"]["content"] and
+          "tool_calls" not in wt["choices"][0]["message"], "tools changed a plain reply: %s" % wt["choices"][0])
+    text, finish, _, _ = stream_text(s, "/v1/chat/completions", {"messages": msgs, "temperature": 0, "max_tokens": 16,
+                                                                 "stream": True, "tools": tools})
+    check(text == whole["choices"][0]["message"]["content"] and finish == "length", "tools stream %r" % text)
     st, at = s.post_json("/apply-template", {"messages": msgs})
     check(at["prompt"] == "<|im_start|>system\nBe short.<|im_end|>\n<|im_start|>user\nTell me<|im_end|>\n"
                           "<|im_start|>assistant\n", "apply-template %r" % at)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/server.h"
+#include "server/tools.h"
 
 static int fails;
 #define CHECK(c, ...)                                                     \
@@ -50,6 +51,29 @@ static void think_case(const char *text, bool inside, const char *content, const
     }
 }
 
+/* Parses `text` with format f and checks the content length and the calls
+ * (as compact JSON of [[name, arguments], ...]). */
+static void tool_case(srv_tool_fmt f, const char *text, bool ok, size_t content, const char *want) {
+    json_t *calls = NULL;
+    size_t clen = 0;
+    bool r = srv_tool_parse(f, text, strlen(text), &calls, &clen);
+    CHECK(r == ok, "%s: parse returned %d", text, r);
+    CHECK(clen == content, "%s: content length %zu, expected %zu", text, clen, content);
+    json_t *got = json_array();
+    for (size_t i = 0; calls && i < json_array_size(calls); i++) {
+        json_t *fn = json_object_get(json_array_get(calls, i), "function");
+        json_array_append_new(got, json_pack("[O,O]", json_object_get(fn, "name"), json_object_get(fn, "arguments")));
+        char id[32];
+        snprintf(id, sizeof id, "call_%zu", i);
+        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(calls, i), "id")), id), "%s: call id", text);
+    }
+    char *g = json_dumps(got, JSON_COMPACT);
+    CHECK(!strcmp(g, want), "%s: calls %s, expected %s", text, g, want);
+    free(g);
+    json_decref(got);
+    json_decref(calls);
+}
+
 int main(void) {
     char *stops[] = {"</s>", "STOP"};
     long at;
@@ -71,6 +95,31 @@ int main(void) {
     out o = {0};
     srv_think_feed(&off, "<think>x</think>", 16, true, emit, &o);
     CHECK(o.nc == 16 && o.nr == 0, "disabled split keeps everything as content");
+
+    /* tool calls */
+    CHECK(srv_tool_format("{{ '<tool_call>' }}") == SRV_TOOLS_HERMES, "hermes template");
+    CHECK(srv_tool_format("[TOOL_CALLS]") == SRV_TOOLS_MISTRAL, "mistral template");
+    CHECK(srv_tool_format("<|python_tag|>") == SRV_TOOLS_LLAMA3, "llama3 template");
+    CHECK(srv_tool_format("{{ messages }}") == SRV_TOOLS_GENERIC, "generic template");
+    tool_case(SRV_TOOLS_HERMES, "no calls here", true, 13, "[]");
+    tool_case(SRV_TOOLS_HERMES, "Let me look.\n<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+              true, 12, "[[\"get\",\"{\\\"city\\\":\\\"Paris\\\"}\"]]");
+    tool_case(SRV_TOOLS_HERMES, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{\"name\":\"b\",\"arguments\":\"{\\\"x\\\":1}\"}</tool_call>",
+              true, 0, "[[\"a\",\"{}\"],[\"b\",\"{\\\"x\\\":1}\"]]");
+    tool_case(SRV_TOOLS_HERMES, "text <tool_call>{broken", false, 23, "[]");
+    tool_case(SRV_TOOLS_MISTRAL, "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{\"n\":2}}]", true, 0, "[[\"f\",\"{\\\"n\\\":2}\"]]");
+    tool_case(SRV_TOOLS_MISTRAL, "[TOOL_CALLS]f[ARGS]{\"n\":2}", true, 0, "[[\"f\",\"{\\\"n\\\":2}\"]]");
+    tool_case(SRV_TOOLS_LLAMA3, "<|python_tag|>{\"name\":\"g\",\"parameters\":{\"q\":\"x\"}}", true, 0,
+              "[[\"g\",\"{\\\"q\\\":\\\"x\\\"}\"]]");
+    tool_case(SRV_TOOLS_LLAMA3, "{\"not\": \"a call\"}", true, 17, "[]");
+    tool_case(SRV_TOOLS_GENERIC, "{\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"h\",\"arguments\":{}}}]}",
+              true, 0, "[[\"h\",\"{}\"]]");
+    tool_case(SRV_TOOLS_GENERIC, "Plain answer.", true, 13, "[]");
+    CHECK(srv_tool_safe(SRV_TOOLS_HERMES, "abc<tool", 8) == 3, "hermes: partial marker held");
+    CHECK(srv_tool_safe(SRV_TOOLS_HERMES, "abc <tool_call>{", 16) == 4, "hermes: text before the call");
+    CHECK(srv_tool_safe(SRV_TOOLS_HERMES, "abc", 3) == 3, "hermes: plain text");
+    CHECK(srv_tool_safe(SRV_TOOLS_GENERIC, "  {\"na", 6) == 0, "generic: a JSON start is held");
+    CHECK(srv_tool_safe(SRV_TOOLS_GENERIC, "Sure, {x}", 9) == 9, "generic: text first is text");
 
     json_t *j = srv_json_bytes("a\xff" "b\xc3\xa9", 5);
     CHECK(j && !strcmp(json_string_value(j), "a\xEF\xBF\xBD" "b\xc3\xa9"), "invalid UTF-8 replaced, valid kept");
