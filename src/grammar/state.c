@@ -1,0 +1,356 @@
+/* state.c - one sequence's position in a grammar: the set of parse stacks,
+ * the token mask at that position, and advancing by an accepted token.
+ *
+ * The mask is computed by walking the vocabulary trie depth-first, carrying
+ * the set of stacks after each prefix; a subtree is cut as soon as no stack
+ * survives. Masks are cached per state (keyed by the stacks themselves), so a
+ * position the sequence has been in before (inside a string, after a comma at
+ * the same depth) costs a lookup and the pass over the logits. */
+#include "grammar/grammar.h"
+#include "grammar/state.h"
+#include "grammar/trie.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define G_CACHE 32 /* masks kept per state: 32 x n_vocab/8 bytes */
+
+/* Within one mask computation, transitions (set of stacks, byte) -> set are
+ * memoized: inside a string every character leads back to the same set, so
+ * most trie nodes cost a hash lookup instead of a grammar step. */
+#define G_MEMO_SLOTS (1u << 14)
+#define G_MEMO_MAX   (1u << 13)  /* entries per computation (the table stays half empty) */
+#define G_MEMO_TOPS  (1u << 17)  /* stack tops stored for them */
+
+typedef struct memo_e {
+    uint64_t key, out_h;
+    uint32_t gen, off, n;
+    gutf8 u;
+    bool done;
+} memo_e;
+
+typedef struct centry {
+    uint64_t hash, stamp;
+    uint32_t *key, klen;
+    uint64_t *bits;
+} centry;
+
+struct mf_grammar_state {
+    const mf_grammar *g;
+    const mf_grammar_vocab *v;
+    gpool pool;
+    gset cur, tmp, save; /* save: the tops before an accept, restored if it fails */
+    gutf8 u;
+    gset *lvl;          /* the trie walk's set at each depth */
+    uint32_t n_lvl;
+    uint32_t *key, kcap, klen;
+    centry cache[G_CACHE];
+    uint64_t clock;
+    uint32_t n_words;
+    mf_grammar_stats stats;
+    memo_e *memo;
+    uint32_t *tops; /* fixed size: sets handed down the walk point into it */
+    uint32_t memo_gen, memo_n, tops_n;
+};
+
+void mf_grammar_state_free(mf_grammar_state *s) {
+    if (!s) return;
+    free(s->pool.n);
+    g_set_free(&s->cur);
+    g_set_free(&s->tmp);
+    g_set_free(&s->save);
+    for (uint32_t i = 0; i < s->n_lvl; i++) g_set_free(&s->lvl[i]);
+    free(s->lvl);
+    free(s->key);
+    free(s->memo);
+    free(s->tops);
+    for (int i = 0; i < G_CACHE; i++) {
+        free(s->cache[i].key);
+        free(s->cache[i].bits);
+    }
+    free(s);
+}
+
+mf_status mf_grammar_state_reset(mf_grammar_state *s) {
+    s->pool.len = 1;
+    s->u = (gutf8){0, 0, 0};
+    return g_initial(s->g, &s->pool, &s->cur);
+}
+
+mf_status mf_grammar_state_new(const mf_grammar *g, const mf_grammar_vocab *v, mf_grammar_state **out) {
+    if (!out || !g) return mf_err(MF_ERR_INVALID_ARG, "grammar state: no grammar");
+    *out = NULL;
+    mf_grammar_state *s = calloc(1, sizeof *s);
+    if (!s) return mf_err(MF_ERR_NOMEM, "out of memory");
+    s->g = g;
+    s->v = v;
+    if (v) {
+        s->n_lvl = v->max_depth + 2;
+        s->lvl = calloc(s->n_lvl, sizeof *s->lvl);
+        s->n_words = (uint32_t)((v->n_vocab + 63) / 64);
+        s->memo = calloc(G_MEMO_SLOTS, sizeof *s->memo);
+        s->tops = malloc(sizeof *s->tops * G_MEMO_TOPS);
+        if (!s->lvl || !s->memo || !s->tops) {
+            mf_grammar_state_free(s);
+            return mf_err(MF_ERR_NOMEM, "out of memory");
+        }
+    }
+    mf_status st = mf_grammar_state_reset(s);
+    if (st) {
+        mf_grammar_state_free(s);
+        return st;
+    }
+    *out = s;
+    return MF_OK;
+}
+
+bool mf_grammar_done(const mf_grammar_state *s) { return s->cur.done && !s->u.need; }
+
+mf_grammar_stats mf_grammar_state_stats(const mf_grammar_state *s) { return s->stats; }
+
+/* Advances the state by the bytes; when they are rejected (MF_ERR_FORMAT,
+ * no message set) or on any error the state is as it was before. */
+static mf_status advance_bytes(mf_grammar_state *s, const char *b, size_t n) {
+    /* the pool only grows until g_compact, so saving the tops is enough */
+    if (s->save.cap < s->cur.n) {
+        uint32_t *q = realloc(s->save.s, sizeof *q * s->cur.n);
+        if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
+        s->save.s = q;
+        s->save.cap = s->cur.n;
+    }
+    if (s->cur.n) memcpy(s->save.s, s->cur.s, sizeof *s->save.s * s->cur.n);
+    s->save.n = s->cur.n;
+    s->save.done = s->cur.done;
+    const gutf8 u0 = s->u;
+    mf_status st = MF_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        gutf8 uo;
+        st = g_step_byte(s->g, &s->pool, &s->cur, &s->u, (uint8_t)b[i], &s->tmp, &uo);
+        if (st) break;
+        gset t = s->cur;
+        s->cur = s->tmp;
+        s->tmp = t;
+        s->u = uo;
+        if (!s->cur.n && !(s->cur.done && i + 1 == n)) st = MF_ERR_FORMAT; /* the caller words the message */
+    }
+    if (!st) st = g_compact(&s->pool, &s->cur);
+    if (st) { /* put the saved tops back */
+        if (s->cur.cap < s->save.n) {
+            gset t = s->cur;
+            s->cur = s->save;
+            s->save = t;
+        } else {
+            if (s->save.n) memcpy(s->cur.s, s->save.s, sizeof *s->cur.s * s->save.n);
+            s->cur.n = s->save.n;
+            s->cur.done = s->save.done;
+        }
+        s->u = u0;
+    }
+    return st;
+}
+
+mf_status mf_grammar_accept_text(mf_grammar_state *s, const char *text, size_t len) {
+    mf_err_clear();
+    mf_status st = advance_bytes(s, text, len);
+    if (st == MF_ERR_FORMAT && !*mf_last_error())
+        return mf_err(MF_ERR_FORMAT, "grammar: the text is not allowed here");
+    return st;
+}
+
+mf_status mf_grammar_accept(mf_grammar_state *s, mf_token tok) {
+    const mf_grammar_vocab *v = s->v;
+    if (!v) return mf_err(MF_ERR_INVALID_ARG, "grammar: the state has no vocabulary");
+    if (tok < 0 || tok >= v->n_vocab) return mf_err(MF_ERR_INVALID_ARG, "grammar: token %d out of range", tok);
+    if (v->eog[tok]) {
+        if (mf_grammar_done(s)) return MF_OK;
+        return mf_err(MF_ERR_FORMAT, "grammar: end of generation (token %d) before the grammar is complete", tok);
+    }
+    if (!v->len[tok]) return mf_err(MF_ERR_FORMAT, "grammar: token %d has no text and is never allowed", tok);
+    mf_err_clear();
+    mf_status st = advance_bytes(s, v->bytes + v->off[tok], v->len[tok]);
+    if (st == MF_ERR_FORMAT && !*mf_last_error())
+        return mf_err(MF_ERR_FORMAT, "grammar: token %d is not allowed here", tok);
+    return st;
+}
+
+/* ---- the mask ----------------------------------------------------------- */
+
+static mf_status key_push(mf_grammar_state *s, uint32_t x) {
+    if (s->klen == s->kcap) {
+        uint32_t nc = s->kcap ? s->kcap * 2 : 256;
+        uint32_t *q = realloc(s->key, sizeof *q * nc);
+        if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
+        s->key = q;
+        s->kcap = nc;
+    }
+    s->key[s->klen++] = x;
+    return MF_OK;
+}
+
+/* The cache key: every stack's positions top to bottom, the end flag, the
+ * pending UTF-8 bytes. */
+static mf_status build_key(mf_grammar_state *s, uint64_t *hash) {
+    s->klen = 0;
+    mf_status st = MF_OK;
+    for (uint32_t i = 0; i < s->cur.n && !st; i++) {
+        for (uint32_t x = s->cur.s[i]; x && !st; x = s->pool.n[x].parent) st = key_push(s, s->pool.n[x].pos);
+        if (!st) st = key_push(s, UINT32_MAX);
+    }
+    if (!st) st = key_push(s, s->cur.done);
+    if (!st) st = key_push(s, s->u.val);
+    if (!st) st = key_push(s, s->u.need);
+    if (!st) st = key_push(s, s->u.len);
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < s->klen; i++) h = (h ^ s->key[i]) * 1099511628211ull;
+    *hash = h;
+    return st;
+}
+
+static void set_tokens(const mf_grammar_vocab *v, uint64_t *bits, int32_t t) {
+    for (; t >= 0; t = v->next_tok[t]) bits[t >> 6] |= 1ull << (t & 63);
+}
+
+static uint64_t memo_key(uint64_t h, uint8_t b) {
+    uint64_t z = h ^ ((uint64_t)(b + 1) * 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    return z ^ (z >> 29);
+}
+
+static memo_e *memo_find(mf_grammar_state *s, uint64_t key) {
+    for (uint32_t i = (uint32_t)key & (G_MEMO_SLOTS - 1);; i = (i + 1) & (G_MEMO_SLOTS - 1)) {
+        memo_e *e = &s->memo[i];
+        if (e->gen != s->memo_gen) return e; /* free slot */
+        if (e->key == key) return e;
+    }
+}
+
+static mf_status walk(mf_grammar_state *s, uint32_t node, uint32_t d, const gset *in, uint64_t in_h, gutf8 u,
+                      uint64_t *bits) {
+    const mf_grammar_vocab *v = s->v;
+    for (uint32_t c = v->node[node].child; c; c = v->node[c].sib) {
+        const uint32_t mark = s->pool.len, memo_before = s->memo_n;
+        const uint64_t key = memo_key(in_h, v->node[c].b);
+        memo_e *e = memo_find(s, key);
+        gset view;
+        const gset *o;
+        gutf8 uo;
+        uint64_t oh;
+        bool added = false;
+        s->stats.trie_nodes++;
+        if (e->gen == s->memo_gen) {
+            view = (gset){s->tops + e->off, e->n, e->n, e->done};
+            o = &view;
+            uo = e->u;
+            oh = e->out_h;
+        } else {
+            gset *out = &s->lvl[d + 1];
+            mf_status st = g_step_byte(s->g, &s->pool, in, &u, v->node[c].b, out, &uo);
+            if (st) return st;
+            o = out;
+            oh = g_set_hash(&s->pool, out, &uo);
+            if (s->memo_n < G_MEMO_MAX && s->tops_n + out->n <= G_MEMO_TOPS) {
+                *e = (memo_e){key, oh, s->memo_gen, s->tops_n, out->n, uo, out->done};
+                if (out->n) memcpy(s->tops + s->tops_n, out->s, sizeof *out->s * out->n);
+                s->tops_n += out->n;
+                s->memo_n++;
+                added = true;
+            }
+        }
+        if (o->n || (o->done && !uo.need)) {
+            set_tokens(v, bits, v->node[c].tok);
+            if (o->n && v->node[c].child) {
+                mf_status st = walk(s, c, d + 1, o, oh, uo, bits);
+                if (st) return st;
+            }
+        }
+        /* nodes made here are garbage unless a memo entry points at them */
+        if (!added && s->memo_n == memo_before) s->pool.len = mark;
+    }
+    return MF_OK;
+}
+
+/* The allowed-token bitmap at the current position (cached). */
+static mf_status get_mask(mf_grammar_state *s, const uint64_t **out) {
+    const mf_grammar_vocab *v = s->v;
+    if (!v) return mf_err(MF_ERR_INVALID_ARG, "grammar: the state has no vocabulary");
+    uint64_t h;
+    mf_status st = build_key(s, &h);
+    if (st) return st;
+    centry *victim = &s->cache[0];
+    for (int i = 0; i < G_CACHE; i++) {
+        centry *e = &s->cache[i];
+        if (e->bits && e->hash == h && e->klen == s->klen && !memcmp(e->key, s->key, sizeof *s->key * s->klen)) {
+            e->stamp = ++s->clock;
+            s->stats.cache_hits++;
+            *out = e->bits;
+            return MF_OK;
+        }
+        if (!e->bits || e->stamp < victim->stamp) victim = e;
+        if (!victim->bits) break;
+    }
+    s->stats.cache_misses++;
+    if (!victim->bits) victim->bits = malloc(sizeof *victim->bits * s->n_words);
+    uint32_t *k = realloc(victim->key, sizeof *k * (s->klen ? s->klen : 1));
+    if (!victim->bits || !k) {
+        free(k == victim->key ? NULL : k);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    victim->key = k;
+    memcpy(k, s->key, sizeof *k * s->klen);
+    victim->klen = s->klen;
+    victim->hash = 0;
+    memset(victim->bits, 0, sizeof *victim->bits * s->n_words);
+    const uint32_t mark = s->pool.len;
+    if (++s->memo_gen == 0) { /* wrapped: clear the stamps */
+        memset(s->memo, 0, sizeof *s->memo * G_MEMO_SLOTS);
+        s->memo_gen = 1;
+    }
+    s->memo_n = s->tops_n = 0;
+    if (s->cur.n) st = walk(s, 0, 0, &s->cur, g_set_hash(&s->pool, &s->cur, &s->u), s->u, victim->bits);
+    s->pool.len = mark;
+    if (st) {
+        victim->stamp = 0;
+        return st;
+    }
+    if (mf_grammar_done(s))
+        for (int32_t t = 0; t < v->n_vocab; t++)
+            if (v->eog[t]) victim->bits[t >> 6] |= 1ull << (t & 63);
+    victim->hash = h;
+    victim->stamp = ++s->clock;
+    *out = victim->bits;
+    return MF_OK;
+}
+
+mf_status g_state_mask(mf_grammar_state *s, const uint64_t **bits, int32_t *n_vocab) {
+    *n_vocab = s->v ? s->v->n_vocab : 0;
+    return get_mask(s, bits);
+}
+
+/* 64 minus infinities, copied over a word of tokens that are all disallowed */
+#define NINF8 -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY
+static const float g_ninf64[64] = {NINF8, NINF8, NINF8, NINF8, NINF8, NINF8, NINF8, NINF8};
+
+mf_status mf_grammar_apply(mf_grammar_state *s, float *logits) {
+    const uint64_t *bits;
+    mf_status st = get_mask(s, &bits);
+    if (st) return st;
+    const int32_t n = s->v->n_vocab;
+    bool any = false;
+    const uint32_t full = (uint32_t)n / 64; /* words covering 64 tokens */
+    for (uint32_t w = 0; w < full; w++) {
+        const uint64_t m = bits[w];
+        float *l = logits + (size_t)w * 64;
+        if (m == ~0ull) { any = true; continue; }
+        if (!m) { memcpy(l, g_ninf64, sizeof g_ninf64); continue; }
+        any = true;
+        for (uint64_t z = ~m; z; z &= z - 1) l[__builtin_ctzll(z)] = -INFINITY; /* cost: the disallowed ones */
+    }
+    for (int32_t t = (int32_t)full * 64; t < n; t++) {
+        if (bits[t >> 6] >> (t & 63) & 1) any = true;
+        else logits[t] = -INFINITY;
+    }
+    if (!any) return mf_err(MF_ERR_FORMAT, "grammar: no token of the vocabulary can continue the grammar here");
+    return MF_OK;
+}
