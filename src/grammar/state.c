@@ -17,19 +17,23 @@
 
 #define G_CACHE 32 /* masks kept per state: 32 x n_vocab/8 bytes */
 
-/* Within one mask computation, transitions (set of stacks, byte) -> set are
- * memoized: inside a string every character leads back to the same set, so
- * most trie nodes cost a hash lookup instead of a grammar step. */
-#define G_MEMO_SLOTS (1u << 14)
-#define G_MEMO_MAX   (1u << 13)  /* entries per computation (the table stays half empty) */
-#define G_MEMO_TOPS  (1u << 17)  /* stack tops stored for them */
+/* Within one mask computation every distinct set of stacks met in the walk
+ * gets a record with its transitions by byte, filled as they are first
+ * needed: inside a string every character leads back to the same set, so
+ * most trie nodes cost one table lookup instead of a grammar step. */
+#define G_RECS      512         /* records per computation; past them the walk steps directly */
+#define G_REC_SLOTS 1024        /* hash slots over the records */
+#define G_REC_TOPS  (1u << 16)  /* stack tops the records hold */
+#define T_UNKNOWN   (-2)
+#define T_DEAD      (-1)
 
-typedef struct memo_e {
-    uint64_t key, out_h;
-    uint32_t gen, off, n;
+typedef struct srec {
+    uint64_t h;
+    uint32_t off, n; /* tops[off .. off + n) */
     gutf8 u;
     bool done;
-} memo_e;
+    int32_t next[256]; /* record after each byte, T_UNKNOWN or T_DEAD */
+} srec;
 
 typedef struct centry {
     uint64_t hash, stamp;
@@ -50,9 +54,10 @@ struct mf_grammar_state {
     uint64_t clock;
     uint32_t n_words;
     mf_grammar_stats stats;
-    memo_e *memo;
-    uint32_t *tops; /* fixed size: sets handed down the walk point into it */
-    uint32_t memo_gen, memo_n, tops_n;
+    srec *rec;
+    uint32_t *slot;  /* record id + 1, 0 = empty */
+    uint32_t *tops;
+    uint32_t n_rec, tops_n;
 };
 
 void mf_grammar_state_free(mf_grammar_state *s) {
@@ -64,7 +69,8 @@ void mf_grammar_state_free(mf_grammar_state *s) {
     for (uint32_t i = 0; i < s->n_lvl; i++) g_set_free(&s->lvl[i]);
     free(s->lvl);
     free(s->key);
-    free(s->memo);
+    free(s->rec);
+    free(s->slot);
     free(s->tops);
     for (int i = 0; i < G_CACHE; i++) {
         free(s->cache[i].key);
@@ -90,9 +96,10 @@ mf_status mf_grammar_state_new(const mf_grammar *g, const mf_grammar_vocab *v, m
         s->n_lvl = v->max_depth + 2;
         s->lvl = calloc(s->n_lvl, sizeof *s->lvl);
         s->n_words = (uint32_t)((v->n_vocab + 63) / 64);
-        s->memo = calloc(G_MEMO_SLOTS, sizeof *s->memo);
-        s->tops = malloc(sizeof *s->tops * G_MEMO_TOPS);
-        if (!s->lvl || !s->memo || !s->tops) {
+        s->rec = malloc(sizeof *s->rec * G_RECS);
+        s->slot = malloc(sizeof *s->slot * G_REC_SLOTS);
+        s->tops = malloc(sizeof *s->tops * G_REC_TOPS);
+        if (!s->lvl || !s->rec || !s->slot || !s->tops) {
             mf_grammar_state_free(s);
             return mf_err(MF_ERR_NOMEM, "out of memory");
         }
@@ -212,61 +219,81 @@ static void set_tokens(const mf_grammar_vocab *v, uint64_t *bits, int32_t t) {
     for (; t >= 0; t = v->next_tok[t]) bits[t >> 6] |= 1ull << (t & 63);
 }
 
-static uint64_t memo_key(uint64_t h, uint8_t b) {
-    uint64_t z = h ^ ((uint64_t)(b + 1) * 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-    return z ^ (z >> 29);
-}
-
-static memo_e *memo_find(mf_grammar_state *s, uint64_t key) {
-    for (uint32_t i = (uint32_t)key & (G_MEMO_SLOTS - 1);; i = (i + 1) & (G_MEMO_SLOTS - 1)) {
-        memo_e *e = &s->memo[i];
-        if (e->gen != s->memo_gen) return e; /* free slot */
-        if (e->key == key) return e;
-    }
-}
-
-static mf_status walk(mf_grammar_state *s, uint32_t node, uint32_t d, const gset *in, uint64_t in_h, gutf8 u,
-                      uint64_t *bits) {
+/* Without records (they ran out): step every byte, free what a subtree made. */
+static mf_status walk_direct(mf_grammar_state *s, uint32_t node, uint32_t d, const gset *in, gutf8 u,
+                             uint64_t *bits) {
     const mf_grammar_vocab *v = s->v;
-    for (uint32_t c = v->node[node].child; c; c = v->node[c].sib) {
-        const uint32_t mark = s->pool.len, memo_before = s->memo_n;
-        const uint64_t key = memo_key(in_h, v->node[c].b);
-        memo_e *e = memo_find(s, key);
-        gset view;
-        const gset *o;
+    gset *o = &s->lvl[d + 1];
+    const tnode *t = &v->node[node];
+    for (uint32_t c = t->first; c < t->first + t->n; c++) {
+        const uint32_t mark = s->pool.len;
         gutf8 uo;
-        uint64_t oh;
-        bool added = false;
+        mf_status st = g_step_byte(s->g, &s->pool, in, &u, v->node[c].b, o, &uo);
+        if (st) return st;
         s->stats.trie_nodes++;
-        if (e->gen == s->memo_gen) {
-            view = (gset){s->tops + e->off, e->n, e->n, e->done};
-            o = &view;
-            uo = e->u;
-            oh = e->out_h;
-        } else {
-            gset *out = &s->lvl[d + 1];
-            mf_status st = g_step_byte(s->g, &s->pool, in, &u, v->node[c].b, out, &uo);
-            if (st) return st;
-            o = out;
-            oh = g_set_hash(&s->pool, out, &uo);
-            if (s->memo_n < G_MEMO_MAX && s->tops_n + out->n <= G_MEMO_TOPS) {
-                *e = (memo_e){key, oh, s->memo_gen, s->tops_n, out->n, uo, out->done};
-                if (out->n) memcpy(s->tops + s->tops_n, out->s, sizeof *out->s * out->n);
-                s->tops_n += out->n;
-                s->memo_n++;
-                added = true;
-            }
-        }
         if (o->n || (o->done && !uo.need)) {
             set_tokens(v, bits, v->node[c].tok);
-            if (o->n && v->node[c].child) {
-                mf_status st = walk(s, c, d + 1, o, oh, uo, bits);
-                if (st) return st;
-            }
+            if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
         }
-        /* nodes made here are garbage unless a memo entry points at them */
-        if (!added && s->memo_n == memo_before) s->pool.len = mark;
+        s->pool.len = mark;
+    }
+    return MF_OK;
+}
+
+/* The record of set o (a new one if needed); -1 when the records ran out. */
+static int32_t record_of(mf_grammar_state *s, const gset *o, gutf8 uo) {
+    uint64_t h = g_set_hash(&s->pool, o, &uo);
+    uint32_t i = (uint32_t)h & (G_REC_SLOTS - 1);
+    for (; s->slot[i]; i = (i + 1) & (G_REC_SLOTS - 1)) {
+        srec *r = &s->rec[s->slot[i] - 1];
+        if (r->h == h && r->n == o->n && r->done == o->done) return (int32_t)s->slot[i] - 1;
+    }
+    if (s->n_rec >= G_RECS || s->tops_n + o->n > G_REC_TOPS) return -1;
+    srec *r = &s->rec[s->n_rec];
+    r->h = h;
+    r->off = s->tops_n;
+    r->n = o->n;
+    r->u = uo;
+    r->done = o->done;
+    for (int b = 0; b < 256; b++) r->next[b] = T_UNKNOWN;
+    if (o->n) memcpy(s->tops + s->tops_n, o->s, sizeof *o->s * o->n);
+    s->tops_n += o->n;
+    s->slot[i] = ++s->n_rec;
+    return (int32_t)s->n_rec - 1;
+}
+
+static mf_status walk(mf_grammar_state *s, uint32_t node, int32_t rid, uint32_t d, uint64_t *bits) {
+    const mf_grammar_vocab *v = s->v;
+    const tnode *t = &v->node[node];
+    for (uint32_t c = t->first; c < t->first + t->n; c++) {
+        const uint8_t b = v->node[c].b;
+        int32_t nx = s->rec[rid].next[b];
+        s->stats.trie_nodes++;
+        if (nx == T_UNKNOWN) {
+            const srec *r = &s->rec[rid];
+            gset in = {s->tops + r->off, r->n, r->n, r->done};
+            gset *o = &s->lvl[d + 1];
+            gutf8 uo;
+            const uint32_t mark = s->pool.len, before = s->n_rec;
+            mf_status st = g_step_byte(s->g, &s->pool, &in, &r->u, b, o, &uo);
+            if (st) return st;
+            if (!o->n && !(o->done && !uo.need)) nx = T_DEAD;
+            else nx = record_of(s, o, uo);
+            if (nx < 0 && nx != T_DEAD) { /* no records left: finish this subtree directly */
+                set_tokens(v, bits, v->node[c].tok);
+                if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
+                s->pool.len = mark;
+                continue;
+            }
+            if (s->n_rec == before) s->pool.len = mark; /* dead or an old set: the new nodes are garbage */
+            s->rec[rid].next[b] = nx;
+        }
+        if (nx == T_DEAD) continue;
+        set_tokens(v, bits, v->node[c].tok);
+        if (s->rec[nx].n && v->node[c].n) {
+            mf_status st = walk(s, c, nx, d + 1, bits);
+            if (st) return st;
+        }
     }
     return MF_OK;
 }
@@ -303,12 +330,12 @@ static mf_status get_mask(mf_grammar_state *s, const uint64_t **out) {
     victim->hash = 0;
     memset(victim->bits, 0, sizeof *victim->bits * s->n_words);
     const uint32_t mark = s->pool.len;
-    if (++s->memo_gen == 0) { /* wrapped: clear the stamps */
-        memset(s->memo, 0, sizeof *s->memo * G_MEMO_SLOTS);
-        s->memo_gen = 1;
+    s->n_rec = s->tops_n = 0;
+    memset(s->slot, 0, sizeof *s->slot * G_REC_SLOTS);
+    if (s->cur.n) {
+        int32_t root = record_of(s, &s->cur, s->u);
+        st = root >= 0 ? walk(s, 0, root, 0, victim->bits) : walk_direct(s, 0, 0, &s->cur, s->u, victim->bits);
     }
-    s->memo_n = s->tops_n = 0;
-    if (s->cur.n) st = walk(s, 0, 0, &s->cur, g_set_hash(&s->pool, &s->cur, &s->u), s->u, victim->bits);
     s->pool.len = mark;
     if (st) {
         victim->stamp = 0;

@@ -57,16 +57,59 @@ static mf_status read_pieces(const mf_model *m, mf_grammar_vocab *v) {
     return MF_OK;
 }
 
-static mf_status add_node(mf_grammar_vocab *v, uint32_t *cap, uint8_t b, uint32_t *out) {
-    if (v->n_nodes == *cap) {
+/* The trie while it is built: first child / next sibling links. */
+typedef struct lnode {
+    uint32_t child, sib;
+    int32_t tok;
+    uint8_t b;
+} lnode;
+
+static mf_status add_node(lnode **nodes, uint32_t *n_nodes, uint32_t *cap, uint8_t b, uint32_t *out) {
+    if (*n_nodes == *cap) {
         uint32_t nc = *cap * 2;
-        tnode *q = realloc(v->node, sizeof *q * nc);
+        lnode *q = realloc(*nodes, sizeof *q * nc);
         if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
-        v->node = q;
+        *nodes = q;
         *cap = nc;
     }
-    v->node[v->n_nodes] = (tnode){0, 0, -1, b};
-    *out = v->n_nodes++;
+    (*nodes)[*n_nodes] = (lnode){0, 0, -1, b};
+    *out = (*n_nodes)++;
+    return MF_OK;
+}
+
+/* Renumbers the linked trie into v->node with each node's children in one
+ * block, the blocks in depth-first order: the mask's depth-first walk then
+ * reads memory mostly forward. */
+static mf_status relayout(mf_grammar_vocab *v, const lnode *L, uint32_t n) {
+    uint32_t(*stack)[2] = malloc(sizeof *stack * n); /* (old id, new id) */
+    v->node = malloc(sizeof *v->node * n);
+    if (!stack || !v->node) {
+        free(stack);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    uint32_t sp = 0, next = 1;
+    stack[sp][0] = 0;
+    stack[sp++][1] = 0;
+    while (sp) {
+        sp--;
+        const uint32_t o = stack[sp][0], id = stack[sp][1];
+        tnode *t = &v->node[id];
+        t->tok = L[o].tok;
+        t->b = L[o].b;
+        t->first = next;
+        t->n = 0;
+        for (uint32_t c = L[o].child; c; c = L[c].sib) t->n++;
+        next += t->n;
+        /* the first child on top, so its block comes next */
+        sp += t->n;
+        uint32_t j = 0;
+        for (uint32_t c = L[o].child; c; c = L[c].sib, j++) {
+            stack[sp - 1 - j][0] = c;
+            stack[sp - 1 - j][1] = t->first + j;
+        }
+    }
+    v->n_nodes = n;
+    free(stack);
     return MF_OK;
 }
 
@@ -82,9 +125,9 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
     v->eog = calloc(nv, 1);
     v->next_tok = malloc(sizeof *v->next_tok * nv);
     piece_ref *order = malloc(sizeof *order * nv);
-    uint32_t *path = NULL, *last = NULL, cap = 1024;
-    v->node = malloc(sizeof *v->node * cap);
-    mf_status st = !v->off || !v->len || !v->eog || !v->next_tok || !order || !v->node
+    uint32_t *path = NULL, *last = NULL, cap = 1024, n_nodes = 0;
+    lnode *L = malloc(sizeof *L * cap);
+    mf_status st = !v->off || !v->len || !v->eog || !v->next_tok || !order || !L
                        ? mf_err(MF_ERR_NOMEM, "out of memory")
                        : read_pieces(model, v);
     int32_t n = 0;
@@ -101,8 +144,8 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
         if (!path) st = mf_err(MF_ERR_NOMEM, "out of memory");
     }
     if (!st) {
-        v->node[0] = (tnode){0, 0, -1, 0};
-        v->n_nodes = 1;
+        L[0] = (lnode){0, 0, -1, 0};
+        n_nodes = 1;
         path[0] = 0;
         v->max_depth = maxlen;
     }
@@ -120,8 +163,8 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
             while (lcp < l && lcp < prev_len && s[lcp] == ps[lcp]) lcp++;
         }
         for (uint32_t d = lcp; d < l && !st; d++) {
-            uint32_t nn;
-            if ((st = add_node(v, &cap, s[d], &nn))) break;
+            uint32_t nn = 0;
+            if ((st = add_node(&L, &n_nodes, &cap, s[d], &nn))) break;
             if (nn >= last_cap) {
                 uint32_t nc = cap;
                 uint32_t *q = realloc(last, sizeof *q * nc);
@@ -131,13 +174,13 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
                 last_cap = nc;
             }
             uint32_t par = path[d];
-            if (par >= last_cap || !last[par]) v->node[par].child = nn;
-            else v->node[last[par]].sib = nn;
+            if (par >= last_cap || !last[par]) L[par].child = nn;
+            else L[last[par]].sib = nn;
             last[par] = nn;
             path[d + 1] = nn;
         }
         if (st) break;
-        tnode *e = &v->node[path[l]];
+        lnode *e = &L[path[l]];
         v->next_tok[t] = e->tok;
         e->tok = t;
         prev = t;
@@ -146,6 +189,8 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
     free(order);
     free(path);
     free(last);
+    if (!st) st = relayout(v, L, n_nodes);
+    free(L);
     if (st) {
         mf_grammar_vocab_free(v);
         return st;

@@ -6,10 +6,13 @@
 
 #include "minfer.h"
 
+/* Nodes are in breadth-first order, so a node's children are consecutive:
+ * node[first .. first + n). Node 0 is the root. */
 typedef struct tnode {
-    uint32_t child, sib; /* first child, next sibling (0 = none; node 0 is the root) */
-    int32_t tok;         /* a token whose piece ends here (-1 = none); more via next_tok */
-    uint8_t b;           /* the byte leading here */
+    uint32_t first;
+    int32_t tok;  /* a token whose piece ends here (-1 = none); more via next_tok */
+    uint16_t n;   /* children (at most 256) */
+    uint8_t b;    /* the byte leading here */
 } tnode;
 
 struct mf_grammar_vocab {
