@@ -15,24 +15,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define G_CACHE 32 /* masks kept per state: 32 x n_vocab/8 bytes */
+/* Masks kept per state: as many as fit in G_CACHE_BYTES (220 for a
+ * 151,936-token vocabulary), between 16 and 256. */
+#define G_CACHE_BYTES (4u << 20)
+#define G_CACHE_MIN 16
+#define G_CACHE_MAX 256
 
 /* Within one mask computation every distinct set of stacks met in the walk
  * gets a record with its transitions by byte, filled as they are first
  * needed: inside a string every character leads back to the same set, so
  * most trie nodes cost one table lookup instead of a grammar step. */
-#define G_RECS      512         /* records per computation; past them the walk steps directly */
-#define G_REC_SLOTS 1024        /* hash slots over the records */
+#define G_RECS      2048        /* records per computation (partial UTF-8 states count); then direct steps */
+#define G_REC_SLOTS 4096        /* hash slots over the records: at least twice G_RECS */
 #define G_REC_TOPS  (1u << 16)  /* stack tops the records hold */
 #define T_UNKNOWN   (-2)
 #define T_DEAD      (-1)
+#define T_NOREC     (-3)        /* record_of: none left */
+
+_Static_assert(G_REC_SLOTS >= 2 * G_RECS, "the record table must keep free slots");
 
 typedef struct srec {
     uint64_t h;
     uint32_t off, n; /* tops[off .. off + n) */
     gutf8 u;
     bool done;
-    int32_t next[256]; /* record after each byte, T_UNKNOWN or T_DEAD */
+    int16_t next[256]; /* record after each byte, T_UNKNOWN or T_DEAD */
 } srec;
 
 typedef struct centry {
@@ -50,7 +57,8 @@ struct mf_grammar_state {
     gset *lvl;          /* the trie walk's set at each depth */
     uint32_t n_lvl;
     uint32_t *key, kcap, klen;
-    centry cache[G_CACHE];
+    centry *cache;
+    uint32_t n_cache;
     uint64_t clock;
     uint32_t n_words;
     mf_grammar_stats stats;
@@ -72,10 +80,11 @@ void mf_grammar_state_free(mf_grammar_state *s) {
     free(s->rec);
     free(s->slot);
     free(s->tops);
-    for (int i = 0; i < G_CACHE; i++) {
+    for (uint32_t i = 0; s->cache && i < s->n_cache; i++) {
         free(s->cache[i].key);
         free(s->cache[i].bits);
     }
+    free(s->cache);
     free(s);
 }
 
@@ -99,7 +108,10 @@ mf_status mf_grammar_state_new(const mf_grammar *g, const mf_grammar_vocab *v, m
         s->rec = malloc(sizeof *s->rec * G_RECS);
         s->slot = malloc(sizeof *s->slot * G_REC_SLOTS);
         s->tops = malloc(sizeof *s->tops * G_REC_TOPS);
-        if (!s->lvl || !s->rec || !s->slot || !s->tops) {
+        uint32_t nc = G_CACHE_BYTES / (s->n_words * 8u);
+        s->n_cache = nc < G_CACHE_MIN ? G_CACHE_MIN : nc > G_CACHE_MAX ? G_CACHE_MAX : nc;
+        s->cache = calloc(s->n_cache, sizeof *s->cache);
+        if (!s->lvl || !s->rec || !s->slot || !s->tops || !s->cache) {
             mf_grammar_state_free(s);
             return mf_err(MF_ERR_NOMEM, "out of memory");
         }
@@ -240,7 +252,7 @@ static mf_status walk_direct(mf_grammar_state *s, uint32_t node, uint32_t d, con
     return MF_OK;
 }
 
-/* The record of set o (a new one if needed); -1 when the records ran out. */
+/* The record of set o (a new one if needed); T_NOREC when they ran out. */
 static int32_t record_of(mf_grammar_state *s, const gset *o, gutf8 uo) {
     uint64_t h = g_set_hash(&s->pool, o, &uo);
     uint32_t i = (uint32_t)h & (G_REC_SLOTS - 1);
@@ -248,7 +260,7 @@ static int32_t record_of(mf_grammar_state *s, const gset *o, gutf8 uo) {
         srec *r = &s->rec[s->slot[i] - 1];
         if (r->h == h && r->n == o->n && r->done == o->done) return (int32_t)s->slot[i] - 1;
     }
-    if (s->n_rec >= G_RECS || s->tops_n + o->n > G_REC_TOPS) return -1;
+    if (s->n_rec >= G_RECS || s->tops_n + o->n > G_REC_TOPS) return T_NOREC;
     srec *r = &s->rec[s->n_rec];
     r->h = h;
     r->off = s->tops_n;
@@ -279,14 +291,14 @@ static mf_status walk(mf_grammar_state *s, uint32_t node, int32_t rid, uint32_t 
             if (st) return st;
             if (!o->n && !(o->done && !uo.need)) nx = T_DEAD;
             else nx = record_of(s, o, uo);
-            if (nx < 0 && nx != T_DEAD) { /* no records left: finish this subtree directly */
+            if (nx == T_NOREC) { /* no records left: finish this subtree directly */
                 set_tokens(v, bits, v->node[c].tok);
                 if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
                 s->pool.len = mark;
                 continue;
             }
             if (s->n_rec == before) s->pool.len = mark; /* dead or an old set: the new nodes are garbage */
-            s->rec[rid].next[b] = nx;
+            s->rec[rid].next[b] = (int16_t)nx;
         }
         if (nx == T_DEAD) continue;
         set_tokens(v, bits, v->node[c].tok);
@@ -306,7 +318,7 @@ static mf_status get_mask(mf_grammar_state *s, const uint64_t **out) {
     mf_status st = build_key(s, &h);
     if (st) return st;
     centry *victim = &s->cache[0];
-    for (int i = 0; i < G_CACHE; i++) {
+    for (uint32_t i = 0; i < s->n_cache; i++) {
         centry *e = &s->cache[i];
         if (e->bits && e->hash == h && e->klen == s->klen && !memcmp(e->key, s->key, sizeof *s->key * s->klen)) {
             e->stamp = ++s->clock;
@@ -334,7 +346,7 @@ static mf_status get_mask(mf_grammar_state *s, const uint64_t **out) {
     memset(s->slot, 0, sizeof *s->slot * G_REC_SLOTS);
     if (s->cur.n) {
         int32_t root = record_of(s, &s->cur, s->u);
-        st = root >= 0 ? walk(s, 0, root, 0, victim->bits) : walk_direct(s, 0, 0, &s->cur, s->u, victim->bits);
+        st = root != T_NOREC ? walk(s, 0, root, 0, victim->bits) : walk_direct(s, 0, 0, &s->cur, s->u, victim->bits);
     }
     s->pool.len = mark;
     if (st) {
