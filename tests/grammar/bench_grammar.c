@@ -7,7 +7,8 @@
  * steps (default 2000) of: random logits -> mf_grammar_apply -> draw the
  * best allowed token -> mf_grammar_accept, restarting the grammar whenever
  * it completes. Reports the median, p90, p99 and mean per token, and how
- * many masks came from the state's cache. */
+ * many masks came from the state's cache; then the cost of a first visit
+ * (a fresh state, nothing cached: the trie walk) at a few JSON positions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,32 @@ static int run(const char *name, const char *gbnf, const mf_model *m, const mf_g
     return 0;
 }
 
+/* The uncached mask at a few positions of the JSON grammar (best of 3 fresh states). */
+static void first_visits(const mf_model *m, const mf_grammar_vocab *v) {
+    const char *j = mf_grammar_json();
+    const char *pre[] = {"", "{", "{\"key\": ", "{\"key\": \"some text", "[1, 2", "[tr"};
+    mf_grammar *g = NULL;
+    if (mf_grammar_parse(j, strlen(j), NULL, &g)) return;
+    float *l = malloc(sizeof *l * (size_t)mf_model_n_vocab(m));
+    printf("first visit (trie walk, nothing cached):");
+    for (size_t k = 0; k < sizeof pre / sizeof *pre; k++) {
+        double best = 1e30;
+        for (int r = 0; r < 3; r++) {
+            mf_grammar_state *s = NULL;
+            if (mf_grammar_state_new(g, v, &s) || mf_grammar_accept_text(s, pre[k], strlen(pre[k]))) break;
+            double t0 = now_us();
+            mf_grammar_apply(s, l);
+            double dt = now_us() - t0;
+            if (dt < best) best = dt;
+            mf_grammar_state_free(s);
+        }
+        printf("%s '%s' %.0f us", k ? "," : "", pre[k], best);
+    }
+    printf("\n");
+    free(l);
+    mf_grammar_free(g);
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "../shared/tokenizer/ggml-vocab-qwen2.gguf";
     int steps = argc > 2 ? atoi(argv[2]) : 2000;
@@ -94,6 +121,7 @@ int main(int argc, char **argv) {
     if (mf_grammar_vocab_new(m, &v)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); return 1; }
     printf("vocabulary %s: %d tokens, trie built in %.1f ms\n", path, mf_model_n_vocab(m), (now_us() - t0) / 1e3);
     int rc = run("json", mf_grammar_json(), m, v, steps);
+    first_visits(m, v);
     char *gbnf = NULL;
     const char *schema =
         "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"format\":\"uuid\"},"
