@@ -22,6 +22,8 @@ void srv_gen_init(srv_gen *g) {
 void srv_gen_free(srv_gen *g) {
     for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
     g->n_stop = 0;
+    free(g->grammar);
+    g->grammar = NULL;
 }
 
 srv_job *srv_job_new(srv_job_kind kind) {
@@ -52,6 +54,7 @@ void srv_job_unref(srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left) return;
     free(j->prompt);
+    mf_grammar_free(j->grammar);
     srv_gen_free(&j->gen);
     free(j->content);
     free(j->reasoning);

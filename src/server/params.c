@@ -90,32 +90,82 @@ static bool add_stop(srv_gen *g, const char *s, size_t n, srv_reply *r) {
     return true;
 }
 
+/* Checks that GBNF text compiles; on failure a 400 naming `field`. */
+bool srv_grammar_check(const char *text, const char *root, const char *field, srv_reply *r) {
+    mf_grammar *gr = NULL;
+    if (mf_grammar_parse(text, strlen(text), root, &gr)) {
+        const char *m = mf_last_error();
+        /* the library's message already says "grammar: line L, column C: ..." */
+        if (!strcmp(field, "grammar") && !strncmp(m, "grammar: ", 9)) srv_error(r, 400, field, "%s", m);
+        else srv_error(r, 400, field, "%s: %s", field, m);
+        return false;
+    }
+    mf_grammar_free(gr);
+    return true;
+}
+
+/* `grammar` (GBNF) or `response_format` (json_object, json_schema): the
+ * grammar the reply must match. */
+bool srv_parse_constraint(json_t *b, srv_gen *g, srv_reply *r) {
+    json_t *gr = json_object_get(b, "grammar"), *rf = json_object_get(b, "response_format");
+    char *text = NULL;
+    const char *field = "grammar";
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) {
+            srv_error(r, 400, "grammar", "grammar: must be a string of GBNF");
+            return false;
+        }
+        text = strdup(json_string_value(gr));
+    }
+    if (rf && !json_is_null(rf)) {
+        json_t *type = json_object_get(rf, "type");
+        const char *t = json_is_object(rf) && json_is_string(type) ? json_string_value(type) : NULL;
+        field = "response_format";
+        if (!t || (strcmp(t, "text") && strcmp(t, "json_object") && strcmp(t, "json_schema"))) {
+            free(text);
+            srv_error(r, 400, "response_format", "response_format.type: must be \"text\", \"json_object\" or \"json_schema\"");
+            return false;
+        }
+        if (strcmp(t, "text") && text) {
+            free(text);
+            srv_error(r, 400, "response_format", "response_format: give either it or \"grammar\", not both");
+            return false;
+        }
+        if (!strcmp(t, "json_object")) text = strdup(mf_grammar_json());
+        if (!strcmp(t, "json_schema")) {
+            json_t *js = json_object_get(rf, "json_schema");
+            json_t *schema = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+            if (!json_is_object(schema) && !json_is_boolean(schema)) {
+                srv_error(r, 400, "response_format", "response_format.json_schema.schema: must be a JSON Schema object");
+                return false;
+            }
+            char *sj = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+            mf_status st = sj ? mf_json_schema_to_grammar(sj, &text) : MF_ERR_NOMEM;
+            free(sj);
+            if (st) {
+                srv_error(r, 400, "response_format", "response_format.json_schema.schema: %s", mf_last_error());
+                return false;
+            }
+        }
+    }
+    if (!text) return true;
+    if (!srv_grammar_check(text, NULL, field, r)) {
+        free(text);
+        return false;
+    }
+    free(g->grammar);
+    g->grammar = text;
+    g->grammar_root = NULL;
+    return true;
+}
+
 bool srv_parse_gen(const srv_state *st, json_t *b, bool chat, srv_gen *g, srv_reply *r) {
     json_t *model = json_object_get(b, "model");
     if (model && !json_is_null(model) && !json_is_string(model)) {
         srv_error(r, 400, "model", "model: must be a string");
         return false;
     }
-    /* constrained output is not implemented yet: refuse it rather than
-     * answer with unconstrained text the client would trust */
-    json_t *rf = json_object_get(b, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *type = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(type) || strcmp(json_string_value(type), "text")) {
-            srv_error(r, 400, "response_format", "response_format: only {\"type\": \"text\"} is supported");
-            return false;
-        }
-    }
-    if (json_object_get(b, "grammar") && !json_is_null(json_object_get(b, "grammar"))) {
-        srv_error(r, 400, "grammar", "grammar: grammars are not supported yet");
-        return false;
-    }
-    json_t *tc = json_object_get(b, "tool_choice");
-    if (tc && !json_is_null(tc) &&
-        !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") || !strcmp(json_string_value(tc), "none")))) {
-        srv_error(r, 400, "tool_choice", "tool_choice: only \"auto\" and \"none\" are supported");
-        return false;
-    }
+    if (!srv_parse_constraint(b, g, r)) return false;
     double temp = g->sp.temp, top_p = g->sp.top_p, min_p = g->sp.min_p, pres = 0, freq = 0, rep = g->sp.repeat_penalty;
     long long top_k = g->sp.top_k, last_n = g->sp.penalty_last_n, seed = -1, n = 1, max_tokens = -1;
     if (!srv_p_num(b, "temperature", 0, 100, &temp, r) || !srv_p_num(b, "top_p", 0, 1, &top_p, r) ||

@@ -15,5 +15,9 @@ bool srv_p_bool(json_t *b, const char *k, bool *out, srv_reply *r);
 /* Sampling, length, stop strings, logit bias, logprobs. chat: OpenAI's chat
  * shape of logprobs (bool + top_logprobs), else the legacy integer. */
 bool srv_parse_gen(const srv_state *st, json_t *body, bool chat, srv_gen *g, srv_reply *r);
+/* `grammar` / `response_format` into g->grammar (checked to compile). */
+bool srv_parse_constraint(json_t *body, srv_gen *g, srv_reply *r);
+/* GBNF text compiles (with start rule root, NULL: "root"), else a 400 naming field. */
+bool srv_grammar_check(const char *text, const char *root, const char *field, srv_reply *r);
 
 #endif

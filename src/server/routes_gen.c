@@ -179,6 +179,15 @@ static srv_job *make_job(srv_state *st, mf_token *tokens, int32_t n, const srv_g
     j->index = index;
     j->gen = *gen;
     for (int i = 0; i < gen->n_stop; i++) j->gen.stop[i] = strdup(gen->stop[i]);
+    j->gen.grammar = NULL;
+    if (gen->grammar) {
+        j->gen.grammar = strdup(gen->grammar);
+        if (!j->gen.grammar || mf_grammar_parse(gen->grammar, strlen(gen->grammar), gen->grammar_root, &j->grammar)) {
+            srv_error(r, 500, NULL, "cannot compile the grammar: %s", mf_last_error());
+            srv_job_unref(j);
+            return NULL;
+        }
+    }
     return j;
 }
 
@@ -574,6 +583,84 @@ static bool stream_fields(json_t *body, gen_req *g, srv_reply *r) {
     return true;
 }
 
+/* tool_choice "required" or a named function: a grammar that admits only
+ * calls (of that function), written the way the template's format writes
+ * them. The calls' shape comes from each tool's parameters schema. */
+static bool tool_grammar(json_t *tools, json_t *tc, srv_tool_fmt fmt, srv_gen *gen, srv_reply *r) {
+    const char *only = NULL;
+    if (json_is_object(tc)) {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!json_is_string(name)) {
+            srv_error(r, 400, "tool_choice", "tool_choice: must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            return false;
+        }
+        only = json_string_value(name);
+    } else if (!json_is_string(tc) || strcmp(json_string_value(tc), "required")) {
+        srv_error(r, 400, "tool_choice", "tool_choice: must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        return false;
+    }
+    if (!json_is_array(tools) || !json_array_size(tools)) {
+        srv_error(r, 400, "tool_choice", "tool_choice: needs \"tools\"");
+        return false;
+    }
+    json_t *any = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!json_is_string(name)) {
+            json_decref(any);
+            srv_error(r, 400, "tools", "tools[%zu].function.name: must be a string", i);
+            return false;
+        }
+        if (only && strcmp(only, json_string_value(name))) continue;
+        json_t *params = json_object_get(fn, "parameters");
+        json_array_append_new(any, json_pack("{s:s,s:{s:{s:O},s:O},s:[s,s],s:b}", "type", "object", "properties", "name",
+                                             "const", name, "arguments", json_is_object(params) ? params : json_object(),
+                                             "required", "name", "arguments", "additionalProperties", 0));
+    }
+    if (!json_array_size(any)) {
+        json_decref(any);
+        srv_error(r, 400, "tool_choice", "tool_choice: no tool is named '%s'", only ? only : "");
+        return false;
+    }
+    json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
+    json_decref(any);
+    char *sj = json_dumps(schema, JSON_COMPACT);
+    json_decref(schema);
+    char *g = NULL;
+    mf_status st = sj ? mf_json_schema_to_grammar(sj, &g) : MF_ERR_NOMEM;
+    free(sj);
+    if (st) {
+        srv_error(r, 400, "tools", "tools: a parameters schema cannot be enforced: %s", mf_last_error());
+        return false;
+    }
+    /* the schema's rules plus a start rule around one call */
+    const char *wrap = fmt == SRV_TOOLS_HERMES    ? "\ntool-call-root ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
+                       : fmt == SRV_TOOLS_MISTRAL ? "\ntool-call-root ::= \"[TOOL_CALLS][\" root \"]\"\n"
+                                                  : "\ntool-call-root ::= root\n";
+    size_t n = strlen(g), m = strlen(wrap);
+    char *text = malloc(n + m + 1);
+    if (!text) {
+        free(g);
+        srv_error(r, 500, NULL, "out of memory");
+        return false;
+    }
+    memcpy(text, g, n);
+    memcpy(text + n, wrap, m + 1);
+    free(g);
+    if (!srv_grammar_check(text, "tool-call-root", "tools", r)) {
+        free(text);
+        return false;
+    }
+    free(gen->grammar);
+    gen->grammar = text;
+    gen->grammar_root = "tool-call-root";
+    return true;
+}
+
 void srv_h_chat(srv_state *st, const srv_request *q, json_t *body, srv_reply *r) {
     gen_req g = {.chat = true};
     srv_gen gen;
@@ -583,6 +670,21 @@ void srv_h_chat(srv_state *st, const srv_request *q, json_t *body, srv_reply *r)
         return;
     }
     for (int i = 0; i < st->n_tmpl_stops && gen.n_stop < SRV_MAX_STOP; i++) gen.stop[gen.n_stop++] = strdup(st->tmpl_stops[i]);
+    json_t *tools = json_object_get(body, "tools"), *tc = json_object_get(body, "tool_choice");
+    const bool use_tools = json_is_array(tools) && json_array_size(tools) &&
+                           !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"));
+    if (tc && !json_is_null(tc) && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "auto") ||
+                                                           !strcmp(json_string_value(tc), "none")))) {
+        if (gen.grammar) {
+            srv_gen_free(&gen);
+            srv_error(r, 400, "tool_choice", "tool_choice: a forced tool call cannot be combined with a grammar or response_format");
+            return;
+        }
+        if (!tool_grammar(tools, tc, srv_tool_format(st->tmpl), &gen, r)) {
+            srv_gen_free(&gen);
+            return;
+        }
+    }
     char *prompt = render_chat(st, body, r);
     if (!prompt) {
         srv_gen_free(&gen);
@@ -612,9 +714,7 @@ void srv_h_chat(srv_state *st, const srv_request *q, json_t *body, srv_reply *r)
     srv_gen_free(&gen);
     if (!j) return;
     j->split_reasoning = st->tmpl_thinks && !st->cfg.reasoning_inline;
-    json_t *tools = json_object_get(body, "tools"), *tc = json_object_get(body, "tool_choice");
-    if (json_is_array(tools) && json_array_size(tools) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
-        j->tool_fmt = (int)srv_tool_format(st->tmpl);
+    if (use_tools) j->tool_fmt = (int)srv_tool_format(st->tmpl);
     j->think_open = think_open;
     g.jobs[g.n++] = j;
     run_request(st, q, &g, r);

@@ -58,6 +58,8 @@ typedef struct srv_gen {
     int n_bias;
     int top_logprobs;      /* -1: no logprobs; else 0..20 alternatives per token */
     bool ignore_eos;
+    char *grammar;         /* GBNF the output must match (malloc'd), or NULL */
+    const char *grammar_root; /* its start rule (static), NULL: "root" */
 } srv_gen;
 
 void srv_gen_init(srv_gen *g);
@@ -95,6 +97,7 @@ typedef struct srv_job {
     bool think_open;       /* the prompt ends inside a <think> block */
     bool split_reasoning;  /* route <think> text to reasoning */
     int tool_fmt;          /* srv_tool_fmt the reply's calls are read with, -1: no tools */
+    mf_grammar *grammar;   /* compiled gen.grammar, or NULL */
 
     /* output (under mu) */
     char *content; size_t content_len, content_cap;       /* visible text */

@@ -151,6 +151,27 @@ def run(s):
                                                                  "stream": True})
     check(text == whole["choices"][0]["message"]["content"], "chat stream %r != %r" % (text, whole))
     check(finish == whole["choices"][0]["finish_reason"], "chat finish")
+    # constrained output: a grammar, a JSON schema
+    st, g = s.post_json("/v1/completions", {"prompt": "Is it", "max_tokens": 8, "temperature": 1.0, "seed": 3,
+                                           "grammar": 'root ::= "yes" | "no"'})
+    check(g["choices"][0]["text"] in ("yes", "no") and g["choices"][0]["finish_reason"] == "stop", "grammar: %s" % g)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "adult": {"type": "boolean"},
+                                               "pet": {"enum": ["cat", "dog"]}},
+              "required": ["name", "adult", "pet"], "additionalProperties": False}
+    for seed in range(4):
+        st, js = s.post_json("/v1/chat/completions", {"messages": msgs, "max_tokens": 120, "temperature": 1.0, "seed": seed,
+                                                      "response_format": {"type": "json_schema",
+                                                                          "json_schema": {"name": "p", "schema": schema}}})
+        check(st == 200 and js["choices"][0]["finish_reason"] == "stop", "schema reply: %s" % js)
+        doc = json.loads(js["choices"][0]["message"]["content"])
+        check(set(doc) == {"name", "adult", "pet"} and isinstance(doc["name"], str) and len(doc["name"]) <= 12 and
+              isinstance(doc["adult"], bool) and doc["pet"] in ("cat", "dog"), "schema: %s" % doc)
+    st, jo = s.post_json("/v1/completions", {"prompt": "{", "max_tokens": 200, "temperature": 0,
+                                            "response_format": {"type": "json_object"}})
+    if jo["choices"][0]["finish_reason"] == "stop":
+        json.loads(jo["choices"][0]["text"])
+
     # tools: a reply that is no call stays content, whole and streamed
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     st, wt = s.post_json("/v1/chat/completions", {"messages": msgs, "temperature": 0, "max_tokens": 16, "tools": tools})

@@ -116,10 +116,17 @@ def run(s):
            '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}')
     expect(s, 400, err("n: only 1 choice per request is supported", "n"), C, "-d",
            '{"messages":[{"role":"user","content":"hi"}],"n":2}')
-    expect(s, 400, err("response_format: only {\"type\": \"text\"} is supported", "response_format"), C, "-d",
-           '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}')
-    expect(s, 400, err("tool_choice: only \"auto\" and \"none\" are supported", "tool_choice"), C, "-d",
+    expect(s, 400, err("response_format.type: must be \"text\", \"json_object\" or \"json_schema\"",
+                       "response_format"), C, "-d",
+           '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"xml"}}')
+    expect(s, 400, err("response_format.json_schema.schema: json schema: keyword 'patternProperties' is not supported "
+                       "(at the root)", "response_format"), C, "-d",
+           '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema",'
+           '"json_schema":{"schema":{"type":"object","patternProperties":{}}}}}')
+    expect(s, 400, err("tool_choice: needs \"tools\"", "tool_choice"), C, "-d",
            '{"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}')
+    expect(s, 400, err("grammar: line 1, column 10: unexpected ')'",
+                       "grammar"), P, "-d", '{"prompt":"x","grammar":"root ::= )"}')
     expect(s, 400, err("top_logprobs: needs \"logprobs\": true", "top_logprobs"), C, "-d",
            '{"messages":[{"role":"user","content":"hi"}],"top_logprobs":2}')
     expect(s, 400, err("input: must be a non-empty string, an array of token ids, or an array of those", "input"),

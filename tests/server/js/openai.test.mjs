@@ -1,6 +1,9 @@
 // The official openai npm client against minfer serve: chat (whole and
 // streamed), completions, embeddings, the models list, and errors surfacing
 // as the right APIError subclasses and statuses.
+import { unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { check, needModules, startServer, stopServer } from "./common.mjs";
 
 needModules("openai");
@@ -69,6 +72,72 @@ try {
 } finally {
   await stopServer(server);
 }
+if (!failed) {
+  try {
+    await toolCalls();
+  } catch (e) {
+    failed = e;
+  }
+}
+async function toolCalls() {
+  // a Hermes-style template (calls as <tool_call>{json}</tool_call>, results
+  // as <tool_response>), so the server reads calls the Hermes way
+  const tmpl = join(tmpdir(), `minfer-tools-${process.pid}.jinja`);
+  writeFileSync(tmpl,
+    "{%- if tools %}tools:{% for t in tools %} {{ t.function.name }}{% endfor %}\n{% endif -%}" +
+    "{%- for m in messages -%}" +
+    "{%- if m.role == 'tool' -%}<tool_response>{{ m.content }}</tool_response>\n" +
+    "{%- elif m.tool_calls -%}assistant:{% for c in m.tool_calls %} <tool_call>{{ c.function.name }}</tool_call>{% endfor %}\n" +
+    "{%- else -%}{{ m.role }}: {{ m.content }}\n{%- endif -%}{%- endfor -%}" +
+    "{%- if add_generation_prompt %}assistant: {% endif -%}");
+  const srv = await startServer(minfer, shared + "/models/stories260K.gguf", ["--chat-template", tmpl]);
+  try {
+    const client = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "x", maxRetries: 0 });
+    const tools = [{ type: "function", function: { name: "get_weather", description: "Weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string", maxLength: 10 } }, required: ["city"],
+                    additionalProperties: false } } }];
+    const msgs = [{ role: "user", content: "What is the weather in Paris?" }];
+    const r = await client.chat.completions.create({ model: "m", messages: msgs, tools, tool_choice: "required",
+                                                     temperature: 0, max_tokens: 400 });
+    const call = r.choices[0].message.tool_calls && r.choices[0].message.tool_calls[0];
+    check(r.choices[0].finish_reason === "tool_calls" && call && call.function.name === "get_weather",
+          "tool call: " + JSON.stringify(r.choices[0]));
+    const args = JSON.parse(call.function.arguments);
+    check(typeof args.city === "string" && args.city.length <= 10, "arguments: " + call.function.arguments);
+    check(call.type === "function" && call.id === "call_0", "call fields: " + JSON.stringify(call));
+
+    // streamed: the same call as a delta
+    const stream = await client.chat.completions.create({ model: "m", messages: msgs, tools, tool_choice: "required",
+                                                          temperature: 0, max_tokens: 400, stream: true });
+    let sname = "", sargs = "", finish = null;
+    for await (const c of stream)
+      for (const ch of c.choices) {
+        for (const tc of ch.delta.tool_calls || []) {
+          sname += (tc.function && tc.function.name) || "";
+          sargs += (tc.function && tc.function.arguments) || "";
+        }
+        finish = ch.finish_reason || finish;
+      }
+    check(sname === "get_weather" && sargs === call.function.arguments && finish === "tool_calls",
+          `streamed call ${sname} ${sargs} ${finish}`);
+
+    // the tool's result goes back through the template; the reply is text
+    const back = await client.chat.completions.create({ model: "m", temperature: 0, max_tokens: 10, tools,
+      messages: [...msgs, { role: "assistant", content: null, tool_calls: [call] },
+                 { role: "tool", tool_call_id: call.id, content: "sunny, 21 C" }] });
+    check(back.choices[0].finish_reason === "length" && back.choices[0].message.content.length > 0 &&
+          !back.choices[0].message.tool_calls, "after the result: " + JSON.stringify(back.choices[0]));
+    const tp = await (await fetch(srv.url + "/apply-template", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ tools, messages: [...msgs, { role: "assistant", content: null, tool_calls: [call] },
+                                              { role: "tool", tool_call_id: call.id, content: "sunny, 21 C" }] }) })).json();
+    check(tp.prompt.includes("<tool_response>sunny, 21 C</tool_response>") && tp.prompt.includes("<tool_call>get_weather</tool_call>"),
+          "template of the tool turn: " + JSON.stringify(tp));
+  } finally {
+    await stopServer(srv);
+    unlinkSync(tmpl);
+  }
+}
+
 if (failed) {
   console.error("FAIL:", failed);
   process.exit(1);
