@@ -317,6 +317,72 @@ mf_token   mf_sampler_sample(mf_sampler *s, const float *logits);
 void       mf_sampler_accept(mf_sampler *s, mf_token tok);
 void       mf_sampler_reset(mf_sampler *s);
 
+/* ---- grammars (constrained sampling) ------------------------------------
+ * A GBNF grammar (llama.cpp's format) is parsed once into an mf_grammar and
+ * a model's vocabulary into an mf_grammar_vocab (a trie of every token's
+ * bytes); both are read-only afterwards and may be shared by any number of
+ * threads and sequences. Each sequence gets its own mf_grammar_state: states
+ * are independent, so a server keeps one per request.
+ *
+ * Per step: mf_grammar_apply sets the logit of every token the grammar cannot
+ * accept at the state's position to -inf (end-of-generation tokens are
+ * allowed only where the grammar may end), then after the draw
+ * mf_grammar_accept advances the state by the chosen token's bytes. Or let
+ * mf_sampler_sample_grammar do both around the sampler chain. Tokens may end
+ * inside a UTF-8 character; the state carries the partial character.
+ *
+ * Hostile grammars fail with MF_ERR_FORMAT and a message instead of
+ * exhausting memory or time: left recursion is refused at parse time, and the
+ * number of parse stacks and the expansion work per character are bounded. */
+
+typedef struct mf_grammar mf_grammar;
+typedef struct mf_grammar_vocab mf_grammar_vocab;
+typedef struct mf_grammar_state mf_grammar_state;
+
+/* Parses GBNF text (len bytes); `root` names the start rule (NULL: "root").
+ * Errors are MF_ERR_FORMAT with "grammar: line L, column C: ..." (or the
+ * rules involved, for left recursion). */
+mf_status mf_grammar_parse(const char *text, size_t len, const char *root, mf_grammar **out);
+void      mf_grammar_free(mf_grammar *g);
+/* A built-in grammar for one JSON value (any type, whitespace bounded so a
+ * generation always ends); NUL-terminated, static. */
+const char *mf_grammar_json(void);
+
+/* The vocabulary trie of a model (a vocab_only load is enough). */
+mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out);
+void      mf_grammar_vocab_free(mf_grammar_vocab *v);
+
+/* A state at the start of g. v may be NULL for matching text only
+ * (mf_grammar_accept_text); g and v must outlive the state. */
+mf_status mf_grammar_state_new(const mf_grammar *g, const mf_grammar_vocab *v, mf_grammar_state **out);
+void      mf_grammar_state_free(mf_grammar_state *s);
+mf_status mf_grammar_state_reset(mf_grammar_state *s); /* back to the start */
+/* Masks logits[0 .. n_vocab) in place. MF_ERR_FORMAT if no token is allowed. */
+mf_status mf_grammar_apply(mf_grammar_state *s, float *logits);
+/* Advances by a token. A token the grammar rejects gives MF_ERR_FORMAT and
+ * leaves the state unchanged; an end-of-generation token is accepted (and
+ * changes nothing) only where mf_grammar_done is true. */
+mf_status mf_grammar_accept(mf_grammar_state *s, mf_token tok);
+/* Advances by raw text (any bytes); unchanged on rejection, like accept. */
+mf_status mf_grammar_accept_text(mf_grammar_state *s, const char *text, size_t len);
+/* The text so far is a complete match: the grammar may end here. */
+bool      mf_grammar_done(const mf_grammar_state *s);
+
+typedef struct mf_grammar_stats {
+    uint64_t cache_hits, cache_misses; /* masks served from the state's cache / computed */
+    uint64_t trie_nodes;               /* trie nodes visited computing them */
+} mf_grammar_stats;
+mf_grammar_stats mf_grammar_state_stats(const mf_grammar_state *s);
+
+/* mf_sampler_sample with the grammar's mask applied after the penalties and
+ * before the rest of the chain; the drawn token is accepted into the grammar
+ * state (not into the penalty history: call mf_sampler_accept as usual). */
+mf_status mf_sampler_sample_grammar(mf_sampler *s, const float *logits, mf_grammar_state *g, mf_token *out);
+
+/* JSON Schema (text) -> GBNF text (malloc'd; free it). Keywords it cannot
+ * enforce are refused by name (MF_ERR_UNSUPPORTED), never ignored. */
+mf_status mf_json_schema_to_grammar(const char *schema_json, char **gbnf_out);
+
 /* ---- GGUF inspection ----------------------------------------------------
  * A read-only look at any GGUF file's container (what `minfer info` prints)
  * without loading a model: version, metadata and tensor table. The file is

@@ -6,6 +6,7 @@
  * Everything is allocated in mf_sampler_new: sampling allocates nothing. */
 #include "minfer.h"
 #include "core/error.h"
+#include "grammar/state.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -190,15 +191,18 @@ static void softmax(cand *c, int32_t n, float temp) {
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
-mf_token mf_sampler_sample(mf_sampler *s, const float *logits) {
-    const mf_sampler_params *p = &s->p;
+static void load_logits(mf_sampler *s, const float *logits) {
     for (int32_t i = 0; i < s->n_vocab; i++) {
         s->c[i].id = i;
         s->c[i].logit = logits[i];
     }
     s->n = s->n_vocab;
     apply_penalties(s);
+}
 
+/* The chain after the penalties, over the live candidates c[0 .. n). */
+static mf_token draw(mf_sampler *s) {
+    const mf_sampler_params *p = &s->p;
     if (p->temp <= 0) {
         int32_t best = 0;
         for (int32_t i = 1; i < s->n; i++)
@@ -244,4 +248,32 @@ mf_token mf_sampler_sample(mf_sampler *s, const float *logits) {
         if (u < cum) return s->c[i].id;
     }
     return s->c[s->n - 1].id;
+}
+
+mf_token mf_sampler_sample(mf_sampler *s, const float *logits) {
+    load_logits(s, logits);
+    return draw(s);
+}
+
+mf_status mf_sampler_sample_grammar(mf_sampler *s, const float *logits, mf_grammar_state *g, mf_token *out) {
+    *out = -1;
+    const uint64_t *bits;
+    int32_t nv;
+    mf_status st = g_state_mask(g, &bits, &nv);
+    if (st) return st;
+    if (nv != s->n_vocab)
+        return mf_err(MF_ERR_INVALID_ARG, "sampler: the grammar's vocabulary has %d tokens, the sampler %d", nv, s->n_vocab);
+    load_logits(s, logits);
+    /* drop the disallowed candidates (the penalties indexed them by id, so only now) */
+    int32_t w = 0;
+    for (int32_t i = 0; i < s->n; i++) {
+        mf_token t = s->c[i].id;
+        if (bits[t >> 6] >> (t & 63) & 1) s->c[w++] = s->c[i];
+    }
+    if (!w) return mf_err(MF_ERR_FORMAT, "grammar: no token of the vocabulary can continue the grammar here");
+    s->n = w;
+    mf_token t = draw(s);
+    if ((st = mf_grammar_accept(g, t))) return st;
+    *out = t;
+    return MF_OK;
 }

@@ -16,6 +16,7 @@ static const struct {
     {"template", cmd_template, "render a chat template over a conversation"},
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file (llama-perplexity's method)"},
     {"embed", cmd_embed, "print the embedding of a text, pooled and normalized (llama-embedding style)"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with a chat page"},
     {"bench", cmd_bench, "measure prefill and decode speed (llama-bench style)"},
     {"quantize", cmd_quantize, "convert a model's weights to another type, as llama-quantize does"},
     {"synth", cmd_synth, "write a random-weight model of a real shape, for benchmarks"},

@@ -34,6 +34,10 @@ static void usage(FILE *f) {
             "  --no-bos               do not prepend BOS even if the model asks for it\n"
             "  --no-mmap              read the model into memory (2 MiB pages) instead of mapping it\n"
             "  --no-repack            keep the weights in the file's layout (no 16-row interleave for decode)\n"
+            "  --grammar TEXT         constrain the output to a GBNF grammar (llama.cpp's format, start rule root)\n"
+            "  --grammar-file F       the same, read from a file\n"
+            "  --json                 constrain the output to one JSON value\n"
+            "  --json-schema F        constrain the output to JSON valid under the JSON Schema in F\n"
             "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
             "  --backend NAME         cpu (default), cpu-ref or cuda\n"
             "  -ngl N|all             layers on the GPU: all (or N >= the model's layers) runs on cuda, 0 on the CPU\n"
@@ -145,6 +149,10 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--session")) STR_OPT(o->session);
         else if (!strcmp(a, "--think")) o->think = 1;
         else if (!strcmp(a, "--no-think")) o->think = 0;
+        else if (!strcmp(a, "--grammar")) STR_OPT(o->grammar);
+        else if (!strcmp(a, "--grammar-file")) STR_OPT(o->grammar_file);
+        else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--json-schema")) STR_OPT(o->json_schema);
         else { fprintf(stderr, "minfer run: unknown option '%s' (see --help)\n", a); return 2; }
         continue;
     missing:
@@ -160,6 +168,10 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         fprintf(stderr, "minfer run: -sys, --chat-template, --session and --think/--no-think need --cnv\n");
         return 2;
     }
+    if (o->cnv && (o->grammar || o->grammar_file || o->json || o->json_schema)) {
+        fprintf(stderr, "minfer run: --grammar, --grammar-file, --json and --json-schema do not work with --cnv\n");
+        return 2;
+    }
     return -1;
 }
 
@@ -168,6 +180,9 @@ int cmd_run(int argc, char **argv) {
     int prc = parse_opts(argc, argv, &opts);
     if (prc >= 0) return prc;
     if (opts.cnv) return run_chat(&opts);
+    mf_grammar *grammar = NULL;
+    prc = run_grammar_load(&opts, &grammar);
+    if (prc > 0) return prc;
     const char *prompt = opts.prompt;
     const long n_predict = opts.n_predict;
     const bool ignore_eos = opts.ignore_eos, verbose = opts.verbose;
@@ -176,7 +191,11 @@ int cmd_run(int argc, char **argv) {
     size_t prompt_len;
     if (!prompt) {
         stdin_text = cli_read_stdin(&prompt_len);
-        if (!stdin_text) { fprintf(stderr, "minfer run: cannot read the prompt from stdin\n"); return 1; }
+        if (!stdin_text) {
+            fprintf(stderr, "minfer run: cannot read the prompt from stdin\n");
+            mf_grammar_free(grammar);
+            return 1;
+        }
         prompt = stdin_text;
     } else {
         prompt_len = strlen(prompt);
@@ -187,11 +206,17 @@ int cmd_run(int argc, char **argv) {
     mf_context *ctx = NULL;
     mf_sampler *smp = NULL;
     mf_token *toks = NULL;
+    mf_grammar_vocab *gvocab = NULL;
+    mf_grammar_state *gstate = NULL;
     const bool timing = getenv("MINFER_TIMING") && strcmp(getenv("MINFER_TIMING"), "0");
     if (!run_open(&opts, &model, &ctx)) goto done;
     const uint32_t nctx = mf_context_n_ctx(ctx);
     const int32_t n_vocab = mf_model_n_vocab(model);
     if (mf_sampler_new(&opts.sp, n_vocab, &smp)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    if (grammar && (mf_grammar_vocab_new(model, &gvocab) || mf_grammar_state_new(grammar, gvocab, &gstate))) {
+        fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        goto done;
+    }
 
     bool add_bos = mf_model_add_bos(model) && !opts.no_bos;
     int32_t n = mf_tokenize(model, prompt, prompt_len, NULL, 0, add_bos, true);
@@ -221,7 +246,13 @@ int cmd_run(int argc, char **argv) {
         if (n_predict >= 0 && n_gen >= n_predict) break;
         if (mf_context_n_past(ctx) >= nctx) { stop = "context full"; break; }
         double ts = mf_now();
-        mf_token t = mf_sampler_sample(smp, mf_get_logits(ctx, -1));
+        mf_token t;
+        if (!gstate) t = mf_sampler_sample(smp, mf_get_logits(ctx, -1));
+        else if (mf_sampler_sample_grammar(smp, mf_get_logits(ctx, -1), gstate, &t)) {
+            flush_utf8(pend, &np, true);
+            fprintf(stderr, "\nminfer run: %s\n", mf_last_error());
+            goto done;
+        }
         double t_sample = mf_now() - ts;
         if (!ignore_eos && mf_token_is_eog(model, t)) { stop = "end of generation"; break; }
         mf_sampler_accept(smp, t);
@@ -255,6 +286,9 @@ int cmd_run(int argc, char **argv) {
 done:
     free(toks);
     mf_sampler_free(smp);
+    mf_grammar_state_free(gstate);
+    mf_grammar_vocab_free(gvocab);
+    mf_grammar_free(grammar);
     mf_context_free(ctx);
     mf_model_free(model);
     free(stdin_text);

@@ -26,6 +26,11 @@ typedef struct run_opts {
     const char *chat_template; /* file overriding the GGUF's template */
     const char *session;       /* --session: conversation + KV cache saved on exit, restored on start */
     int think;                 /* -1: not given; 0/1: enable_thinking for the template */
+    /* constrained output (one of them) */
+    const char *grammar;       /* --grammar TEXT */
+    const char *grammar_file;  /* --grammar-file F */
+    bool json;                 /* --json: the built-in JSON grammar */
+    const char *json_schema;   /* --json-schema F */
 } run_opts;
 
 /* Loads the model and creates its context as the options say; on failure
@@ -33,6 +38,11 @@ typedef struct run_opts {
 bool run_open(const run_opts *o, mf_model **model, mf_context **ctx);
 
 /* "f16" -> MF_KV_F16 ...; false for an unknown name. */
+
+/* run_grammar.c: compiles the grammar the options ask for into *out.
+ * Returns -1 when none is asked for, 0 on success, else the exit status
+ * (2, after printing why: line and column for a grammar error). */
+int run_grammar_load(const run_opts *o, mf_grammar **out);
 
 /* chat.c: the --cnv loop. Returns the process exit status. */
 int run_chat(const run_opts *o);

@@ -1,0 +1,395 @@
+/* state.c - one sequence's position in a grammar: the set of parse stacks,
+ * the token mask at that position, and advancing by an accepted token.
+ *
+ * The mask is computed by walking the vocabulary trie depth-first, carrying
+ * the set of stacks after each prefix; a subtree is cut as soon as no stack
+ * survives. Masks are cached per state (keyed by the stacks themselves), so a
+ * position the sequence has been in before (inside a string, after a comma at
+ * the same depth) costs a lookup and the pass over the logits. */
+#include "grammar/grammar.h"
+#include "grammar/state.h"
+#include "grammar/trie.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Masks kept per state: as many as fit in G_CACHE_BYTES (220 for a
+ * 151,936-token vocabulary), between 16 and 256. */
+#define G_CACHE_BYTES (4u << 20)
+#define G_CACHE_MIN 16
+#define G_CACHE_MAX 256
+
+/* Within one mask computation every distinct set of stacks met in the walk
+ * gets a record with its transitions by byte, filled as they are first
+ * needed: inside a string every character leads back to the same set, so
+ * most trie nodes cost one table lookup instead of a grammar step. */
+#define G_RECS      2048        /* records per computation (partial UTF-8 states count); then direct steps */
+#define G_REC_SLOTS 4096        /* hash slots over the records: at least twice G_RECS */
+#define G_REC_TOPS  (1u << 16)  /* stack tops the records hold */
+#define T_UNKNOWN   (-2)
+#define T_DEAD      (-1)
+#define T_NOREC     (-3)        /* record_of: none left */
+
+_Static_assert(G_REC_SLOTS >= 2 * G_RECS, "the record table must keep free slots");
+
+typedef struct srec {
+    uint64_t h;
+    uint32_t off, n; /* tops[off .. off + n) */
+    gutf8 u;
+    bool done;
+    int16_t next[256]; /* record after each byte, T_UNKNOWN or T_DEAD */
+} srec;
+
+typedef struct centry {
+    uint64_t hash, stamp;
+    uint32_t *key, klen;
+    uint64_t *bits;
+} centry;
+
+struct mf_grammar_state {
+    const mf_grammar *g;
+    const mf_grammar_vocab *v;
+    gpool pool;
+    gset cur, tmp, save; /* save: the tops before an accept, restored if it fails */
+    gutf8 u;
+    gset *lvl;          /* the trie walk's set at each depth */
+    uint32_t n_lvl;
+    uint32_t *key, kcap, klen;
+    centry *cache;
+    uint32_t n_cache;
+    uint64_t clock;
+    uint32_t n_words;
+    mf_grammar_stats stats;
+    srec *rec;
+    uint32_t *slot;  /* record id + 1, 0 = empty */
+    uint32_t *tops;
+    uint32_t n_rec, tops_n;
+};
+
+void mf_grammar_state_free(mf_grammar_state *s) {
+    if (!s) return;
+    free(s->pool.n);
+    g_set_free(&s->cur);
+    g_set_free(&s->tmp);
+    g_set_free(&s->save);
+    for (uint32_t i = 0; i < s->n_lvl; i++) g_set_free(&s->lvl[i]);
+    free(s->lvl);
+    free(s->key);
+    free(s->rec);
+    free(s->slot);
+    free(s->tops);
+    for (uint32_t i = 0; s->cache && i < s->n_cache; i++) {
+        free(s->cache[i].key);
+        free(s->cache[i].bits);
+    }
+    free(s->cache);
+    free(s);
+}
+
+mf_status mf_grammar_state_reset(mf_grammar_state *s) {
+    s->pool.len = 1;
+    s->u = (gutf8){0, 0, 0};
+    return g_initial(s->g, &s->pool, &s->cur);
+}
+
+mf_status mf_grammar_state_new(const mf_grammar *g, const mf_grammar_vocab *v, mf_grammar_state **out) {
+    if (!out || !g) return mf_err(MF_ERR_INVALID_ARG, "grammar state: no grammar");
+    *out = NULL;
+    mf_grammar_state *s = calloc(1, sizeof *s);
+    if (!s) return mf_err(MF_ERR_NOMEM, "out of memory");
+    s->g = g;
+    s->v = v;
+    if (v) {
+        s->n_lvl = v->max_depth + 2;
+        s->lvl = calloc(s->n_lvl, sizeof *s->lvl);
+        s->n_words = (uint32_t)((v->n_vocab + 63) / 64);
+        s->rec = malloc(sizeof *s->rec * G_RECS);
+        s->slot = malloc(sizeof *s->slot * G_REC_SLOTS);
+        s->tops = malloc(sizeof *s->tops * G_REC_TOPS);
+        uint32_t nc = G_CACHE_BYTES / (s->n_words * 8u);
+        s->n_cache = nc < G_CACHE_MIN ? G_CACHE_MIN : nc > G_CACHE_MAX ? G_CACHE_MAX : nc;
+        s->cache = calloc(s->n_cache, sizeof *s->cache);
+        if (!s->lvl || !s->rec || !s->slot || !s->tops || !s->cache) {
+            mf_grammar_state_free(s);
+            return mf_err(MF_ERR_NOMEM, "out of memory");
+        }
+    }
+    mf_status st = mf_grammar_state_reset(s);
+    if (st) {
+        mf_grammar_state_free(s);
+        return st;
+    }
+    *out = s;
+    return MF_OK;
+}
+
+bool mf_grammar_done(const mf_grammar_state *s) { return s->cur.done && !s->u.need; }
+
+mf_grammar_stats mf_grammar_state_stats(const mf_grammar_state *s) { return s->stats; }
+
+/* Advances the state by the bytes; when they are rejected (MF_ERR_FORMAT,
+ * no message set) or on any error the state is as it was before. */
+static mf_status advance_bytes(mf_grammar_state *s, const char *b, size_t n) {
+    /* the pool only grows until g_compact, so saving the tops is enough */
+    if (s->save.cap < s->cur.n) {
+        uint32_t *q = realloc(s->save.s, sizeof *q * s->cur.n);
+        if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
+        s->save.s = q;
+        s->save.cap = s->cur.n;
+    }
+    if (s->cur.n) memcpy(s->save.s, s->cur.s, sizeof *s->save.s * s->cur.n);
+    s->save.n = s->cur.n;
+    s->save.done = s->cur.done;
+    const gutf8 u0 = s->u;
+    mf_status st = MF_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        gutf8 uo;
+        st = g_step_byte(s->g, &s->pool, &s->cur, &s->u, (uint8_t)b[i], &s->tmp, &uo);
+        if (st) break;
+        gset t = s->cur;
+        s->cur = s->tmp;
+        s->tmp = t;
+        s->u = uo;
+        if (!s->cur.n && !(s->cur.done && i + 1 == n)) st = MF_ERR_FORMAT; /* the caller words the message */
+    }
+    if (!st) st = g_compact(&s->pool, &s->cur);
+    if (st) { /* put the saved tops back */
+        if (s->cur.cap < s->save.n) {
+            gset t = s->cur;
+            s->cur = s->save;
+            s->save = t;
+        } else {
+            if (s->save.n) memcpy(s->cur.s, s->save.s, sizeof *s->cur.s * s->save.n);
+            s->cur.n = s->save.n;
+            s->cur.done = s->save.done;
+        }
+        s->u = u0;
+    }
+    return st;
+}
+
+mf_status mf_grammar_accept_text(mf_grammar_state *s, const char *text, size_t len) {
+    mf_err_clear();
+    mf_status st = advance_bytes(s, text, len);
+    if (st == MF_ERR_FORMAT && !*mf_last_error())
+        return mf_err(MF_ERR_FORMAT, "grammar: the text is not allowed here");
+    return st;
+}
+
+mf_status mf_grammar_accept(mf_grammar_state *s, mf_token tok) {
+    const mf_grammar_vocab *v = s->v;
+    if (!v) return mf_err(MF_ERR_INVALID_ARG, "grammar: the state has no vocabulary");
+    if (tok < 0 || tok >= v->n_vocab) return mf_err(MF_ERR_INVALID_ARG, "grammar: token %d out of range", tok);
+    if (v->eog[tok]) {
+        if (mf_grammar_done(s)) return MF_OK;
+        return mf_err(MF_ERR_FORMAT, "grammar: end of generation (token %d) before the grammar is complete", tok);
+    }
+    if (!v->len[tok]) return mf_err(MF_ERR_FORMAT, "grammar: token %d has no text and is never allowed", tok);
+    mf_err_clear();
+    mf_status st = advance_bytes(s, v->bytes + v->off[tok], v->len[tok]);
+    if (st == MF_ERR_FORMAT && !*mf_last_error())
+        return mf_err(MF_ERR_FORMAT, "grammar: token %d is not allowed here", tok);
+    return st;
+}
+
+/* ---- the mask ----------------------------------------------------------- */
+
+static mf_status key_push(mf_grammar_state *s, uint32_t x) {
+    if (s->klen == s->kcap) {
+        uint32_t nc = s->kcap ? s->kcap * 2 : 256;
+        uint32_t *q = realloc(s->key, sizeof *q * nc);
+        if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
+        s->key = q;
+        s->kcap = nc;
+    }
+    s->key[s->klen++] = x;
+    return MF_OK;
+}
+
+/* The cache key: every stack's positions top to bottom, the end flag, the
+ * pending UTF-8 bytes. */
+static mf_status build_key(mf_grammar_state *s, uint64_t *hash) {
+    s->klen = 0;
+    mf_status st = MF_OK;
+    for (uint32_t i = 0; i < s->cur.n && !st; i++) {
+        for (uint32_t x = s->cur.s[i]; x && !st; x = s->pool.n[x].parent) st = key_push(s, s->pool.n[x].pos);
+        if (!st) st = key_push(s, UINT32_MAX);
+    }
+    if (!st) st = key_push(s, s->cur.done);
+    if (!st) st = key_push(s, s->u.val);
+    if (!st) st = key_push(s, s->u.need);
+    if (!st) st = key_push(s, s->u.len);
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < s->klen; i++) h = (h ^ s->key[i]) * 1099511628211ull;
+    *hash = h;
+    return st;
+}
+
+static void set_tokens(const mf_grammar_vocab *v, uint64_t *bits, int32_t t) {
+    for (; t >= 0; t = v->next_tok[t]) bits[t >> 6] |= 1ull << (t & 63);
+}
+
+/* Without records (they ran out): step every byte, free what a subtree made. */
+static mf_status walk_direct(mf_grammar_state *s, uint32_t node, uint32_t d, const gset *in, gutf8 u,
+                             uint64_t *bits) {
+    const mf_grammar_vocab *v = s->v;
+    gset *o = &s->lvl[d + 1];
+    const tnode *t = &v->node[node];
+    for (uint32_t c = t->first; c < t->first + t->n; c++) {
+        const uint32_t mark = s->pool.len;
+        gutf8 uo;
+        mf_status st = g_step_byte(s->g, &s->pool, in, &u, v->node[c].b, o, &uo);
+        if (st) return st;
+        s->stats.trie_nodes++;
+        if (o->n || (o->done && !uo.need)) {
+            set_tokens(v, bits, v->node[c].tok);
+            if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
+        }
+        s->pool.len = mark;
+    }
+    return MF_OK;
+}
+
+/* The record of set o (a new one if needed); T_NOREC when they ran out. */
+static int32_t record_of(mf_grammar_state *s, const gset *o, gutf8 uo) {
+    uint64_t h = g_set_hash(&s->pool, o, &uo);
+    uint32_t i = (uint32_t)h & (G_REC_SLOTS - 1);
+    for (; s->slot[i]; i = (i + 1) & (G_REC_SLOTS - 1)) {
+        srec *r = &s->rec[s->slot[i] - 1];
+        if (r->h == h && r->n == o->n && r->done == o->done) return (int32_t)s->slot[i] - 1;
+    }
+    if (s->n_rec >= G_RECS || s->tops_n + o->n > G_REC_TOPS) return T_NOREC;
+    srec *r = &s->rec[s->n_rec];
+    r->h = h;
+    r->off = s->tops_n;
+    r->n = o->n;
+    r->u = uo;
+    r->done = o->done;
+    for (int b = 0; b < 256; b++) r->next[b] = T_UNKNOWN;
+    if (o->n) memcpy(s->tops + s->tops_n, o->s, sizeof *o->s * o->n);
+    s->tops_n += o->n;
+    s->slot[i] = ++s->n_rec;
+    return (int32_t)s->n_rec - 1;
+}
+
+static mf_status walk(mf_grammar_state *s, uint32_t node, int32_t rid, uint32_t d, uint64_t *bits) {
+    const mf_grammar_vocab *v = s->v;
+    const tnode *t = &v->node[node];
+    for (uint32_t c = t->first; c < t->first + t->n; c++) {
+        const uint8_t b = v->node[c].b;
+        int32_t nx = s->rec[rid].next[b];
+        s->stats.trie_nodes++;
+        if (nx == T_UNKNOWN) {
+            const srec *r = &s->rec[rid];
+            gset in = {s->tops + r->off, r->n, r->n, r->done};
+            gset *o = &s->lvl[d + 1];
+            gutf8 uo;
+            const uint32_t mark = s->pool.len, before = s->n_rec;
+            mf_status st = g_step_byte(s->g, &s->pool, &in, &r->u, b, o, &uo);
+            if (st) return st;
+            if (!o->n && !(o->done && !uo.need)) nx = T_DEAD;
+            else nx = record_of(s, o, uo);
+            if (nx == T_NOREC) { /* no records left: finish this subtree directly */
+                set_tokens(v, bits, v->node[c].tok);
+                if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
+                s->pool.len = mark;
+                continue;
+            }
+            if (s->n_rec == before) s->pool.len = mark; /* dead or an old set: the new nodes are garbage */
+            s->rec[rid].next[b] = (int16_t)nx;
+        }
+        if (nx == T_DEAD) continue;
+        set_tokens(v, bits, v->node[c].tok);
+        if (s->rec[nx].n && v->node[c].n) {
+            mf_status st = walk(s, c, nx, d + 1, bits);
+            if (st) return st;
+        }
+    }
+    return MF_OK;
+}
+
+/* The allowed-token bitmap at the current position (cached). */
+static mf_status get_mask(mf_grammar_state *s, const uint64_t **out) {
+    const mf_grammar_vocab *v = s->v;
+    if (!v) return mf_err(MF_ERR_INVALID_ARG, "grammar: the state has no vocabulary");
+    uint64_t h;
+    mf_status st = build_key(s, &h);
+    if (st) return st;
+    centry *victim = &s->cache[0];
+    for (uint32_t i = 0; i < s->n_cache; i++) {
+        centry *e = &s->cache[i];
+        if (e->bits && e->hash == h && e->klen == s->klen && !memcmp(e->key, s->key, sizeof *s->key * s->klen)) {
+            e->stamp = ++s->clock;
+            s->stats.cache_hits++;
+            *out = e->bits;
+            return MF_OK;
+        }
+        if (!e->bits || e->stamp < victim->stamp) victim = e;
+        if (!victim->bits) break;
+    }
+    s->stats.cache_misses++;
+    if (!victim->bits) victim->bits = malloc(sizeof *victim->bits * s->n_words);
+    uint32_t *k = realloc(victim->key, sizeof *k * (s->klen ? s->klen : 1));
+    if (!victim->bits || !k) {
+        free(k == victim->key ? NULL : k);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    victim->key = k;
+    memcpy(k, s->key, sizeof *k * s->klen);
+    victim->klen = s->klen;
+    victim->hash = 0;
+    memset(victim->bits, 0, sizeof *victim->bits * s->n_words);
+    const uint32_t mark = s->pool.len;
+    s->n_rec = s->tops_n = 0;
+    memset(s->slot, 0, sizeof *s->slot * G_REC_SLOTS);
+    if (s->cur.n) {
+        int32_t root = record_of(s, &s->cur, s->u);
+        st = root != T_NOREC ? walk(s, 0, root, 0, victim->bits) : walk_direct(s, 0, 0, &s->cur, s->u, victim->bits);
+    }
+    s->pool.len = mark;
+    if (st) {
+        victim->stamp = 0;
+        return st;
+    }
+    if (mf_grammar_done(s))
+        for (int32_t t = 0; t < v->n_vocab; t++)
+            if (v->eog[t]) victim->bits[t >> 6] |= 1ull << (t & 63);
+    victim->hash = h;
+    victim->stamp = ++s->clock;
+    *out = victim->bits;
+    return MF_OK;
+}
+
+mf_status g_state_mask(mf_grammar_state *s, const uint64_t **bits, int32_t *n_vocab) {
+    *n_vocab = s->v ? s->v->n_vocab : 0;
+    return get_mask(s, bits);
+}
+
+/* 64 minus infinities, copied over a word of tokens that are all disallowed */
+#define NINF8 -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY
+static const float g_ninf64[64] = {NINF8, NINF8, NINF8, NINF8, NINF8, NINF8, NINF8, NINF8};
+
+mf_status mf_grammar_apply(mf_grammar_state *s, float *logits) {
+    const uint64_t *bits;
+    mf_status st = get_mask(s, &bits);
+    if (st) return st;
+    const int32_t n = s->v->n_vocab;
+    bool any = false;
+    const uint32_t full = (uint32_t)n / 64; /* words covering 64 tokens */
+    for (uint32_t w = 0; w < full; w++) {
+        const uint64_t m = bits[w];
+        float *l = logits + (size_t)w * 64;
+        if (m == ~0ull) { any = true; continue; }
+        if (!m) { memcpy(l, g_ninf64, sizeof g_ninf64); continue; }
+        any = true;
+        for (uint64_t z = ~m; z; z &= z - 1) l[__builtin_ctzll(z)] = -INFINITY; /* cost: the disallowed ones */
+    }
+    for (int32_t t = (int32_t)full * 64; t < n; t++) {
+        if (bits[t >> 6] >> (t & 63) & 1) any = true;
+        else logits[t] = -INFINITY;
+    }
+    if (!any) return mf_err(MF_ERR_FORMAT, "grammar: no token of the vocabulary can continue the grammar here");
+    return MF_OK;
+}
