@@ -273,6 +273,8 @@ static void slot_release(srv_sched *s, slot *sl, srv_finish f, int status, const
     srv_job_unref(j);
     sl->job = NULL;
     sl->decoding = false;
+    mf_grammar_state_free(sl->gs); /* its scratch and mask cache are megabytes */
+    sl->gs = NULL;
     sl->last_used = srv_now();
     pthread_mutex_lock(&s->mu);
     slot_info_update(s, sl);
