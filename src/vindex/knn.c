@@ -10,11 +10,18 @@
 #include "vindex/topk.h"
 #include "core/error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define VX_QROWS 8
 #define VX_TILE 64
+
+float vx_rank_key(vx_rank r, float g) {
+    if (r == VX_RANK_SILU_ABS) return fabsf(g / (1.0f + expf(-g)));
+    if (r == VX_RANK_GELU_ABS) return fabsf(0.5f * g * (1.0f + tanhf(0.797884560802865355f * g * (1.0f + 0.044715f * g * g))));
+    return g;
+}
 
 mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
     mf_pool *p = mf_pool_new(n_threads);
@@ -38,6 +45,8 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
 
 typedef struct knn_job {
     const mf_vindex *v;
+    vx_rank rank;
+    const float *bias;
     vx_dot_fn dot;
     const uint8_t *rows;
     const float *x;
@@ -58,6 +67,12 @@ static void knn_task(void *arg, int ith, int nth) {
     for (long r = r0; r < r1; r += VX_TILE) {
         const int nr = r1 - r < VX_TILE ? (int)(r1 - r) : VX_TILE;
         j->dot(j->rows + (size_t)r * v->row_bytes, v->row_bytes, nr, j->x, (size_t)E, j->nx, E, sc, VX_TILE);
+        if (j->rank != VX_RANK_DOT)
+            for (int q = 0; q < j->nx; q++)
+                for (int i = 0; i < nr; i++) {
+                    float *g = &sc[(size_t)q * VX_TILE + i];
+                    *g = vx_rank_key(j->rank, *g + (j->bias ? j->bias[r + i] : 0.0f));
+                }
         for (int q = 0; q < j->nx; q++)
             for (int i = 0; i < nr; i++) mf_topk_push(&h[q], sc[(size_t)q * VX_TILE + i], (int32_t)(r + i));
     }
@@ -65,6 +80,11 @@ static void knn_task(void *arg, int ith, int nth) {
 
 mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_rows, int32_t k, int32_t *feat,
                         float *score) {
+    return vx_knn(v, layer, x, n_rows, k, VX_RANK_DOT, NULL, feat, score);
+}
+
+mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                 int32_t *feat, float *score) {
     if (layer < 0 || layer >= v->ix.n_layer)
         return mf_err(MF_ERR_INVALID_ARG, "layer %d is out of range (0..%d)", layer, v->ix.n_layer - 1);
     if (k < 1 || k > VX_MAX_K || k > v->ix.n_features)
@@ -73,6 +93,8 @@ mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_r
     if (n_rows < 0) return mf_err(MF_ERR_INVALID_ARG, "n_rows %d", n_rows);
     knn_job j;
     j.v = v;
+    j.rank = rank;
+    j.bias = bias;
     j.dot = vx_dot_best(v->ix.ftype);
     j.rows = vx_layer_rows(v, VX_GATE, layer);
     j.k = k;

@@ -98,7 +98,16 @@ char *vx_path(const char *dir, const char *name);
 struct gguf_file;
 mf_status vx_open_gguf(const char *dir, bool read_copy, struct gguf_file **out);
 
-/* knn.c: the type-specific scan for rows [r0, r1) of one layer. */
+/* knn.c: what the KNN ranks by: the gate score (MIPS), or the magnitude of
+ * the activation it feeds (the walk FFN: a feature whose activation is near
+ * zero contributes nothing, whatever the sign of its score). */
+typedef enum vx_rank { VX_RANK_DOT = 0, VX_RANK_SILU_ABS, VX_RANK_GELU_ABS } vx_rank;
+float vx_rank_key(vx_rank r, float g);
+/* mf_vindex_knn with a ranking; bias (may be NULL) is added to each score
+ * before the key is taken; score[] then holds the keys. */
+mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                 int32_t *feat, float *score);
+/* A layer's rows of one sectioned file (NULL when absent). */
 const void *vx_layer_rows(const mf_vindex *v, vx_file f, int layer);
 
 #endif
