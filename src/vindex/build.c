@@ -5,6 +5,7 @@
 #include "vindex/vindex.h"
 #include "vindex/sha256.h"
 #include "vindex/topk.h"
+#include "vindex/knn_kern.h"
 #include "core/error.h"
 #include "gguf/gguf_write.h"
 #include "model/model.h"
@@ -109,33 +110,45 @@ typedef struct meta_job {
     int32_t *tok;
 } meta_job;
 
+#define META_Q 8   /* features scored together: each head row is read once per group */
+#define META_T 64  /* head rows per kernel call */
+
+static void norm_vec(const meta_job *j, const float *d, float *y) {
+    const bool layer_norm = j->m->arch->norm == MF_NORM_LAYER;
+    double mean = 0, ss = 0;
+    if (layer_norm) {
+        for (int e = 0; e < j->E; e++) mean += d[e];
+        mean /= j->E;
+    }
+    for (int e = 0; e < j->E; e++) ss += (d[e] - mean) * (d[e] - mean);
+    const float inv = (float)(1.0 / sqrt(ss / j->E + j->m->hp.norm_eps));
+    for (int e = 0; e < j->E; e++)
+        y[e] = (float)(d[e] - mean) * inv * (j->nw ? j->nw[e] : 1.0f) + (j->nb ? j->nb[e] : 0.0f);
+}
+
 static void meta_task(void *arg, int ith, int nth) {
     meta_job *j = arg;
     long f0, f1;
     mf_split(j->F, ith, nth, &f0, &f1);
-    float *y = j->scratch + (size_t)ith * j->E;
-    const bool layer_norm = j->m->arch->norm == MF_NORM_LAYER;
-    for (long f = f0; f < f1; f++) {
-        const float *d = j->cols + (size_t)f * j->E;
-        double mean = 0, ss = 0;
-        if (layer_norm) {
-            for (int e = 0; e < j->E; e++) mean += d[e];
-            mean /= j->E;
+    float *y = j->scratch + (size_t)ith * (META_Q * j->E + META_Q * META_T), *sc = y + (size_t)META_Q * j->E;
+    const vx_dot_fn dot = vx_dot_best(MF_TYPE_F32);
+    for (long g = f0; g < f1; g += META_Q) {
+        const int nq = f1 - g < META_Q ? (int)(f1 - g) : META_Q;
+        mf_topk h[META_Q];
+        for (int q = 0; q < nq; q++) {
+            norm_vec(j, j->cols + (size_t)(g + q) * j->E, y + (size_t)q * j->E);
+            mf_topk_reset(&h[q], j->k, j->score + (size_t)(g + q) * j->k, j->tok + (size_t)(g + q) * j->k);
         }
-        for (int e = 0; e < j->E; e++) ss += (d[e] - mean) * (d[e] - mean);
-        const float inv = (float)(1.0 / sqrt(ss / j->E + j->m->hp.norm_eps));
-        for (int e = 0; e < j->E; e++)
-            y[e] = (float)(d[e] - mean) * inv * (j->nw ? j->nw[e] : 1.0f) + (j->nb ? j->nb[e] : 0.0f);
-        mf_topk h;
-        mf_topk_reset(&h, j->k, j->score + (size_t)f * j->k, j->tok + (size_t)f * j->k);
-        for (int v = 0; v < j->V; v++) {
-            const float *hr = j->head + (size_t)v * j->E;
-            float acc = 0;
-            for (int e = 0; e < j->E; e++) acc += hr[e] * y[e];
-            mf_topk_push(&h, acc, v);
+        for (int v = 0; v < j->V; v += META_T) {
+            const int nr = j->V - v < META_T ? j->V - v : META_T;
+            dot(j->head + (size_t)v * j->E, (size_t)j->E * sizeof(float), nr, y, (size_t)j->E, nq, j->E, sc, META_T);
+            for (int q = 0; q < nq; q++)
+                for (int i = 0; i < nr; i++) mf_topk_push(&h[q], sc[(size_t)q * META_T + i], v + i);
         }
-        mf_topk_sort(&h);
-        for (int i = h.n; i < j->k; i++) j->score[(size_t)f * j->k + i] = 0, j->tok[(size_t)f * j->k + i] = -1;
+        for (int q = 0; q < nq; q++) {
+            mf_topk_sort(&h[q]);
+            for (int i = h[q].n; i < j->k; i++) h[q].score[i] = 0, h[q].id[i] = -1;
+        }
     }
 }
 
@@ -299,7 +312,7 @@ static mf_status run_build(build *b, const char *gguf_path) {
     b->enc = malloc(mf_row_size(MF_TYPE_F32, E));
     b->cols = malloc(F * E * sizeof(float));
     b->down = malloc(down_elems * sizeof(float));
-    b->scratch = malloc((size_t)nth * E * sizeof(float));
+    b->scratch = malloc((size_t)nth * (META_Q * E + META_Q * META_T) * sizeof(float));
     if (!b->ix.sect || !b->tmp || !b->enc || !b->cols || !b->down || !b->scratch)
         return mf_err(MF_ERR_NOMEM, "out of memory for a layer of %zu features", F);
     if (ix->down_top_k) {

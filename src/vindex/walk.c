@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "cpu/cpu.h"
 #include "model/model.h"
+#include "quant/fp16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,9 +80,13 @@ mf_status mf_walk_new(mf_vindex *v, const mf_model *m, int32_t k, mf_walk **out)
     return MF_OK;
 }
 
+/* GELU (tanh form) as the engine evaluates it, after llama.cpp: the input
+ * rounded to f16, the result rounded to f16, exact outside (-10, 10). */
 static float gelu(float x) {
-    const float c = 0.797884560802865355f;
-    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = mf_fp16_to_fp32(mf_fp32_to_fp16(x)), c = 0.797884560802865355f;
+    return mf_fp16_to_fp32(mf_fp32_to_fp16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
 }
 
 int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
