@@ -704,6 +704,18 @@ int       mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_
 /* Layers at or above `from` walk, those below run dense (default 0). */
 void      mf_walk_set_first_layer(mf_walk *w, int32_t from);
 
+/* LQL, the query language over a vindex (statements in the README):
+ * mf_lql_run parses all of `text` first (a syntax error runs nothing), then
+ * runs the statements in order and stops at the first failure. *out gets a
+ * malloc'd string (free() it; also on failure, with what ran before) of
+ * aligned tables, or one JSON object per statement and line with `json`.
+ * Errors name the line and column: "line 2, column 5: expected ...".
+ * WALK and INFER run the model, so need a vindex of level inference. */
+typedef struct mf_lql mf_lql;
+mf_status mf_lql_open(const char *dir, int32_t n_threads, mf_lql **out);
+void      mf_lql_free(mf_lql *q);
+mf_status mf_lql_run(mf_lql *q, const char *text, size_t len, bool json, char **out);
+
 /* ==== end of vindex ===================================================== */
 
 #ifdef __cplusplus
