@@ -704,6 +704,18 @@ int       mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_
 /* Layers at or above `from` walk, those below run dense (default 0). */
 void      mf_walk_set_first_layer(mf_walk *w, int32_t from);
 
+/* Edit overlays: in memory only, the vindex's files are never written. A
+ * deleted feature is never returned by the KNN, so it contributes nothing to
+ * the walk FFN (mf_vindex_knn fills slots past the live features with -1).
+ * A .vlp patch file is JSON naming its base by the source model's sha256;
+ * apply refuses a patch of another model or with any bad operation, and
+ * then changes nothing. */
+mf_status mf_vindex_delete_feature(mf_vindex *v, int32_t layer, int32_t feature);
+bool      mf_vindex_is_deleted(const mf_vindex *v, int32_t layer, int32_t feature);
+int32_t   mf_vindex_n_deleted(const mf_vindex *v);
+mf_status mf_vindex_apply_patch(mf_vindex *v, const char *path);
+mf_status mf_vindex_save_patch(const mf_vindex *v, const char *path, const char *name);
+
 /* LQL, the query language over a vindex (statements in the README):
  * mf_lql_run parses all of `text` first (a syntax error runs nothing), then
  * runs the statements in order and stops at the first failure. *out gets a

@@ -46,6 +46,7 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
 typedef struct knn_job {
     const mf_vindex *v;
     vx_rank rank;
+    int layer;
     const float *bias;
     vx_dot_fn dot;
     const uint8_t *rows;
@@ -73,8 +74,10 @@ static void knn_task(void *arg, int ith, int nth) {
                     float *g = &sc[(size_t)q * VX_TILE + i];
                     *g = vx_rank_key(j->rank, *g + (j->bias ? j->bias[r + i] : 0.0f));
                 }
+        const uint8_t *del = v->deleted ? v->deleted + (size_t)j->layer * v->ix.n_features + r : NULL;
         for (int q = 0; q < j->nx; q++)
-            for (int i = 0; i < nr; i++) mf_topk_push(&h[q], sc[(size_t)q * VX_TILE + i], (int32_t)(r + i));
+            for (int i = 0; i < nr; i++)
+                if (!del || !del[i]) mf_topk_push(&h[q], sc[(size_t)q * VX_TILE + i], (int32_t)(r + i));
     }
 }
 
@@ -94,6 +97,7 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
     knn_job j;
     j.v = v;
     j.rank = rank;
+    j.layer = layer;
     j.bias = bias;
     j.dot = vx_dot_best(v->ix.ftype);
     j.rows = vx_layer_rows(v, VX_GATE, layer);
@@ -112,6 +116,7 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
                 for (int i = 0; i < h->n; i++) mf_topk_push(&out, h->score[i], h->id[i]);
             }
             mf_topk_sort(&out);
+            for (int i = out.n; i < k; i++) out.score[i] = -INFINITY, out.id[i] = -1; /* deleted features */
         }
     }
     return MF_OK;

@@ -6,7 +6,9 @@
  *   SELECT * FROM FEATURES [WHERE cond [AND cond]...] [NEAREST TO "x" AT LAYER n] [LIMIT k]
  *       cond: layer = n | feature = n | token = "text"
  *   INFER "prompt" [TOP k] [WALK k | DENSE | COMPARE [k]]
- *   SHOW LAYERS | FEATURES [AT LAYER n] [LIMIT k] | STATS
+ *   SHOW LAYERS | FEATURES [AT LAYER n] [LIMIT k] | STATS | PATCHES
+ *   DELETE FROM FEATURES WHERE layer = n AND feature = f
+ *   SAVE PATCH "file.vlp" | APPLY PATCH "file.vlp"
  * Keywords are case-insensitive; statements end with ';' (optional at the
  * end); -- starts a comment to the end of the line. */
 #ifndef MF_VINDEX_LQL_H
@@ -18,7 +20,10 @@
 
 #include "minfer.h"
 
-typedef enum lql_kind { LQL_DESCRIBE, LQL_WALK, LQL_SELECT, LQL_INFER, LQL_SHOW_LAYERS, LQL_SHOW_FEATURES, LQL_SHOW_STATS } lql_kind;
+typedef enum lql_kind {
+    LQL_DESCRIBE, LQL_WALK, LQL_SELECT, LQL_INFER, LQL_SHOW_LAYERS, LQL_SHOW_FEATURES, LQL_SHOW_STATS,
+    LQL_DELETE, LQL_SAVE_PATCH, LQL_APPLY_PATCH, LQL_SHOW_PATCHES,
+} lql_kind;
 typedef enum lql_mode { LQL_DENSE, LQL_WALKK, LQL_COMPARE } lql_mode;
 
 typedef struct lql_stmt {

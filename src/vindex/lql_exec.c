@@ -207,7 +207,7 @@ static mf_status knn_rows(mf_lql *q, const float *x, int l0, int l1, int k, json
     mf_status st = !f || !s ? mf_err(MF_ERR_NOMEM, "out of memory") : MF_OK;
     for (int l = l0; !st && l <= l1; l++) {
         st = mf_vindex_knn(q->v, l, x + (size_t)(l - l0) * 0, 1, k, f, s);
-        for (int i = 0; !st && i < k; i++)
+        for (int i = 0; !st && i < k && f[i] >= 0; i++)
             json_array_append_new(rows, json_pack("{s:i,s:o,s:f,s:o}", "layer", l, "feature", feature_json(q, f[i]),
                                                   "score", (double)s[i], "labels", labels(q, l, f[i], 5)));
     }
@@ -513,7 +513,8 @@ done:
 }
 
 static const char *kind_name(lql_kind k) {
-    static const char *n[] = {"DESCRIBE", "WALK", "SELECT", "INFER", "SHOW LAYERS", "SHOW FEATURES", "SHOW STATS"};
+    static const char *n[] = {"DESCRIBE", "WALK",   "SELECT",      "INFER",       "SHOW LAYERS", "SHOW FEATURES",
+                              "SHOW STATS", "DELETE", "SAVE PATCH", "APPLY PATCH", "SHOW PATCHES"};
     return n[k];
 }
 
@@ -535,6 +536,26 @@ mf_status mf_lql_run(mf_lql *q, const char *text, size_t len, bool json, char **
         case LQL_INFER: s = do_infer(q, st, rows); break;
         case LQL_SHOW_LAYERS:
         case LQL_SHOW_STATS: do_show(q, st, rows); break;
+        case LQL_DELETE:
+            s = check_range(q, st);
+            if (!s) s = mf_vindex_delete_feature(q->v, st->layer0, st->feature);
+            if (!s) json_array_append_new(rows, json_pack("{s:i,s:o,s:s}", "layer", st->layer0, "feature",
+                                                          feature_json(q, st->feature), "status", "deleted"));
+            break;
+        case LQL_SAVE_PATCH:
+            s = mf_vindex_save_patch(q->v, st->text, NULL);
+            if (!s) json_array_append_new(rows, json_pack("{s:s,s:i}", "saved", st->text, "deleted", mf_vindex_n_deleted(q->v)));
+            break;
+        case LQL_APPLY_PATCH:
+            s = mf_vindex_apply_patch(q->v, st->text);
+            if (!s) json_array_append_new(rows, json_pack("{s:s,s:i}", "applied", st->text, "deleted", mf_vindex_n_deleted(q->v)));
+            break;
+        case LQL_SHOW_PATCHES:
+            for (int l = 0; l < q->vi.n_layer; l++)
+                for (int f = 0; f < q->vi.n_features; f++)
+                    if (mf_vindex_is_deleted(q->v, l, f))
+                        json_array_append_new(rows, json_pack("{s:i,s:o,s:s}", "layer", l, "feature", feature_json(q, f), "op", "delete"));
+            break;
         }
         if (s) {
             s = mf_err_prefix(s, "line %d, column %d: %s", st->line, st->col, kind_name(st->kind));

@@ -261,12 +261,40 @@ static mf_status statement(lexer *L, lql_stmt *st) {
         }
         return MF_OK;
     }
+    if (is_kw(L, "DELETE")) {
+        st->kind = LQL_DELETE;
+        TRY(next(L));
+        TRY(expect_kw(L, "FROM"));
+        TRY(expect_kw(L, "FEATURES"));
+        TRY(expect_kw(L, "WHERE"));
+        for (;;) {
+            const bool layer = is_kw(L, "layer");
+            if (!layer && !is_kw(L, "feature")) return lerr(L, "expected layer or feature");
+            TRY(next(L));
+            if (!is_punct(L, '=')) return lerr(L, "expected '='");
+            TRY(next(L));
+            if (layer) TRY(take_num(L, "layer", 0, 1 << 20, &st->layer0));
+            else TRY(take_num(L, "feature", 0, 1 << 24, &st->feature));
+            if (!is_kw(L, "AND")) break;
+            TRY(next(L));
+        }
+        if (st->layer0 < 0 || st->feature < 0) return lerr(L, "DELETE needs both layer = n and feature = f");
+        st->layer1 = st->layer0;
+        return MF_OK;
+    }
+    if (is_kw(L, "SAVE") || is_kw(L, "APPLY")) {
+        st->kind = is_kw(L, "SAVE") ? LQL_SAVE_PATCH : LQL_APPLY_PATCH;
+        TRY(next(L));
+        TRY(expect_kw(L, "PATCH"));
+        return take_str(L, "patch file", &st->text);
+    }
     if (is_kw(L, "SHOW")) {
         TRY(next(L));
-        if (is_kw(L, "LAYERS")) st->kind = LQL_SHOW_LAYERS;
+        if (is_kw(L, "PATCHES")) st->kind = LQL_SHOW_PATCHES;
+        else if (is_kw(L, "LAYERS")) st->kind = LQL_SHOW_LAYERS;
         else if (is_kw(L, "STATS")) st->kind = LQL_SHOW_STATS;
         else if (is_kw(L, "FEATURES")) st->kind = LQL_SHOW_FEATURES;
-        else return lerr(L, "expected LAYERS, FEATURES or STATS after SHOW");
+        else return lerr(L, "expected LAYERS, FEATURES, STATS or PATCHES after SHOW");
         TRY(next(L));
         if (st->kind == LQL_SHOW_FEATURES)
             for (;;) {
@@ -278,7 +306,7 @@ static mf_status statement(lexer *L, lql_stmt *st) {
             }
         return MF_OK;
     }
-    return lerr(L, L->t == T_END ? "expected a statement" : "unknown statement (DESCRIBE, WALK, SELECT, INFER, SHOW)");
+    return lerr(L, L->t == T_END ? "expected a statement" : "unknown statement (DESCRIBE, WALK, SELECT, INFER, SHOW, DELETE, SAVE, APPLY)");
 }
 
 void lql_prog_free(lql_prog *p) {

@@ -22,7 +22,7 @@ void mf_vindex_free(mf_vindex *v) {
     if (!v) return;
     for (int f = 0; f < VX_NFILES; f++) mf_mapfile_close(&v->map[f]);
     mf_pool_free(v->pool);
-    free(v->heap_s), free(v->heap_i), free(v->heads);
+    free(v->heap_s), free(v->heap_i), free(v->heads), free(v->deleted);
     vx_index_free(&v->ix);
     free(v->dir);
     free(v);

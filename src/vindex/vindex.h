@@ -80,6 +80,9 @@ struct mf_vindex {
     float *heap_s;
     int32_t *heap_i;
     struct mf_topk *heads;     /* [n_threads][VX_QROWS] heap descriptors */
+    /* the edit overlay (patch.c): [n_layer][n_features], 1 = deleted; NULL = none */
+    uint8_t *deleted;
+    int32_t n_deleted;
 };
 
 /* format.c */

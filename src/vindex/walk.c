@@ -117,6 +117,7 @@ int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, 
         memset(o, 0, (size_t)E * sizeof(float));
         for (int i = 0; i < K; i++) {
             const int32_t f = w->feat[(size_t)r * K + i];
+            if (f < 0) break; /* fewer live features than k (a patch deleted some) */
             /* the KNN kept activation magnitudes: the score itself again (one row) */
             float g;
             w->dot(gate + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &g, 1);

@@ -58,7 +58,7 @@ int main(void) {
     expect_error("INFER \"a\" TOP 0", "out of range");
     expect_error("DESCRIBE \"a\" LAYERS 3-1", "ends before it starts");
     expect_error("FROB", "unknown statement");
-    expect_error("SHOW TABLES", "expected LAYERS, FEATURES or STATS");
+    expect_error("SHOW TABLES", "expected LAYERS, FEATURES, STATS or PATCHES");
     expect_error("SELECT * FROM FEATURES WHERE colour = 1", "expected layer, feature or token");
     expect_error("DESCRIBE \"a\" @", "unexpected character");
     /* runtime errors name the statement's position */
@@ -131,6 +131,22 @@ int main(void) {
         mf_context_free(c);
         mf_model_free(m);
     } else CHECK(0, "%s", mf_last_error());
+
+    /* DELETE hides a feature from DESCRIBE (and the walk); SHOW PATCHES lists it */
+    expect_error("DELETE FROM FEATURES WHERE layer = 1", "needs both");
+    expect_error("APPLY PATCH \"/nonexistent.vlp\"", "line 1, column 1: APPLY PATCH");
+    r = rows_of("DESCRIBE \"girl\" AT LAYER 0 TOP 1", 0);
+    const json_int_t f0 = json_integer_value(json_object_get(json_array_get(r, 0), "feature"));
+    json_decref(r);
+    char del[160];
+    snprintf(del, sizeof del, "DELETE FROM FEATURES WHERE layer = 0 AND feature = %lld; SHOW PATCHES", (long long)f0);
+    r = rows_of(del, 1);
+    CHECK(r && json_array_size(r) == 1 && json_integer_value(json_object_get(json_array_get(r, 0), "feature")) == f0,
+          "SHOW PATCHES after DELETE");
+    json_decref(r);
+    r = rows_of("DESCRIBE \"girl\" AT LAYER 0 TOP 1", 0);
+    CHECK(r && json_integer_value(json_object_get(json_array_get(r, 0), "feature")) != f0, "a deleted feature is still described");
+    json_decref(r);
 
     /* a table: header, rule, rows */
     char *out = NULL;

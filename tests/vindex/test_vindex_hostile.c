@@ -4,7 +4,9 @@
  * verify checks sha256s), index.json mutated field by field (types, ranges,
  * sections out of bounds or misaligned, unknown and duplicated files, wrong
  * format and version), cut short at many lengths and byte-flipped at
- * random; a browse vindex has no model to load; an empty directory and a
+ * random; .vlp patches of another model, with unknown or out-of-range
+ * operations, or malformed, refused without changing anything, a good one
+ * round-trips; a browse vindex has no model to load; an empty directory and a
  * plain file are not vindexes. */
 #include "testutil.h"
 #include "minfer.h"
@@ -191,6 +193,79 @@ int main(void) {
     free(alt);
     put("index.json", js, n);
     free(js);
+
+    /* patches: a good one round-trips and hides its features from the KNN;
+     * bad ones are refused and change nothing */
+    {
+        mf_vindex *pv;
+        if (mf_vindex_open(g_dir, &pv) == MF_OK) {
+            float x[64];
+            for (int e = 0; e < 64; e++) x[e] = (float)(e % 7) - 3.0f;
+            int32_t f[172], f2[172];
+            float sc[172];
+            mf_vindex_knn(pv, 2, x, 1, 172, f, sc);
+            CHECK(mf_vindex_delete_feature(pv, 2, f[0]) == MF_OK && mf_vindex_delete_feature(pv, 2, f[5]) == MF_OK,
+                  "delete: %s", mf_last_error());
+            CHECK(mf_vindex_delete_feature(pv, 5, 0) == MF_ERR_INVALID_ARG, "delete of layer 5 accepted");
+            mf_vindex_knn(pv, 2, x, 1, 172, f2, sc);
+            int seen = 0;
+            for (int i = 0; i < 172; i++) seen += f2[i] == f[0] || f2[i] == f[5];
+            CHECK(seen == 0 && f2[170] == -1 && f2[171] == -1 && f2[0] == f[1], "deleted features still returned");
+            char pp[600];
+            snprintf(pp, sizeof pp, "%s/p.vlp", tmp);
+            CHECK(mf_vindex_save_patch(pv, pp, "test") == MF_OK, "save: %s", mf_last_error());
+            mf_vindex_free(pv);
+            size_t pn;
+            char *ptext = test_read_file(pp, &pn);
+            static const struct { const char *find, *repl, *want; } bad[] = {
+                {"minfer-vindex-patch", "minfer-vindex", "not a vindex patch"},
+                {"\"version\": 1", "\"version\": 3", "version"},
+                {"\"delete\"", "\"insert\"", "unknown op"},
+                {"\"layer\": 2", "\"layer\": 7", "in range"},
+                {"\"layer\": 2", "\"layer\": \"2\"", "in range"},
+                {"\"base\": \"", "\"base\": \"1", "base"},
+                {"\"ops\"", "\"opz\"", "ops"},
+                {"{", "[", "line"},
+            };
+            for (size_t b = 0; ptext && b <= sizeof bad / sizeof bad[0]; b++) {
+                char *t = malloc(pn + 64);
+                if (b < sizeof bad / sizeof bad[0]) {
+                    char *at = strstr(ptext, bad[b].find);
+                    if (!at) {
+                        CHECK(0, "patch text lacks %s", bad[b].find);
+                        free(t);
+                        continue;
+                    }
+                    size_t pre = (size_t)(at - ptext), fl = strlen(bad[b].find);
+                    snprintf(t, pn + 64, "%.*s%s%s", (int)pre, ptext, bad[b].repl, at + fl);
+                } else {
+                    snprintf(t, pn + 64, "%.*s", (int)(pn / 2), ptext); /* cut in half */
+                }
+                char bp2[700];
+                snprintf(bp2, sizeof bp2, "%s/bad.vlp", tmp);
+                FILE *bf = fopen(bp2, "wb");
+                if (bf) fputs(t, bf), fclose(bf);
+                mf_vindex *qv;
+                if (mf_vindex_open(g_dir, &qv) == MF_OK) {
+                    mf_status ps = mf_vindex_apply_patch(qv, bp2);
+                    CHECK(ps != MF_OK && (b == sizeof bad / sizeof bad[0] || strstr(mf_last_error(), bad[b].want)),
+                          "bad patch %zu accepted or unclear: %s", b, mf_last_error());
+                    CHECK(mf_vindex_n_deleted(qv) == 0, "a refused patch changed the vindex");
+                    mf_vindex_free(qv);
+                }
+                free(t);
+            }
+            /* the good one applies: the same features deleted */
+            mf_vindex *qv;
+            if (mf_vindex_open(g_dir, &qv) == MF_OK) {
+                CHECK(mf_vindex_apply_patch(qv, pp) == MF_OK && mf_vindex_n_deleted(qv) == 2 &&
+                          mf_vindex_is_deleted(qv, 2, f[0]) && mf_vindex_is_deleted(qv, 2, f[5]),
+                      "patch round trip: %s", mf_last_error());
+                mf_vindex_free(qv);
+            }
+            free(ptext);
+        } else CHECK(0, "open: %s", mf_last_error());
+    }
 
     /* a browse vindex holds no model; a plain file and an empty directory are not vindexes */
     mf_model *m = NULL;

@@ -17,7 +17,9 @@ static void usage(FILE *f) {
                "    SELECT * FROM FEATURES [WHERE layer = n AND feature = f AND token = \"x\"]\n"
                "                           [NEAREST TO \"x\" AT LAYER n] [LIMIT k]\n"
                "    INFER \"prompt\" [TOP k] [WALK k | DENSE | COMPARE [k]]   next-token distribution\n"
-               "    SHOW LAYERS | FEATURES [AT LAYER n] [LIMIT k] | STATS\n"
+               "    SHOW LAYERS | FEATURES [AT LAYER n] [LIMIT k] | STATS | PATCHES\n"
+               "    DELETE FROM FEATURES WHERE layer = n AND feature = f     drop a feature (in memory; walk FFN and KNN)\n"
+               "    SAVE PATCH \"file.vlp\" | APPLY PATCH \"file.vlp\"          the edits as a patch naming its base model\n"
                "  without -e or -f, statements are read from stdin (a prompt when it is a terminal)\n");
 }
 

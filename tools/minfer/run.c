@@ -38,6 +38,7 @@ static void usage(FILE *f) {
             "  --ffn dense|walk       walk: each FFN runs over only the top-K gate features of a vindex\n"
             "  --walk-k K[%%]          features per token for --ffn walk (a count, or a percentage; default all)\n"
             "  --vindex DIR           the vindex for --ffn walk (default: -m when it names a vindex directory)\n"
+            "  --patch FILE.vlp       apply a vindex patch (deleted features) to the walk FFN\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
             "chat mode (reads one message per line from stdin; a line ending in \\ continues):\n"
@@ -78,6 +79,10 @@ static bool walk_open(const run_opts *o, const mf_model *model) {
     }
     atexit(walk_free);
     if (o->n_threads) mf_vindex_set_threads(g_walk_vindex, (int32_t)o->n_threads);
+    if (o->patch && mf_vindex_apply_patch(g_walk_vindex, o->patch)) {
+        fprintf(stderr, "minfer run: --patch: %s\n", mf_last_error());
+        return false;
+    }
     mf_vindex_info vi;
     mf_vindex_get_info(g_walk_vindex, &vi);
     long k = o->walk_k_pct ? (o->walk_k * vi.n_features + 99) / 100 : o->walk_k;
@@ -176,6 +181,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
             i++;
         }
         else if (!strcmp(a, "--vindex")) STR_OPT(o->vindex);
+        else if (!strcmp(a, "--patch")) STR_OPT(o->patch);
         else if (!strcmp(a, "--walk-k")) {
             if (!v) goto missing;
             char num[32];
@@ -202,6 +208,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 #undef STR_OPT
     }
     if (!o->model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
+    if ((o->patch || o->vindex || o->walk_k) && !o->walk) { fprintf(stderr, "minfer run: --walk-k, --vindex and --patch need --ffn walk\n"); return 2; }
     if (sp->repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
     if (!o->cnv && (o->system || o->chat_template || o->session || o->think >= 0)) {
         fprintf(stderr, "minfer run: -sys, --chat-template, --session and --think/--no-think need --cnv\n");
