@@ -34,15 +34,18 @@ static inline float el_f16(const void *p, int i) { return mf_fp16_to_fp32(((cons
             for (; q + 2 <= nx; q += 2) {                                                                              \
                 const float *x0 = x + (size_t)q * xs, *x1 = x0 + xs;                                                   \
                 __m256 a[4][2];                                                                                        \
-                for (int k = 0; k < 4; k++) a[k][0] = a[k][1] = _mm256_setzero_ps();                                   \
+                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,   \
+                       a31 = a00;                                                                                      \
                 for (int i = 0; i < n8; i += 8) {                                                                      \
                     const __m256 v0 = _mm256_loadu_ps(x0 + i), v1 = _mm256_loadu_ps(x1 + i);                           \
-                    for (int k = 0; k < 4; k++) {                                                                      \
-                        const __m256 wv = LD(w[k], i);                                                                 \
-                        a[k][0] = _mm256_add_ps(a[k][0], _mm256_mul_ps(wv, v0));                                       \
-                        a[k][1] = _mm256_add_ps(a[k][1], _mm256_mul_ps(wv, v1));                                       \
-                    }                                                                                                  \
+                    const __m256 w0v = LD(w[0], i), w1v = LD(w[1], i), w2v = LD(w[2], i), w3v = LD(w[3], i);           \
+                    a00 = _mm256_add_ps(a00, _mm256_mul_ps(w0v, v0)), a01 = _mm256_add_ps(a01, _mm256_mul_ps(w0v, v1)); \
+                    a10 = _mm256_add_ps(a10, _mm256_mul_ps(w1v, v0)), a11 = _mm256_add_ps(a11, _mm256_mul_ps(w1v, v1)); \
+                    a20 = _mm256_add_ps(a20, _mm256_mul_ps(w2v, v0)), a21 = _mm256_add_ps(a21, _mm256_mul_ps(w2v, v1)); \
+                    a30 = _mm256_add_ps(a30, _mm256_mul_ps(w3v, v0)), a31 = _mm256_add_ps(a31, _mm256_mul_ps(w3v, v1)); \
                 }                                                                                                      \
+                a[0][0] = a00, a[0][1] = a01, a[1][0] = a10, a[1][1] = a11;                                            \
+                a[2][0] = a20, a[2][1] = a21, a[3][0] = a30, a[3][1] = a31;                                            \
                 for (int k = 0; k < 4; k++) {                                                                          \
                     float t0 = hsum(a[k][0]), t1 = hsum(a[k][1]);                                                      \
                     for (int i = n8; i < n; i++) {                                                                     \
@@ -56,11 +59,15 @@ static inline float el_f16(const void *p, int i) { return mf_fp16_to_fp32(((cons
             for (; q < nx; q++) {                                                                                      \
                 const float *x0 = x + (size_t)q * xs;                                                                  \
                 __m256 a[4];                                                                                           \
-                for (int k = 0; k < 4; k++) a[k] = _mm256_setzero_ps();                                                \
+                __m256 b0 = _mm256_setzero_ps(), b1 = b0, b2 = b0, b3 = b0;                                            \
                 for (int i = 0; i < n8; i += 8) {                                                                      \
                     const __m256 v0 = _mm256_loadu_ps(x0 + i);                                                         \
-                    for (int k = 0; k < 4; k++) a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(LD(w[k], i), v0));            \
+                    b0 = _mm256_add_ps(b0, _mm256_mul_ps(LD(w[0], i), v0));                                            \
+                    b1 = _mm256_add_ps(b1, _mm256_mul_ps(LD(w[1], i), v0));                                            \
+                    b2 = _mm256_add_ps(b2, _mm256_mul_ps(LD(w[2], i), v0));                                            \
+                    b3 = _mm256_add_ps(b3, _mm256_mul_ps(LD(w[3], i), v0));                                            \
                 }                                                                                                      \
+                a[0] = b0, a[1] = b1, a[2] = b2, a[3] = b3;                                                            \
                 for (int k = 0; k < 4; k++) {                                                                          \
                     float t0 = hsum(a[k]);                                                                             \
                     for (int i = n8; i < n; i++) {                                                                     \
@@ -90,6 +97,9 @@ static inline float el_f16(const void *p, int i) { return mf_fp16_to_fp32(((cons
 FLOAT_KERNEL(dot_f32, ld_f32, el_f32)
 FLOAT_KERNEL(dot_f16, ld_f16, el_f16)
 
+/* the block scale: F16C's conversion (exact, as the twin's integer one) */
+static inline float d16(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
+
 /* lane j of a block: q[j]x[j] + q[8+j]x[8+j] + q[16+j]x[16+j] + q[24+j]x[24+j], in that order */
 static inline __m256 q8_block(const block_q8_0 *b, const float *xb) {
     __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)b->qs))),
@@ -110,14 +120,16 @@ static void dot_q8_0(const void *rows, size_t rb, int nr, const float *x, size_t
         for (int k = 0; k < 4; k++) w[k] = (const block_q8_0 *)((const uint8_t *)rows + (size_t)(r + k) * rb);
         for (int q = 0; q < nx; q++) {
             const float *x0 = x + (size_t)q * xs;
-            __m256 a[4];
-            for (int k = 0; k < 4; k++) a[k] = _mm256_setzero_ps();
-            for (int b = 0; b < nb; b++)
-                for (int k = 0; k < 4; k++) {
-                    const __m256 d = _mm256_set1_ps(mf_fp16_to_fp32(w[k][b].d));
-                    a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(d, q8_block(&w[k][b], x0 + 32 * b)));
-                }
-            for (int k = 0; k < 4; k++) s[(size_t)q * ss + r + k] = hsum(a[k]);
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int b = 0; b < nb; b++) {
+                const float *xb = x0 + 32 * b;
+                a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(d16(w[0][b].d)), q8_block(&w[0][b], xb)));
+                a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_set1_ps(d16(w[1][b].d)), q8_block(&w[1][b], xb)));
+                a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_set1_ps(d16(w[2][b].d)), q8_block(&w[2][b], xb)));
+                a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_set1_ps(d16(w[3][b].d)), q8_block(&w[3][b], xb)));
+            }
+            s[(size_t)q * ss + r] = hsum(a0), s[(size_t)q * ss + r + 1] = hsum(a1);
+            s[(size_t)q * ss + r + 2] = hsum(a2), s[(size_t)q * ss + r + 3] = hsum(a3);
         }
     }
     for (; r < nr; r++) {
