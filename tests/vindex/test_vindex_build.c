@@ -25,6 +25,10 @@
  * paired type, the walk reads decoded f32 rows against f32 activations (the
  * goldens' tolerance for quantized files) */
 #define WALK_TOL_QUANT 0.25
+/* GELU families: both sides round the activation's input to f16 (llama.cpp's
+ * table), so a score differing in its last bit (another sum order) can land
+ * on the neighbouring f16 value: an f16 ulp in one activation */
+#define WALK_TOL_GELU 5e-3
 
 static char g_tmp[256];
 
@@ -158,7 +162,8 @@ static void check_model(const char *path, const char *ftype) {
             double d = 0;
             for (size_t i = 0; a && c1 && i < (size_t)6 * nv; i++) d = fmax(d, fabs(a[i] - c1[i]));
             const bool quant = strstr(path, "q4_k") || strstr(path, "q8_0");
-            CHECK(c1 && d <= (quant ? WALK_TOL_QUANT : WALK_TOL), "%s: walk over all features differs from dense by %g", dir, d);
+            const bool gelu = strstr(path, "gemma") || strstr(path, "gpt2") || strstr(path, "starcoder2");
+            CHECK(c1 && d <= (quant ? WALK_TOL_QUANT : gelu ? WALK_TOL_GELU : WALK_TOL), "%s: walk over all features differs from dense by %g", dir, d);
             CHECK(c1 && c3 && !memcmp(c1, c3, (size_t)6 * nv * sizeof(float)), "%s: walk depends on the thread count", dir);
             printf("%-28s walk(all) vs dense: max |logit diff| %.3g\n", strrchr(path, '/') + 1, d);
             free(c1), free(c3);
