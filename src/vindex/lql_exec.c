@@ -202,6 +202,7 @@ static mf_status check_range(const mf_lql *q, const lql_stmt *st) {
 /* rows of top features for query x at layers [l0, l1] */
 static mf_status knn_rows(mf_lql *q, const float *x, int l0, int l1, int k, json_t *rows) {
     if (k > q->vi.n_features) k = q->vi.n_features;
+    if (k > VX_MAX_K) k = VX_MAX_K; /* the KNN's bound: a filtered NEAREST looks at the best 4096 */
     int32_t *f = malloc((size_t)k * sizeof *f);
     float *s = malloc((size_t)k * sizeof *s);
     mf_status st = !f || !s ? mf_err(MF_ERR_NOMEM, "out of memory") : MF_OK;
