@@ -678,6 +678,124 @@ mf_status mf_state_seq_load_buffer(mf_context *ctx, int32_t seq, const void *buf
 
 /* ==== end of sessions =================================================== */
 
+/* ==== vindex ============================================================
+ * A model's FFN as a queryable index (a directory): each FFN feature's gate
+ * row (gate_vectors.bin), its down vector feature-major (down_features.bin)
+ * and the vocabulary tokens that vector writes (down_meta.bin), the token
+ * embeddings and the tokenizer; at level inference also the up rows and the
+ * model's own tensors in their GGUF encoding, so mf_model_load(DIR) runs
+ * the model from the vindex alone. index.json lists every file with its
+ * size and sha256 and every layer's byte ranges. */
+
+typedef struct mf_vindex mf_vindex;
+
+typedef enum mf_vindex_level {
+    MF_VINDEX_BROWSE = 0,    /* gate, down, labels, embeddings, tokenizer */
+    MF_VINDEX_INFERENCE = 1, /* + up rows and the model's weights */
+    MF_VINDEX_ALL = 2,       /* today the same files as inference */
+} mf_vindex_level;
+
+/* Called after each layer (layer == n_layer - 1 ends the per-layer work) and
+ * for the whole-file steps (layer -1, `what` names the file). */
+typedef void (*mf_vindex_progress_fn)(int layer, int n_layer, const char *what, void *ud);
+
+typedef struct mf_vindex_build_params {
+    mf_vindex_level level;
+    const char *feature_type; /* gate/up/down copies: "f32" (default), "f16", "q8_0" */
+    int32_t down_top_k;       /* tokens per feature in down_meta.bin (10; 0 = none) */
+    int32_t n_threads;        /* 0 = all CPUs */
+    mf_vindex_progress_fn progress;
+    void *progress_ud;
+} mf_vindex_build_params;
+
+mf_vindex_build_params mf_vindex_default_build_params(void);
+/* Builds `dir` (created; index.json is written last, under a temporary name
+ * renamed into place, so an interrupted build is never a valid vindex). */
+mf_status mf_vindex_build(const char *gguf_path, const char *dir, const mf_vindex_build_params *params);
+/* Checks index.json and every file's size and sha256: the first mismatch is
+ * the error, naming the file. `progress` (may be NULL) sees each file. */
+mf_status mf_vindex_verify(const char *dir, mf_vindex_progress_fn progress, void *ud);
+
+/* Opens a vindex: index.json validated, every listed size checked, the
+ * feature files mapped (sha256s are only checked by mf_vindex_verify). */
+mf_status mf_vindex_open(const char *dir, mf_vindex **out);
+void      mf_vindex_free(mf_vindex *v);
+bool      mf_vindex_is_dir(const char *path); /* a directory holding index.json */
+
+typedef struct mf_vindex_info {
+    const char *arch;
+    const char *source_file, *source_sha256;
+    const char *feature_type;  /* "f32" ... */
+    mf_vindex_level level;
+    int32_t n_layer, n_embd, n_vocab;
+    int32_t n_features;        /* per layer: n_ff, or n_expert * n_ff_expert */
+    int32_t n_expert, n_ff_expert; /* 0 for dense FFNs; feature = expert * n_ff_expert + f */
+    int32_t down_top_k;
+    bool gated;                /* gate * up; false: the activation's input is the up row */
+    uint64_t bytes;            /* all files */
+} mf_vindex_info;
+void mf_vindex_get_info(const mf_vindex *v, mf_vindex_info *out);
+
+/* Threads for mf_vindex_knn (0 = all CPUs; results do not depend on it). */
+mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads);
+
+/* Gate KNN: for each of n_rows residual vectors x ([n_rows][n_embd]), the k
+ * features of `layer` with the largest gate scores (dot of the stored gate
+ * row and x), best first (ties: lower feature first): feat and score are
+ * [n_rows][k]. k <= n_features and k <= 4096. */
+mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_rows, int32_t k, int32_t *feat,
+                        float *score);
+
+/* The tokens feature `feature` of `layer` writes, best first: up to cap
+ * (token, score) pairs; returns how many (down_top_k at most), -1 if out of range. */
+int32_t mf_vindex_feature_tokens(const mf_vindex *v, int32_t layer, int32_t feature, mf_token *tok, float *score,
+                                 int32_t cap);
+/* Feature rows decoded to floats (n_embd each): which is 0 gate, 1 up, 2 down.
+ * MF_ERR_INVALID_ARG when out of range or the file is not in this vindex. */
+mf_status mf_vindex_feature_row(const mf_vindex *v, int32_t which, int32_t layer, int32_t feature, float *out);
+/* Token `tok`'s embedding row decoded to floats (n_embd). */
+mf_status mf_vindex_embedding(const mf_vindex *v, mf_token tok, float *out);
+
+/* Walk FFN: an mf_ffn_fn replacing every dense FFN of `model` by a sparse one
+ * over the top-k gate features of each row (exact KNN), with the up and down
+ * rows read feature-major from the vindex. Set ctx params ffn_cb =
+ * mf_walk_ffn and ffn_ud = the walk. The vindex must be of level inference,
+ * of the same architecture and shapes as the model, with a dense FFN. k = 0 or
+ * k >= n_features: every feature (the dense FFN in another sum order). */
+typedef struct mf_walk mf_walk;
+mf_status mf_walk_new(mf_vindex *v, const mf_model *model, int32_t k, mf_walk **out);
+void      mf_walk_free(mf_walk *w);
+int       mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
+                      const int32_t *pos, void *ud);
+/* Layers at or above `from` walk, those below run dense (default 0). */
+void      mf_walk_set_first_layer(mf_walk *w, int32_t from);
+
+/* Edit overlays: in memory only, the vindex's files are never written. A
+ * deleted feature is never returned by the KNN, so it contributes nothing to
+ * the walk FFN (mf_vindex_knn fills slots past the live features with -1).
+ * A .vlp patch file is JSON naming its base by the source model's sha256;
+ * apply refuses a patch of another model or with any bad operation, and
+ * then changes nothing. */
+mf_status mf_vindex_delete_feature(mf_vindex *v, int32_t layer, int32_t feature);
+bool      mf_vindex_is_deleted(const mf_vindex *v, int32_t layer, int32_t feature);
+int32_t   mf_vindex_n_deleted(const mf_vindex *v);
+mf_status mf_vindex_apply_patch(mf_vindex *v, const char *path);
+mf_status mf_vindex_save_patch(const mf_vindex *v, const char *path, const char *name);
+
+/* LQL, the query language over a vindex (statements in the README):
+ * mf_lql_run parses all of `text` first (a syntax error runs nothing), then
+ * runs the statements in order and stops at the first failure. *out gets a
+ * malloc'd string (free() it; also on failure, with what ran before) of
+ * aligned tables, or one JSON object per statement and line with `json`.
+ * Errors name the line and column: "line 2, column 5: expected ...".
+ * WALK and INFER run the model, so need a vindex of level inference. */
+typedef struct mf_lql mf_lql;
+mf_status mf_lql_open(const char *dir, int32_t n_threads, mf_lql **out);
+void      mf_lql_free(mf_lql *q);
+mf_status mf_lql_run(mf_lql *q, const char *text, size_t len, bool json, char **out);
+
+/* ==== end of vindex ===================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,7 @@
 #ifndef MF_CORE_MAPFILE_H
 #define MF_CORE_MAPFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "minfer.h"
@@ -18,6 +19,10 @@ mf_status mf_mapfile_open(const char *path, mf_mapfile *out);
  * per token, and with 4 KiB file pages each page costs a TLB walk and stops
  * the hardware prefetcher at its boundary. */
 mf_status mf_mapfile_read(const char *path, mf_mapfile *out);
+/* A view of `prefix` followed by the whole file at `path`, with the file
+ * mapped zero-copy (or read, with read_copy): how a vindex's weights file
+ * becomes a GGUF again behind its stored header (vindex/gguf_view.c). */
+mf_status mf_mapfile_join(const void *prefix, size_t prefix_len, const char *path, bool read_copy, mf_mapfile *out);
 void mf_mapfile_close(mf_mapfile *m);
 
 #endif

@@ -106,6 +106,8 @@ mf_status gguf_open(const char *path, gguf_file **out);
 mf_status gguf_open_ex(const char *path, bool read_copy, gguf_file **out);
 /* Parse a caller-owned buffer (it must outlive the result); `name` labels messages. */
 mf_status gguf_parse(const uint8_t *data, size_t size, const char *name, gguf_file **out);
+/* Parse a prepared view and own it (closed with the result, or on failure). */
+mf_status gguf_open_map(mf_mapfile m, const char *name, gguf_file **out);
 void gguf_close(gguf_file *f);
 
 const char *gguf_vtype_name(gguf_vtype t);

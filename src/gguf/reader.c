@@ -543,6 +543,19 @@ mf_status gguf_open_ex(const char *path, bool read_copy, gguf_file **out) {
     return MF_OK;
 }
 
+mf_status gguf_open_map(mf_mapfile m, const char *name, gguf_file **out) {
+    *out = NULL;
+    gguf_file *f;
+    mf_status s = gguf_parse(m.data, m.size, name, &f);
+    if (s) {
+        mf_mapfile_close(&m);
+        return s;
+    }
+    f->map = m;
+    *out = f;
+    return MF_OK;
+}
+
 int64_t gguf_find_key(const gguf_file *f, const char *key) {
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (strcmp(f->kv[i].key, key) == 0) return (int64_t)i;

@@ -468,12 +468,25 @@ static void describe(mf_model *m) {
 
 mf_status mf_model_open(const char *path, const mf_model_params *params, mf_model **out) {
     *out = NULL;
+    const mf_model_params p = params ? *params : mf_model_default_params();
+    gguf_file *g;
+    mf_status s = gguf_open_ex(path, p.no_mmap, &g);
+    if (s) return s;
+    return mf_model_open_gguf(g, &p, out);
+}
+
+mf_status mf_model_open_gguf(gguf_file *g, const mf_model_params *params, mf_model **out) {
+    *out = NULL;
     mf_model_params p = params ? *params : mf_model_default_params();
+    const char *path = g->path;
+    mf_status s;
     mf_model *m = calloc(1, sizeof *m);
-    if (!m) return mf_err(MF_ERR_NOMEM, "out of memory");
+    if (!m) {
+        gguf_close(g);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
     m->verbose = p.verbose;
-    mf_status s = gguf_open_ex(path, p.no_mmap, &m->gguf);
-    if (s) goto fail;
+    m->gguf = g;
     char arch[64] = "";
     if ((s = gguf_get_str(m->gguf, "general.architecture", true, arch, sizeof arch))) goto fail;
     m->arch = mf_arch_find(arch);

@@ -101,5 +101,8 @@ struct mf_model {
  * of mf_model_load (backends/model_load.c), which then runs the backend's
  * weight loader. */
 mf_status mf_model_open(const char *path, const mf_model_params *params, mf_model **out);
+/* The same over a parsed file, which the model then owns (closed on failure
+ * too): a vindex hands in its weights joined behind the stored header. */
+mf_status mf_model_open_gguf(gguf_file *g, const mf_model_params *params, mf_model **out);
 
 #endif

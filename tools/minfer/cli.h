@@ -20,6 +20,8 @@ int cmd_synth(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_vindex(int argc, char **argv);
+int cmd_lql(int argc, char **argv);
 
 /* Option parsing helpers: on a bad value they print "minfer <cmd>: ..." and
  * return false. */

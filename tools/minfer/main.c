@@ -20,6 +20,8 @@ static const struct {
     {"bench", cmd_bench, "measure prefill and decode speed (llama-bench style)"},
     {"quantize", cmd_quantize, "convert a model's weights to another type, as llama-quantize does"},
     {"synth", cmd_synth, "write a random-weight model of a real shape, for benchmarks"},
+    {"lql", cmd_lql, "query a vindex with LQL (DESCRIBE, WALK, SELECT, INFER, SHOW); a REPL without -e / -f"},
+    {"vindex", cmd_vindex, "build, verify or audit a vindex: a model's FFN as a queryable feature index"},
 };
 
 static void usage(FILE *f) {

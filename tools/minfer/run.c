@@ -41,6 +41,10 @@ static void usage(FILE *f) {
             "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
             "  --backend NAME         cpu (default), cpu-ref or cuda\n"
             "  -ngl N|all             layers on the GPU: all (or N >= the model's layers) runs on cuda, 0 on the CPU\n"
+            "  --ffn dense|walk       walk: each FFN runs over only the top-K gate features of a vindex\n"
+            "  --walk-k K[%%]          features per token for --ffn walk (a count, or a percentage; default all)\n"
+            "  --vindex DIR           the vindex for --ffn walk (default: -m when it names a vindex directory)\n"
+            "  --patch FILE.vlp       apply a vindex patch (deleted features) to the walk FFN\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
             "chat mode (reads one message per line from stdin; a line ending in \\ continues):\n"
@@ -62,6 +66,40 @@ static void flush_utf8(char *pend, size_t *np, bool all) {
         memmove(pend, pend + ok, *np - ok);
         *np -= ok;
     }
+}
+
+/* The walk FFN outlives every context of the process (freed at exit). */
+static mf_vindex *g_walk_vindex;
+static mf_walk *g_walk;
+
+static void walk_free(void) {
+    mf_walk_free(g_walk);
+    mf_vindex_free(g_walk_vindex);
+}
+
+static bool walk_open(const run_opts *o, const mf_model *model) {
+    const char *dir = o->vindex ? o->vindex : o->model_path;
+    if (mf_vindex_open(dir, &g_walk_vindex)) {
+        fprintf(stderr, "minfer run: --ffn walk: %s\n", mf_last_error());
+        return false;
+    }
+    atexit(walk_free);
+    if (o->n_threads) mf_vindex_set_threads(g_walk_vindex, (int32_t)o->n_threads);
+    if (o->patch && mf_vindex_apply_patch(g_walk_vindex, o->patch)) {
+        fprintf(stderr, "minfer run: --patch: %s\n", mf_last_error());
+        return false;
+    }
+    mf_vindex_info vi;
+    mf_vindex_get_info(g_walk_vindex, &vi);
+    long k = o->walk_k_pct ? (o->walk_k * vi.n_features + 99) / 100 : o->walk_k;
+    if (mf_walk_new(g_walk_vindex, model, (int32_t)k, &g_walk)) {
+        fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        return false;
+    }
+    if (o->verbose)
+        fprintf(stderr, "minfer: walk FFN over %ld of %d features per layer from %s\n", k ? k : vi.n_features,
+                vi.n_features, dir);
+    return true;
 }
 
 bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
@@ -89,6 +127,15 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     cp.n_threads = (int32_t)o->n_threads;
     cp.kv_type = o->kv;
     cp.verbose = o->verbose;
+    if (o->walk) {
+        if (!walk_open(o, *model)) {
+            mf_model_free(*model);
+            *model = NULL;
+            return false;
+        }
+        cp.ffn_cb = mf_walk_ffn;
+        cp.ffn_ud = g_walk;
+    }
     if (mf_context_new(*model, &cp, ctx)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
         mf_model_free(*model);
@@ -143,6 +190,24 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "--no-mmap")) o->no_mmap = true;
         else if (!strcmp(a, "--no-repack")) o->no_repack = true;
+        else if (!strcmp(a, "--ffn")) {
+            if (!v) goto missing;
+            if (strcmp(v, "dense") && strcmp(v, "walk")) { fprintf(stderr, "minfer run: --ffn must be dense or walk (got '%s')\n", v); return 2; }
+            o->walk = !strcmp(v, "walk");
+            i++;
+        }
+        else if (!strcmp(a, "--vindex")) STR_OPT(o->vindex);
+        else if (!strcmp(a, "--patch")) STR_OPT(o->patch);
+        else if (!strcmp(a, "--walk-k")) {
+            if (!v) goto missing;
+            char num[32];
+            size_t n = strlen(v);
+            o->walk_k_pct = n && v[n - 1] == '%';
+            snprintf(num, sizeof num, "%.*s", (int)(o->walk_k_pct ? n - 1 : n), v);
+            if (!cli_int("run", a, num, 0, o->walk_k_pct ? 100 : 1L << 30, &iv)) return 2;
+            o->walk_k = iv;
+            i++;
+        }
         else if (!strcmp(a, "-cnv") || !strcmp(a, "--cnv") || !strcmp(a, "--conversation")) o->cnv = true;
         else if (!strcmp(a, "-sys") || !strcmp(a, "--system")) STR_OPT(o->system);
         else if (!strcmp(a, "--chat-template")) STR_OPT(o->chat_template);
@@ -163,6 +228,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 #undef STR_OPT
     }
     if (!o->model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
+    if ((o->patch || o->vindex || o->walk_k) && !o->walk) { fprintf(stderr, "minfer run: --walk-k, --vindex and --patch need --ffn walk\n"); return 2; }
     if (sp->repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
     if (!o->cnv && (o->system || o->chat_template || o->session || o->think >= 0)) {
         fprintf(stderr, "minfer run: -sys, --chat-template, --session and --think/--no-think need --cnv\n");

@@ -20,6 +20,12 @@ typedef struct run_opts {
     bool ignore_eos, no_bos, verbose;
     mf_sampler_params sp;
     mf_kv_type kv;
+    /* --ffn walk: the FFN read sparsely from a vindex */
+    bool walk;
+    const char *vindex;     /* --vindex DIR (default: -m when it is a vindex) */
+    long walk_k;            /* features per row; 0 = all */
+    bool walk_k_pct;        /* walk_k is a percentage of the features */
+    const char *patch;      /* --patch FILE.vlp applied to the walk's vindex */
     /* chat mode */
     bool cnv;
     const char *system;        /* -sys: system message */

@@ -1,0 +1,84 @@
+/* knn_kern.c - scalar twins of the gate KNN kernels (the order knn_kern.h
+ * fixes) and the choice of kernel for the CPU. */
+#include "vindex/knn_kern.h"
+#include "cpu/kern/features.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static float row_f32(const float *w, const float *x, int n) {
+    float l[8] = {0};
+    const int n8 = n & ~7;
+    for (int i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) {
+            const float p = w[i + j] * x[i + j];
+            l[j] = l[j] + p;
+        }
+    float s = vx_reduce8(l);
+    for (int i = n8; i < n; i++) {
+        const float p = w[i] * x[i];
+        s = s + p;
+    }
+    return s;
+}
+
+static float row_f16(const mf_fp16 *w, const float *x, int n) {
+    float l[8] = {0};
+    const int n8 = n & ~7;
+    for (int i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) {
+            const float p = mf_fp16_to_fp32(w[i + j]) * x[i + j];
+            l[j] = l[j] + p;
+        }
+    float s = vx_reduce8(l);
+    for (int i = n8; i < n; i++) {
+        const float p = mf_fp16_to_fp32(w[i]) * x[i];
+        s = s + p;
+    }
+    return s;
+}
+
+static float row_q8_0(const block_q8_0 *w, const float *x, int n) {
+    float l[8] = {0};
+    for (int b = 0; b < n / 32; b++) {
+        const float d = mf_fp16_to_fp32(w[b].d);
+        const float *xb = x + 32 * b;
+        for (int j = 0; j < 8; j++) {
+            float t = (float)w[b].qs[j] * xb[j];
+            for (int c = 1; c < 4; c++) {
+                const float p = (float)w[b].qs[8 * c + j] * xb[8 * c + j];
+                t = t + p;
+            }
+            const float dt = d * t;
+            l[j] = l[j] + dt;
+        }
+    }
+    return vx_reduce8(l);
+}
+
+#define SCALAR(name, T, fn)                                                                                            \
+    static void name(const void *rows, size_t rb, int nr, const float *x, size_t xs, int nx, int n, float *s,         \
+                     size_t ss) {                                                                                      \
+        for (int r = 0; r < nr; r++)                                                                                   \
+            for (int q = 0; q < nx; q++)                                                                               \
+                s[(size_t)q * ss + r] = fn((const T *)((const uint8_t *)rows + (size_t)r * rb), x + (size_t)q * xs, n); \
+    }
+SCALAR(dot_f32, float, row_f32)
+SCALAR(dot_f16, mf_fp16, row_f16)
+SCALAR(dot_q8_0, block_q8_0, row_q8_0)
+
+vx_dot_fn vx_dot_scalar(mf_type t) {
+    switch (t) {
+    case MF_TYPE_F32: return dot_f32;
+    case MF_TYPE_F16: return dot_f16;
+    case MF_TYPE_Q8_0: return dot_q8_0;
+    default: return NULL;
+    }
+}
+
+vx_dot_fn vx_dot_best(mf_type t) {
+    vx_dot_fn f = mf_cpu_init() >= MF_CPU_AVX2 ? vx_dot_avx2(t) : NULL;
+    return f ? f : vx_dot_scalar(t);
+}

@@ -1,0 +1,116 @@
+/* vindex.h - the opened vindex and the on-disk format shared by build.c,
+ * format.c (index.json), open.c, verify.c, knn.c and walk.c.
+ *
+ * Directory layout (all integers little-endian):
+ *   index.json         what follows, with every file's size and sha256
+ *   tokenizer.gguf     the source's metadata (tokenizer included), no tensors
+ *   gate_vectors.bin   per layer: n_features rows of n_embd in the feature type
+ *   down_features.bin  per layer: the down projection transposed, same shape
+ *   up_features.bin    per layer: the up rows (level inference, gated FFNs)
+ *   down_meta.bin      per layer: per feature down_top_k {int32 token, f32 score}
+ *   embeddings.bin     token_embd.weight, the GGUF's bytes
+ *   header.bin         the source GGUF up to its data section (level inference)
+ *   weights.bin        the source GGUF's data section, byte for byte
+ * Every per-layer section starts at a multiple of 64 bytes. */
+#ifndef MF_VINDEX_H
+#define MF_VINDEX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "minfer.h"
+#include "core/mapfile.h"
+#include "core/threadpool.h"
+#include "quant/types.h"
+
+#define VX_FORMAT "minfer-vindex"
+#define VX_VERSION 1
+#define VX_ALIGN 64
+#define VX_MAX_K 4096
+
+typedef enum vx_file {
+    VX_GATE = 0,
+    VX_DOWN,
+    VX_UP,
+    VX_META,   /* the four with per-layer sections come first */
+    VX_EMBD,
+    VX_TOKENIZER,
+    VX_HEADER,
+    VX_WEIGHTS,
+    VX_NFILES,
+} vx_file;
+#define VX_NSECT 4
+
+extern const char *const vx_file_names[VX_NFILES];
+
+typedef struct vx_section {
+    uint64_t off, bytes;
+} vx_section;
+
+typedef struct vx_fileinfo {
+    bool present;
+    uint64_t size;
+    char sha256[65];
+} vx_fileinfo;
+
+/* What index.json says, validated (format.c). */
+typedef struct vx_index {
+    mf_vindex_level level;
+    char source_file[256], source_sha256[65];
+    uint64_t source_size;
+    char arch[64];
+    char ffn[16];        /* "swiglu", "geglu", "gelu" */
+    bool gated;
+    int32_t n_layer, n_embd, n_vocab, n_ff, n_expert, n_expert_used, n_ff_expert, n_features;
+    mf_type ftype;       /* gate/up/down copies */
+    mf_type embd_type;
+    int32_t down_top_k;
+    vx_fileinfo files[VX_NFILES];
+    vx_section *sect;    /* [n_layer][VX_NSECT] */
+} vx_index;
+
+struct mf_vindex {
+    char *dir;
+    vx_index ix;
+    mf_mapfile map[VX_NFILES]; /* mapped: the sections' files and embeddings */
+    size_t row_bytes;          /* one feature row in ftype */
+    mf_pool *pool;
+    int n_threads;
+    /* KNN scratch, sized with the thread count (knn.c): one query at a time per vindex */
+    float *heap_s;
+    int32_t *heap_i;
+    struct mf_topk *heads;     /* [n_threads][VX_QROWS] heap descriptors */
+    /* the edit overlay (patch.c): [n_layer][n_features], 1 = deleted; NULL = none */
+    uint8_t *deleted;
+    int32_t n_deleted;
+};
+
+/* format.c */
+mf_status vx_index_parse(const char *text, size_t len, const char *name, vx_index *out);
+/* Serialises an index to a malloc'd NUL-terminated JSON string. */
+char *vx_index_dump(const vx_index *ix);
+void vx_index_free(vx_index *ix);
+const char *vx_level_name(mf_vindex_level l);
+/* Bytes of one layer's section of file f. */
+uint64_t vx_section_bytes(const vx_index *ix, vx_file f);
+/* Reads dir/index.json (capped) into a parsed index. */
+mf_status vx_index_load(const char *dir, vx_index *out);
+char *vx_path(const char *dir, const char *name);
+
+/* gguf_view.c: the source GGUF again, header.bin + weights.bin. */
+struct gguf_file;
+mf_status vx_open_gguf(const char *dir, bool read_copy, struct gguf_file **out);
+
+/* knn.c: what the KNN ranks by: the gate score (MIPS), or the magnitude of
+ * the activation it feeds (the walk FFN: a feature whose activation is near
+ * zero contributes nothing, whatever the sign of its score). */
+typedef enum vx_rank { VX_RANK_DOT = 0, VX_RANK_SILU_ABS, VX_RANK_GELU_ABS } vx_rank;
+float vx_rank_key(vx_rank r, float g);
+/* mf_vindex_knn with a ranking; bias (may be NULL) is added to each score
+ * before the key is taken; score[] then holds the keys. */
+mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                 int32_t *feat, float *score);
+/* A layer's rows of one sectioned file (NULL when absent). */
+const void *vx_layer_rows(const mf_vindex *v, vx_file f, int layer);
+
+#endif

@@ -1,0 +1,149 @@
+/* walk.c - the walk FFN: a layer's FFN evaluated over only the top-k
+ * features of each row (exact KNN over the vindex's gate
+ * rows), with the up rows and the down vectors read feature-major from the
+ * vindex: out = sum over the selected f of act(g_f) * (up_f . x) * down_f
+ * (gated), or act(g_f + b_f) * down_f (non-gated, the "gate" being the up
+ * row), plus the down bias. Features are summed in rank order. It plugs in
+ * as the context's ffn_cb, so the rest of the forward pass is the model's. */
+#include "vindex/vindex.h"
+#include "vindex/knn_kern.h"
+#include "core/error.h"
+#include "cpu/cpu.h"
+#include "model/model.h"
+#include "quant/fp16.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mf_walk {
+    mf_vindex *v;
+    const mf_model *m;
+    int k, first;
+    vx_dot_fn dot;
+    int cap_rows;      /* scratch below holds this many rows */
+    int32_t *feat;
+    float *score;
+    float *row;        /* one decoded down row */
+    float *bias;       /* [n_layer][n_features] up bias (non-gated), or NULL */
+};
+
+void mf_walk_free(mf_walk *w) {
+    if (!w) return;
+    free(w->feat), free(w->score), free(w->row), free(w->bias);
+    free(w);
+}
+
+void mf_walk_set_first_layer(mf_walk *w, int32_t from) { w->first = from; }
+
+mf_status mf_walk_new(mf_vindex *v, const mf_model *m, int32_t k, mf_walk **out) {
+    *out = NULL;
+    const vx_index *ix = &v->ix;
+    const mf_hparams *hp = &m->hp;
+    if (hp->n_expert)
+        return mf_err(MF_ERR_UNSUPPORTED, "walk FFN: %s has a mixture of experts; only dense FFNs walk so far", ix->arch);
+    if (strcmp(ix->arch, m->arch->name) || (uint32_t)ix->n_layer != hp->n_layer || (uint32_t)ix->n_embd != hp->n_embd ||
+        (uint32_t)ix->n_features != hp->n_ff)
+        return mf_err(MF_ERR_INVALID_ARG,
+                      "walk FFN: the vindex (%s, %d layers, %d x %d features) is not of this model (%s, %u layers, %u x %u)",
+                      ix->arch, ix->n_layer, ix->n_features, ix->n_embd, m->arch->name, hp->n_layer, hp->n_ff, hp->n_embd);
+    if (ix->gated && !ix->files[VX_UP].present)
+        return mf_err(MF_ERR_UNSUPPORTED, "walk FFN: the vindex has no up rows (build it with --level inference)");
+    if (k < 0) return mf_err(MF_ERR_INVALID_ARG, "walk FFN: k = %d", k);
+    mf_walk *w = calloc(1, sizeof *w);
+    if (!w) return mf_err(MF_ERR_NOMEM, "out of memory");
+    w->v = v, w->m = m;
+    w->k = k == 0 || k > ix->n_features ? ix->n_features : k;
+    if (w->k > VX_MAX_K) {
+        const int kk = w->k;
+        free(w);
+        return mf_err(MF_ERR_UNSUPPORTED, "walk FFN: k = %d is above the KNN's limit of %d", kk, VX_MAX_K);
+    }
+    w->dot = vx_dot_best(ix->ftype);
+    w->row = malloc((size_t)ix->n_embd * sizeof(float));
+    if (!w->row) {
+        mf_walk_free(w);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    if (!ix->gated) {
+        w->bias = calloc((size_t)ix->n_layer * ix->n_features, sizeof(float));
+        if (!w->bias) {
+            mf_walk_free(w);
+            return mf_err(MF_ERR_NOMEM, "out of memory");
+        }
+        for (int l = 0; l < ix->n_layer; l++) {
+            const mf_tensor *b = m->layers[l].ffn_up_b;
+            if (b) mf_type_traits_ref(b->type)->to_float(b->data, w->bias + (size_t)l * ix->n_features, ix->n_features);
+        }
+    }
+    *out = w;
+    return MF_OK;
+}
+
+/* GELU (tanh form) as the engine evaluates it, after llama.cpp: the input
+ * rounded to f16, the result rounded to f16, exact outside (-10, 10). */
+static float gelu(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = mf_fp16_to_fp32(mf_fp32_to_fp16(x)), c = 0.797884560802865355f;
+    return mf_fp16_to_fp32(mf_fp32_to_fp16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
+}
+
+int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
+                void *ud) {
+    mf_walk *w = ud;
+    if (layer < w->first) return 0;
+    mf_vindex *v = w->v;
+    const vx_index *ix = &v->ix;
+    const int K = w->k, E = n_embd;
+    if (n_rows > w->cap_rows) {
+        int32_t *f = realloc(w->feat, (size_t)n_rows * K * sizeof *f);
+        if (f) w->feat = f;
+        float *s = realloc(w->score, (size_t)n_rows * K * sizeof *s);
+        if (s) w->score = s;
+        if (!f || !s) return -1;
+        w->cap_rows = n_rows;
+    }
+    const float *bias = w->bias ? w->bias + (size_t)layer * ix->n_features : NULL;
+    const vx_rank rank = w->m->arch->ffn == MF_FFN_SWIGLU ? VX_RANK_SILU_ABS : VX_RANK_GELU_ABS;
+    if (vx_knn(v, layer, xn, n_rows, K, rank, bias, w->feat, w->score)) return -1;
+    const uint8_t *gate = vx_layer_rows(v, VX_GATE, layer), *up = vx_layer_rows(v, VX_UP, layer), *down = vx_layer_rows(v, VX_DOWN, layer);
+    const mf_type_traits *tr = mf_type_traits_ref(ix->ftype);
+    const mf_layer *L = &w->m->layers[layer];
+    const mf_ffn_type act = w->m->arch->ffn;
+    for (int r = 0; r < n_rows; r++) {
+        const float *x = xn + (size_t)r * E;
+        float *o = out + (size_t)r * E;
+        memset(o, 0, (size_t)E * sizeof(float));
+        for (int i = 0; i < K; i++) {
+            const int32_t f = w->feat[(size_t)r * K + i];
+            if (f < 0) break; /* fewer live features than k (a patch deleted some) */
+            /* the KNN kept activation magnitudes: the score itself again (one row) */
+            float g;
+            w->dot(gate + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &g, 1);
+            float a;
+            if (ix->gated) {
+                float u;
+                w->dot(up + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &u, 1);
+                a = (act == MF_FFN_GEGLU ? gelu(g) : mf_silu_ref(g)) * u;
+            } else {
+                a = gelu(g + bias[f]);
+            }
+            if (a == 0.0f) continue;
+            const float *d;
+            if (ix->ftype == MF_TYPE_F32) {
+                d = (const float *)(down + (size_t)f * v->row_bytes);
+            } else {
+                tr->to_float(down + (size_t)f * v->row_bytes, w->row, E);
+                d = w->row;
+            }
+            for (int e = 0; e < E; e++) o[e] += a * d[e];
+        }
+        if (L->ffn_down_b) {
+            /* decoded per row: biases are tiny next to the rows */
+            mf_type_traits_ref(L->ffn_down_b->type)->to_float(L->ffn_down_b->data, w->row, E);
+            for (int e = 0; e < E; e++) o[e] += w->row[e];
+        }
+    }
+    return 1;
+}

@@ -1,0 +1,201 @@
+/* test_vindex_build.c - on stories260K (F32 and Q4_K_M) and every zoo model:
+ * a vindex of level inference verifies; its header + weights are the GGUF's
+ * bytes, embeddings.bin is token_embd's, gate rows are the gate tensor's
+ * bytes when the types agree (llama-q8_0 with q8_0 features too), down rows
+ * are the columns of the down projection; the model run from the vindex
+ * gives the GGUF's logits bitwise; down_meta is sorted and in range; the
+ * walk FFN over all features equals the dense FFN within a stated
+ * tolerance (another sum order), at 1 and 3 threads bitwise alike. */
+#include "testutil.h"
+#include "minfer.h"
+#include "gguf/gguf.h"
+#include "quant/types.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Walk over all features vs the dense FFN: the sum over features runs in rank
+ * order instead of the matmul's, and GELU is computed exactly instead of
+ * through llama.cpp's f16 table, so logits differ by rounding only. */
+#define WALK_TOL 2e-4
+/* Quantized weights: the dense FFN quantizes its activations to the weight's
+ * paired type, the walk reads decoded f32 rows against f32 activations (the
+ * goldens' tolerance for quantized files) */
+#define WALK_TOL_QUANT 0.25
+/* GELU families: both sides round the activation's input to f16 (llama.cpp's
+ * table), so a score differing in its last bit (another sum order) can land
+ * on the neighbouring f16 value: an f16 ulp in one activation */
+#define WALK_TOL_GELU 5e-3
+
+static char g_tmp[256];
+
+static void *slurp(const char *dir, const char *name, size_t *n) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return test_read_file(p, n);
+}
+
+static float *logits_of(const char *path, const mf_token *t, int n, int threads, mf_ffn_fn cb, void *ud, int *nv) {
+    mf_model *m;
+    mf_model_params mp = mf_model_default_params();
+    if (mf_model_load(path, &mp, &m)) {
+        CHECK(0, "%s: %s", path, mf_last_error());
+        return NULL;
+    }
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = 64, cp.n_threads = threads, cp.kv_type = MF_KV_F32, cp.ffn_cb = cb, cp.ffn_ud = ud;
+    mf_context *c;
+    float *out = NULL;
+    if (!mf_context_new(m, &cp, &c)) {
+        if (!mf_decode(c, t, n, true)) {
+            *nv = mf_model_n_vocab(m);
+            out = malloc((size_t)n * *nv * sizeof(float));
+            for (int i = 0; i < n; i++) memcpy(out + (size_t)i * *nv, mf_get_logits(c, i), (size_t)*nv * sizeof(float));
+        } else CHECK(0, "%s: decode: %s", path, mf_last_error());
+        mf_context_free(c);
+    } else CHECK(0, "%s: %s", path, mf_last_error());
+    mf_model_free(m);
+    return out;
+}
+
+static const gguf_tensor *tensor(const gguf_file *g, const char *fmt, int l) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, l);
+    return gguf_find_tensor(g, name);
+}
+
+static void check_model(const char *path, const char *ftype) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s-%s", g_tmp, strrchr(path, '/') + 1, ftype);
+    mf_vindex_build_params bp = mf_vindex_default_build_params();
+    bp.level = MF_VINDEX_INFERENCE, bp.feature_type = ftype, bp.n_threads = 2;
+    if (mf_vindex_build(path, dir, &bp)) {
+        CHECK(0, "%s: build: %s", path, mf_last_error());
+        return;
+    }
+    CHECK(mf_vindex_verify(dir, NULL, NULL) == MF_OK, "%s: verify: %s", dir, mf_last_error());
+    size_t ns, nh, nw, ne;
+    uint8_t *src = test_read_file(path, &ns), *hdr = slurp(dir, "header.bin", &nh), *w = slurp(dir, "weights.bin", &nw);
+    uint8_t *emb = slurp(dir, "embeddings.bin", &ne);
+    gguf_file *g = NULL;
+    if (!src || !hdr || !w || !emb || gguf_open(path, &g)) {
+        CHECK(0, "%s: cannot read the files back", dir);
+        goto out;
+    }
+    CHECK(nh + nw == ns && !memcmp(src, hdr, nh) && !memcmp(src + nh, w, nw), "%s: header+weights != the GGUF", dir);
+    const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+    CHECK(te && ne == te->nbytes && !memcmp(emb, te->data, ne), "%s: embeddings.bin != token_embd", dir);
+
+    mf_vindex *v;
+    if (mf_vindex_open(dir, &v)) {
+        CHECK(0, "%s: %s", dir, mf_last_error());
+        goto out;
+    }
+    mf_vindex_info vi;
+    mf_vindex_get_info(v, &vi);
+    const int E = vi.n_embd, F = vi.n_features;
+    /* gate rows: byte-equal when the types agree, else the decoded values re-encoded */
+    size_t ng;
+    uint8_t *gate = slurp(dir, "gate_vectors.bin", &ng);
+    float *row = malloc((size_t)E * sizeof(float)), *col = malloc((size_t)E * sizeof(float));
+    for (int l = 0; gate && l < vi.n_layer; l++) {
+        const gguf_tensor *gt = tensor(g, vi.n_expert ? "blk.%d.ffn_gate_exps.weight" : vi.gated ? "blk.%d.ffn_gate.weight" : "blk.%d.ffn_up.weight", l);
+        if (!gt) gt = tensor(g, "blk.%d.ffn_up.weight", l); /* phi3: fused gate-up, gate first */
+        CHECK(gt != NULL, "%s: no gate tensor at layer %d", path, l);
+        if (!gt) break;
+        if (!strcmp(mf_type_name(gt->type), ftype)) {
+            /* the layer's section starts at a 64-multiple: find it through a row read */
+            mf_vindex_feature_row(v, 0, l, 0, row);
+            const size_t rb = mf_row_size(gt->type, E);
+            int same = 1;
+            for (uint64_t off = 0; off + (size_t)F * rb <= ng; off += 64)
+                if (!memcmp(gate + off, gt->data, (size_t)F * rb)) {
+                    same = 2;
+                    break;
+                }
+            CHECK(same == 2, "%s: layer %d gate rows are not the GGUF's bytes", dir, l);
+        }
+        /* down rows are the down projection's columns (f32 features: exactly) */
+        const gguf_tensor *dt = tensor(g, vi.n_expert ? "blk.%d.ffn_down_exps.weight" : "blk.%d.ffn_down.weight", l);
+        const int BF = vi.n_expert ? vi.n_ff_expert : F;
+        float *dm = malloc((size_t)E * F * sizeof(float));
+        if (dt) mf_type_traits_ref(dt->type)->to_float(dt->data, dm, (int64_t)E * F);
+        for (int f = 0; dt && f < F; f += 7) {
+            const int x = f / BF, ff = f % BF;
+            for (int e = 0; e < E; e++) col[e] = dm[(size_t)x * E * BF + (size_t)e * BF + ff];
+            mf_vindex_feature_row(v, 2, l, f, row);
+            double err = 0, mag = 0;
+            for (int e = 0; e < E; e++) err = fmax(err, fabs(row[e] - col[e])), mag = fmax(mag, fabs(col[e]));
+            const double tol = !strcmp(ftype, "f32") ? 0 : !strcmp(ftype, "f16") ? 1e-3 * mag : 1e-2 * mag;
+            CHECK(err <= tol, "%s: layer %d feature %d down row differs by %g", dir, l, f, err);
+        }
+        free(dm);
+        /* labels: best first, tokens in range */
+        mf_token tk[16];
+        float sc[16];
+        for (int f = 0; f < F; f += 13) {
+            int n = mf_vindex_feature_tokens(v, l, f, tk, sc, 16);
+            CHECK(n == vi.down_top_k, "%s: feature %d has %d labels", dir, f, n);
+            for (int i = 1; i < n; i++) CHECK(sc[i - 1] >= sc[i], "%s: labels of feature %d not sorted", dir, f);
+        }
+    }
+    free(gate);
+
+    /* logits: the vindex runs the model on the same bytes */
+    const mf_token ids[] = {1, 20, 30, 40, 7, 3};
+    int nv = 0, nv2 = 0;
+    float *a = logits_of(path, ids, 6, 2, NULL, NULL, &nv), *b = logits_of(dir, ids, 6, 2, NULL, NULL, &nv2);
+    CHECK(a && b && nv == nv2 && !memcmp(a, b, (size_t)6 * nv * sizeof(float)), "%s: logits from the vindex differ", dir);
+
+    if (!vi.n_expert && !strcmp(ftype, "f32")) {
+        mf_model *m;
+        mf_model_params mp = mf_model_default_params();
+        mf_walk *wk;
+        if (!mf_model_load(dir, &mp, &m) && !mf_walk_new(v, m, 0, &wk)) {
+            mf_vindex_set_threads(v, 1);
+            float *c1 = logits_of(dir, ids, 6, 1, mf_walk_ffn, wk, &nv);
+            mf_vindex_set_threads(v, 3);
+            float *c3 = logits_of(dir, ids, 6, 3, mf_walk_ffn, wk, &nv);
+            double d = 0;
+            for (size_t i = 0; a && c1 && i < (size_t)6 * nv; i++) d = fmax(d, fabs(a[i] - c1[i]));
+            const bool quant = strstr(path, "q4_k") || strstr(path, "q8_0");
+            const bool gelu = strstr(path, "gemma") || strstr(path, "gpt2") || strstr(path, "starcoder2");
+            CHECK(c1 && d <= (quant ? WALK_TOL_QUANT : gelu ? WALK_TOL_GELU : WALK_TOL), "%s: walk over all features differs from dense by %g", dir, d);
+            CHECK(c1 && c3 && !memcmp(c1, c3, (size_t)6 * nv * sizeof(float)), "%s: walk depends on the thread count", dir);
+            printf("%-28s walk(all) vs dense: max |logit diff| %.3g\n", strrchr(path, '/') + 1, d);
+            free(c1), free(c3);
+            mf_walk_free(wk);
+        } else CHECK(0, "%s: walk: %s", dir, mf_last_error());
+        mf_model_free(m);
+    }
+    free(a), free(b), free(row), free(col);
+    mf_vindex_free(v);
+out:
+    gguf_close(g);
+    free(src), free(hdr), free(w), free(emb);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/test_vindex_build.%d", (int)getpid());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", g_tmp);
+    if (system(cmd) != 0) return 1;
+    static const char *models[] = {
+        "../shared/models/stories260K.gguf", "../shared/models/stories260K-q4_k_m.gguf",
+        "../shared/models/zoo/llama.gguf",   "../shared/models/zoo/llama-q8_0.gguf",
+        "../shared/models/zoo/gemma2.gguf",  "../shared/models/zoo/gemma3.gguf",
+        "../shared/models/zoo/gpt2.gguf",    "../shared/models/zoo/granite.gguf",
+        "../shared/models/zoo/mixtral.gguf", "../shared/models/zoo/phi3.gguf",
+        "../shared/models/zoo/qwen2.gguf",   "../shared/models/zoo/qwen3.gguf",
+        "../shared/models/zoo/qwen3moe.gguf", "../shared/models/zoo/starcoder2.gguf",
+    };
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(models[i], "f32");
+    check_model("../shared/models/zoo/llama-q8_0.gguf", "q8_0");
+    check_model("../shared/models/stories260K.gguf", "f16");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    if (system(cmd) != 0) CHECK(0, "cannot remove %s", g_tmp);
+    return test_summary("test_vindex_build");
+}

@@ -1,0 +1,43 @@
+# test_vindex_cli.sh - the vindex commands end to end on stories260K: build
+# (exit 0, summary line), verify ok, run -m DIR equals run -m GGUF (greedy),
+# --ffn walk with every feature equals dense text, audit prints a row per
+# layer and K, lql -e prints tables and --json objects; bad options exit 2,
+# damaged or foreign directories exit 1 with one line naming the file.
+bin=${MINFER_BIN:-build/bin/minfer}
+model=../shared/models/stories260K.gguf
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/minfer-vindex-cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+
+"$bin" vindex build "$model" -o "$tmp/v" --level inference -t 2 2>"$tmp/err" || die "build: $(cat "$tmp/err")"
+grep -q "5 layers x 172 features (f32), level inference" "$tmp/err" || die "build summary: $(cat "$tmp/err")"
+[ "$("$bin" vindex verify "$tmp/v" 2>&1)" = "$tmp/v: ok" ] || die "verify of a good vindex"
+
+a=$("$bin" run -m "$model" -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null)
+b=$("$bin" run -m "$tmp/v" -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null)
+c=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 100% -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] || die "run from the vindex: '$b' vs '$a'"
+[ "$a" = "$c" ] || die "walk over every feature: '$c' vs '$a'"
+
+out=$("$bin" vindex audit "$tmp/v" -p "Once upon a time there was a dog" --walk-k 10%,100% -t 2) || die "audit exit"
+[ "$(printf '%s\n' "$out" | grep -cE '^ +(18|172) +[0-4] ')" = 10 ] || die "audit rows: $out"
+printf '%s\n' "$out" | grep -qE '^ +172 +all +100\.0% +100\.0%$' || die "audit with every feature is not 100%: $out"
+
+out=$("$bin" lql "$tmp/v" -e 'SHOW LAYERS; DESCRIBE "girl" AT LAYER 1 TOP 2') || die "lql exit"
+printf '%s\n' "$out" | grep -q '^layer  features  type  labels_per_feature$' || die "lql table header: $out"
+[ "$("$bin" lql "$tmp/v" --json -e 'DESCRIBE "girl" AT LAYER 1 TOP 2' | grep -o '"layer":1' | wc -l)" = 2 ] || die "lql json"
+err=$("$bin" lql "$tmp/v" -e 'SHOW STATS; SELEKT' 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && [ "$err" = "minfer lql: line 1, column 13: unknown statement (DESCRIBE, WALK, SELECT, INFER, SHOW, DELETE, SAVE, APPLY)" ] || die "lql syntax error ($rc): $err"
+
+"$bin" vindex build "$model" -o "$tmp/x" --gate q4_0 2>/dev/null; [ $? = 2 ] || die "--gate q4_0 not refused with 2"
+"$bin" run -m "$model" --walk-k 5 -p x 2>/dev/null; [ $? = 2 ] || die "--walk-k without --ffn walk not refused"
+"$bin" run -m "$model" --ffn walk -p x 2>"$tmp/err"; [ $? = 1 ] && grep -q "not a vindex directory" "$tmp/err" || die "walk with a GGUF as the vindex: $(cat "$tmp/err")"
+
+printf 'x' >> "$tmp/v/down_meta.bin"
+err=$("$bin" vindex verify "$tmp/v" 2>&1); rc=$?
+[ $rc = 1 ] && printf '%s' "$err" | grep -q "down_meta.bin" && [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] || die "damaged file ($rc): $err"
+mkdir "$tmp/empty"
+err=$("$bin" vindex info "$tmp/empty" 2>&1); rc=$?
+[ $rc = 1 ] && printf '%s' "$err" | grep -q "index.json" || die "foreign directory ($rc): $err"
+exit $fail
