@@ -69,6 +69,17 @@ mf_token *srv_tokenize(const srv_state *st, const char *text, size_t len, bool a
 /* Token ids of a JSON array, checked against the vocabulary (NULL: r holds a 400). */
 mf_token *srv_token_array(const srv_state *st, json_t *a, const char *field, int32_t *n_out, srv_reply *r);
 
+/* A prompt field of /v1/completions or /v1/embeddings into its items (a
+ * string or an array of ids, or an array of those): the count, or -1 with a
+ * 400 in r (`what` says what the field must be). empty_ok: [] is one empty
+ * id list (reported later as an empty prompt). */
+int srv_prompt_list(json_t *v, const char *field, bool empty_ok, json_t **list, int max, const char *what,
+                    srv_reply *r);
+/* One such item's tokens (a string with BOS as the vocabulary asks, or ids
+ * checked against it); NULL with a 400 in r. */
+mf_token *srv_prompt_tokens(const srv_state *st, json_t *item, const char *field, int index, int32_t *n,
+                            srv_reply *r);
+
 /* Routes. */
 void srv_route(srv_state *st, const srv_request *q, srv_reply *r);
 

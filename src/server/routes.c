@@ -275,3 +275,39 @@ void srv_h_detokenize(srv_state *st, const srv_request *q, json_t *body, srv_rep
     free(buf);
     srv_json(r, 200, json_pack("{s:o}", "content", s));
 }
+
+/* ---- prompt / input lists ------------------------------------------------------ */
+
+int srv_prompt_list(json_t *v, const char *field, bool empty_ok, json_t **list, int max, const char *what,
+                    srv_reply *r) {
+    /* one: a string or an array of ids; several: an array of those */
+    const bool ids = json_is_array(v) && (json_array_size(v) ? json_is_integer(json_array_get(v, 0)) : empty_ok);
+    if (json_is_string(v) || ids) {
+        list[0] = v;
+        return 1;
+    }
+    if (!json_is_array(v) || !json_array_size(v)) {
+        srv_error(r, 400, field, "%s: %s", field, what);
+        return -1;
+    }
+    if (json_array_size(v) > (size_t)max) {
+        srv_error(r, 400, field, "%s: at most %d %ss in one request", field, max, field);
+        return -1;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) list[i] = e;
+    return (int)json_array_size(v);
+}
+
+mf_token *srv_prompt_tokens(const srv_state *st, json_t *item, const char *field, int index, int32_t *n,
+                            srv_reply *r) {
+    if (json_is_string(item)) {
+        mf_token *t = srv_tokenize(st, json_string_value(item), json_string_length(item), true, true, n);
+        if (!t) srv_error(r, 400, field, "%s: %s", field, mf_last_error());
+        return t;
+    }
+    if (json_is_array(item)) return srv_token_array(st, item, field, n, r);
+    srv_error(r, 400, field, "%s[%d]: must be a string or an array of token ids", field, index);
+    return NULL;
+}

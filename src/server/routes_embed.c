@@ -31,21 +31,9 @@ void srv_h_embeddings(srv_state *st, const srv_request *q, json_t *body, srv_rep
     json_t *in = json_object_get(body, "input");
     if (!in) in = json_object_get(body, "content"); /* llama-server's name */
     json_t *list[MAX_INPUTS];
-    int n = 0;
-    if (json_is_string(in) || (json_is_array(in) && json_array_size(in) && json_is_integer(json_array_get(in, 0)))) {
-        list[n++] = in;
-    } else if (json_is_array(in) && json_array_size(in)) {
-        if (json_array_size(in) > MAX_INPUTS) {
-            srv_error(r, 400, "input", "input: at most %d inputs in one request", MAX_INPUTS);
-            return;
-        }
-        size_t i;
-        json_t *v;
-        json_array_foreach(in, i, v) list[n++] = v;
-    } else {
-        srv_error(r, 400, "input", "input: must be a non-empty string, an array of token ids, or an array of those");
-        return;
-    }
+    const int n = srv_prompt_list(in, "input", false, list, MAX_INPUTS,
+                                  "must be a non-empty string, an array of token ids, or an array of those", r);
+    if (n < 0) return;
     json_t *fmt = json_object_get(body, "encoding_format");
     bool b64 = false;
     if (fmt && !json_is_null(fmt)) {
@@ -60,15 +48,7 @@ void srv_h_embeddings(srv_state *st, const srv_request *q, json_t *body, srv_rep
     const int32_t ctx = srv_sched_slot_ctx(st->sched);
     for (int i = 0; i < n; i++) {
         int32_t nt = 0;
-        mf_token *t = NULL;
-        if (json_is_string(list[i])) {
-            t = srv_tokenize(st, json_string_value(list[i]), json_string_length(list[i]), true, true, &nt);
-            if (!t) srv_error(r, 400, "input", "input: %s", mf_last_error());
-        } else if (json_is_array(list[i])) {
-            t = srv_token_array(st, list[i], "input", &nt, r);
-        } else {
-            srv_error(r, 400, "input", "input[%d]: must be a string or an array of token ids", i);
-        }
+        mf_token *t = srv_prompt_tokens(st, list[i], "input", i, &nt, r);
         if (t && (nt <= 0 || nt > ctx)) {
             if (nt <= 0) srv_error(r, 400, "input", "input[%d]: empty", i);
             else srv_error(r, 400, "input", "input[%d]: has %d tokens, the context holds %d", i, nt, ctx);

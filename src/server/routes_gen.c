@@ -728,38 +728,16 @@ void srv_h_completions(srv_state *st, const srv_request *q, json_t *body, srv_re
         srv_gen_free(&gen);
         return;
     }
-    json_t *p = json_object_get(body, "prompt");
-    /* one prompt: a string or an array of ids; several: an array of those */
     json_t *list[MAX_CHOICES];
-    int n_list = 0;
-    if (json_is_string(p) || (json_is_array(p) && (!json_array_size(p) || json_is_integer(json_array_get(p, 0))))) {
-        list[n_list++] = p;
-    } else if (json_is_array(p)) {
-        if (json_array_size(p) > MAX_CHOICES) {
-            srv_gen_free(&gen);
-            srv_error(r, 400, "prompt", "prompt: at most %d prompts in one request", MAX_CHOICES);
-            return;
-        }
-        size_t i;
-        json_t *v;
-        json_array_foreach(p, i, v) list[n_list++] = v;
-    } else {
+    const int n_list = srv_prompt_list(json_object_get(body, "prompt"), "prompt", true, list, MAX_CHOICES,
+                                       "must be a string, an array of token ids, or an array of those", r);
+    if (n_list < 0) {
         srv_gen_free(&gen);
-        srv_error(r, 400, "prompt", "prompt: must be a string, an array of token ids, or an array of those");
         return;
     }
     for (int i = 0; i < n_list; i++) {
         int32_t n = 0;
-        mf_token *t;
-        if (json_is_string(list[i])) {
-            t = srv_tokenize(st, json_string_value(list[i]), json_string_length(list[i]), true, true, &n);
-            if (!t) srv_error(r, 400, "prompt", "prompt: %s", mf_last_error());
-        } else if (json_is_array(list[i])) {
-            t = srv_token_array(st, list[i], "prompt", &n, r);
-        } else {
-            t = NULL;
-            srv_error(r, 400, "prompt", "prompt[%d]: must be a string or an array of token ids", i);
-        }
+        mf_token *t = srv_prompt_tokens(st, list[i], "prompt", i, &n, r);
         srv_job *j = t ? make_job(st, t, n, &gen, i, r, "prompt") : NULL;
         if (!j) {
             srv_gen_free(&gen);
