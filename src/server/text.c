@@ -44,7 +44,9 @@ void srv_think_feed(srv_think *t, const char *s, size_t n, bool flush,
         return;
     }
     size_t len = t->n_hold + n;
-    char *buf = malloc(len + 1);
+    /* a token's piece plus a held tail: the stack serves every real case */
+    char small[512];
+    char *buf = len < sizeof small ? small : malloc(len + 1);
     if (!buf) return;
     memcpy(buf, t->hold, t->n_hold);
     if (n) memcpy(buf + t->n_hold, s, n);
@@ -78,7 +80,7 @@ void srv_think_feed(srv_think *t, const char *s, size_t n, bool flush,
     out(t, buf + at, len - at - keep, emit, ud);
     memcpy(t->hold, buf + len - keep, keep);
     t->n_hold = keep;
-    free(buf);
+    if (buf != small) free(buf);
 }
 
 json_t *srv_json_bytes(const char *s, size_t n) {
