@@ -1,0 +1,149 @@
+/* draft.c - a small model drafting for a bigger one. The drafter mirrors each
+ * sequence's accepted history in its own KV cache: every call keeps the
+ * longest common prefix, drops the rest (the rejected drafts of the last
+ * step) and decodes only the new tokens, then proposes greedily. Greedy
+ * drafts keep the target's verification exact (see mf_sampler_verify). */
+#include "minfer.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* llama.cpp tolerates padded vocabularies of slightly different sizes (a
+ * Qwen2.5 0.5B drafts for the 7B: 151,936 against 152,064 logit rows) as
+ * long as the shared ids name the same tokens; so do we. */
+#define VOCAB_MAX_DIFF 128
+
+struct mf_drafter {
+    mf_model *model;
+    mf_context *ctx;
+    int32_t n_seq, n_vocab, n_batch;
+    mf_token **kv;   /* per sequence: the tokens its cache holds */
+    int32_t *n_kv, *cap;
+    mf_batch b;
+};
+
+mf_status mf_vocab_check_same(const mf_model *draft, const mf_model *target) {
+    const int32_t nd = mf_model_n_vocab(draft), nt = mf_model_n_vocab(target);
+    if (abs(nd - nt) > VOCAB_MAX_DIFF)
+        return mf_err(MF_ERR_INVALID_ARG,
+                      "draft model: its vocabulary has %d tokens, the target's %d (more than %d apart): the draft must "
+                      "share the target's tokenizer",
+                      nd, nt, VOCAB_MAX_DIFF);
+    if (mf_token_bos(draft) != mf_token_bos(target) || mf_token_eos(draft) != mf_token_eos(target))
+        return mf_err(MF_ERR_INVALID_ARG, "draft model: its BOS/EOS ids (%d/%d) differ from the target's (%d/%d)",
+                      mf_token_bos(draft), mf_token_eos(draft), mf_token_bos(target), mf_token_eos(target));
+    const int32_t n = nd < nt ? nd : nt;
+    for (int32_t i = 0; i < n; i++) {
+        const char *a = mf_token_text(draft, i), *b = mf_token_text(target, i);
+        if (!a != !b || (a && strcmp(a, b)))
+            return mf_err(MF_ERR_INVALID_ARG, "draft model: token %d is '%s' in the draft and '%s' in the target", i,
+                          a ? a : "(none)", b ? b : "(none)");
+    }
+    return MF_OK;
+}
+
+mf_status mf_drafter_new(mf_model *draft, const mf_model *target, const mf_context_params *cp, mf_drafter **out) {
+    *out = NULL;
+    mf_status st = mf_vocab_check_same(draft, target);
+    if (st) return st;
+    mf_drafter *d = calloc(1, sizeof *d);
+    if (!d) return mf_err(MF_ERR_NOMEM, "out of memory");
+    mf_context_params p = cp ? *cp : mf_context_default_params();
+    d->model = draft;
+    d->n_seq = p.n_seq_max ? (int32_t)p.n_seq_max : 1;
+    d->n_vocab = mf_model_n_vocab(draft);
+    d->n_batch = p.n_batch ? (int32_t)p.n_batch : 512;
+    d->kv = calloc((size_t)d->n_seq, sizeof *d->kv);
+    d->n_kv = calloc((size_t)d->n_seq, sizeof *d->n_kv);
+    d->cap = calloc((size_t)d->n_seq, sizeof *d->cap);
+    if (!d->kv || !d->n_kv || !d->cap) {
+        mf_drafter_free(d);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    if ((st = mf_batch_init(&d->b, d->n_batch)) || (st = mf_context_new(draft, &p, &d->ctx))) {
+        mf_drafter_free(d);
+        return st;
+    }
+    *out = d;
+    return MF_OK;
+}
+
+void mf_drafter_free(mf_drafter *d) {
+    if (!d) return;
+    mf_context_free(d->ctx);
+    for (int32_t s = 0; d->kv && s < d->n_seq; s++) free(d->kv[s]);
+    free(d->kv);
+    free(d->n_kv);
+    free(d->cap);
+    mf_batch_free(&d->b);
+    free(d);
+}
+
+static mf_status remember(mf_drafter *d, int32_t seq, mf_token t) {
+    if (d->n_kv[seq] == d->cap[seq]) {
+        int32_t nc = d->cap[seq] ? 2 * d->cap[seq] : 256;
+        mf_token *nk = realloc(d->kv[seq], sizeof *nk * (size_t)nc);
+        if (!nk) return mf_err(MF_ERR_NOMEM, "out of memory");
+        d->kv[seq] = nk;
+        d->cap[seq] = nc;
+    }
+    d->kv[seq][d->n_kv[seq]++] = t;
+    return MF_OK;
+}
+
+/* Decodes toks[0 .. n) onto seq in batches; the last one gets logits. */
+static mf_status feed(mf_drafter *d, int32_t seq, const mf_token *toks, int32_t n) {
+    for (int32_t i = 0; i < n;) {
+        mf_batch_clear(&d->b);
+        const int32_t m = n - i < d->n_batch ? n - i : d->n_batch;
+        for (int32_t j = 0; j < m; j++) mf_batch_add(&d->b, toks[i + j], d->n_kv[seq] + j, seq, i + j == n - 1);
+        mf_status st = mf_decode_batch(d->ctx, &d->b);
+        if (st) return st;
+        for (int32_t j = 0; j < m; j++)
+            if ((st = remember(d, seq, toks[i + j]))) return st;
+        i += m;
+    }
+    return MF_OK;
+}
+
+/* The top token of a row and its softmax probability. */
+static mf_token top1(const float *l, int32_t n, float *p) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best]) best = i;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(l[i] - l[best]));
+    *p = (float)(1.0 / sum);
+    return best;
+}
+
+mf_status mf_drafter_propose(mf_drafter *d, int32_t seq, const mf_token *hist, int32_t n_hist, int32_t max,
+                             float p_min, mf_token *out, int32_t *n_out) {
+    *n_out = 0;
+    if (seq < 0 || seq >= d->n_seq) return mf_err(MF_ERR_INVALID_ARG, "drafter: sequence %d out of range", seq);
+    if (n_hist <= 0 || max <= 0) return MF_OK;
+    /* keep the common prefix, leaving at least one token to run for logits */
+    int32_t keep = 0;
+    while (keep < d->n_kv[seq] && keep < n_hist - 1 && d->kv[seq][keep] == hist[keep]) keep++;
+    mf_status st;
+    if (keep < d->n_kv[seq]) {
+        if ((st = mf_kv_seq_rm(d->ctx, seq, keep, -1))) return st;
+        d->n_kv[seq] = keep;
+    }
+    /* the draft's context may be shorter than the target's: stop at its end */
+    const int32_t room = (int32_t)mf_context_n_ctx(d->ctx) - n_hist;
+    if (room <= 0) return MF_OK;
+    if (max > room) max = room;
+    if ((st = feed(d, seq, hist + keep, n_hist - keep))) return st;
+    for (int32_t k = 0; k < max; k++) {
+        float p;
+        const mf_token t = top1(mf_get_logits_seq(d->ctx, seq), d->n_vocab, &p);
+        if (p < p_min || mf_token_is_eog(d->model, t)) break;
+        out[(*n_out)++] = t;
+        if (k + 1 == max) break; /* its logits would go unused */
+        if ((st = feed(d, seq, &t, 1))) return st;
+    }
+    return MF_OK;
+}
