@@ -425,6 +425,18 @@ void      mf_drafter_free(mf_drafter *d);
  * proposes an end-of-generation token. *n_out may be 0. */
 mf_status mf_drafter_propose(mf_drafter *d, int32_t seq, const mf_token *hist, int32_t n_hist, int32_t max,
                              float p_min, mf_token *out, int32_t *n_out);
+/* The same for several sequences at once: their catch-up and every drafting
+ * step share forwards. Each request's out holds max tokens; n_out is set. */
+typedef struct mf_draft_req {
+    int32_t seq;
+    const mf_token *hist;
+    int32_t n_hist;
+    int32_t max;
+    float p_min;
+    mf_token *out;
+    int32_t n_out;
+} mf_draft_req;
+mf_status mf_drafter_propose_batch(mf_drafter *d, mf_draft_req *reqs, int32_t n);
 
 /* ---- GGUF inspection ----------------------------------------------------
  * A read-only look at any GGUF file's container (what `minfer info` prints)

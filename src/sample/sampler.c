@@ -313,10 +313,12 @@ mf_status mf_sampler_verify(mf_sampler *s, const float *logits, mf_grammar_state
     mf_token t;
     if (s->p.temp <= 0) {
         t = s->c[argmax_cand(s)].id;
+    } else if (draft < 0) {
+        t = draw(s); /* a plain draw, the random stream used as mf_sampler_sample does */
     } else {
         distribution(s);
         int32_t at = -1;
-        for (int32_t i = 0; i < s->n && draft >= 0; i++)
+        for (int32_t i = 0; i < s->n; i++)
             if (s->c[i].id == draft) { at = i; break; }
         const double pd = at >= 0 ? s->c[at].p : 0.0;
         if (at >= 0 && next_unit(s) < pd) {

@@ -93,21 +93,6 @@ static mf_status remember(mf_drafter *d, int32_t seq, mf_token t) {
     return MF_OK;
 }
 
-/* Decodes toks[0 .. n) onto seq in batches; the last one gets logits. */
-static mf_status feed(mf_drafter *d, int32_t seq, const mf_token *toks, int32_t n) {
-    for (int32_t i = 0; i < n;) {
-        mf_batch_clear(&d->b);
-        const int32_t m = n - i < d->n_batch ? n - i : d->n_batch;
-        for (int32_t j = 0; j < m; j++) mf_batch_add(&d->b, toks[i + j], d->n_kv[seq] + j, seq, i + j == n - 1);
-        mf_status st = mf_decode_batch(d->ctx, &d->b);
-        if (st) return st;
-        for (int32_t j = 0; j < m; j++)
-            if ((st = remember(d, seq, toks[i + j]))) return st;
-        i += m;
-    }
-    return MF_OK;
-}
-
 /* The top token of a row and its softmax probability. */
 static mf_token top1(const float *l, int32_t n, float *p) {
     int32_t best = 0;
@@ -119,31 +104,104 @@ static mf_token top1(const float *l, int32_t n, float *p) {
     return best;
 }
 
-mf_status mf_drafter_propose(mf_drafter *d, int32_t seq, const mf_token *hist, int32_t n_hist, int32_t max,
-                             float p_min, mf_token *out, int32_t *n_out) {
-    *n_out = 0;
-    if (seq < 0 || seq >= d->n_seq) return mf_err(MF_ERR_INVALID_ARG, "drafter: sequence %d out of range", seq);
-    if (n_hist <= 0 || max <= 0) return MF_OK;
-    /* keep the common prefix, leaving at least one token to run for logits */
-    int32_t keep = 0;
-    while (keep < d->n_kv[seq] && keep < n_hist - 1 && d->kv[seq][keep] == hist[keep]) keep++;
-    mf_status st;
-    if (keep < d->n_kv[seq]) {
-        if ((st = mf_kv_seq_rm(d->ctx, seq, keep, -1))) return st;
-        d->n_kv[seq] = keep;
-    }
-    /* the draft's context may be shorter than the target's: stop at its end */
-    const int32_t room = (int32_t)mf_context_n_ctx(d->ctx) - n_hist;
-    if (room <= 0) return MF_OK;
-    if (max > room) max = room;
-    if ((st = feed(d, seq, hist + keep, n_hist - keep))) return st;
-    for (int32_t k = 0; k < max; k++) {
-        float p;
-        const mf_token t = top1(mf_get_logits_seq(d->ctx, seq), d->n_vocab, &p);
-        if (p < p_min || mf_token_is_eog(d->model, t)) break;
-        out[(*n_out)++] = t;
-        if (k + 1 == max) break; /* its logits would go unused */
-        if ((st = feed(d, seq, &t, 1))) return st;
+/* Per request while drafting: the draft's next candidate. */
+typedef struct cand {
+    mf_token tok;
+    float p;
+    bool live;
+} cand;
+
+/* Runs the batch; each flagged entry's request gets its row's top token. */
+static mf_status run(mf_drafter *d, const int32_t *req_of, cand *c) {
+    mf_status st = mf_decode_batch(d->ctx, &d->b);
+    if (st) return st;
+    for (int32_t e = 0; e < d->b.n_tokens; e++) {
+        if (!d->b.output[e]) continue;
+        const float *l = mf_get_logits_ith(d->ctx, e);
+        if (!l) return mf_err(MF_ERR_INTERNAL, "drafter: no logits for batch entry %d", e);
+        c[req_of[e]].tok = top1(l, d->n_vocab, &c[req_of[e]].p);
     }
     return MF_OK;
+}
+
+mf_status mf_drafter_propose_batch(mf_drafter *d, mf_draft_req *r, int32_t n) {
+    mf_status st = MF_OK;
+    cand *c = calloc((size_t)(n ? n : 1), sizeof *c);
+    int32_t *req_of = malloc(sizeof *req_of * (size_t)d->n_batch);
+    if (!c || !req_of) {
+        st = mf_err(MF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* catch each sequence's cache up with its history, all in shared batches;
+     * the common prefix stays, at least one token runs (for logits) */
+    mf_batch_clear(&d->b);
+    for (int32_t q = 0; q < n; q++) {
+        r[q].n_out = 0;
+        const int32_t seq = r[q].seq;
+        if (seq < 0 || seq >= d->n_seq) {
+            st = mf_err(MF_ERR_INVALID_ARG, "drafter: sequence %d out of range", seq);
+            goto out;
+        }
+        /* the draft's context may be shorter than the target's */
+        const int32_t room = (int32_t)mf_context_n_ctx(d->ctx) - r[q].n_hist;
+        if (r[q].max > room) r[q].max = room;
+        if (r[q].n_hist <= 0 || r[q].max <= 0) continue;
+        int32_t keep = 0;
+        while (keep < d->n_kv[seq] && keep < r[q].n_hist - 1 && d->kv[seq][keep] == r[q].hist[keep]) keep++;
+        if (keep < d->n_kv[seq]) {
+            if ((st = mf_kv_seq_rm(d->ctx, seq, keep, -1))) goto out;
+            d->n_kv[seq] = keep;
+        }
+        for (int32_t i = keep; i < r[q].n_hist; i++) {
+            if (d->b.n_tokens == d->n_batch) {
+                if ((st = run(d, req_of, c))) goto out;
+                mf_batch_clear(&d->b);
+            }
+            req_of[d->b.n_tokens] = q;
+            mf_batch_add(&d->b, r[q].hist[i], d->n_kv[seq], seq, i == r[q].n_hist - 1);
+            if ((st = remember(d, seq, r[q].hist[i]))) goto out;
+        }
+        c[q].live = true;
+    }
+    if (d->b.n_tokens && (st = run(d, req_of, c))) goto out;
+    /* then one token per live request per forward */
+    for (;;) {
+        mf_batch_clear(&d->b);
+        for (int32_t q = 0; q < n; q++) {
+            if (!c[q].live) continue;
+            if (c[q].p < r[q].p_min || mf_token_is_eog(d->model, c[q].tok)) {
+                c[q].live = false;
+                continue;
+            }
+            r[q].out[r[q].n_out++] = c[q].tok;
+            if (r[q].n_out == r[q].max) { /* its logits would go unused */
+                c[q].live = false;
+                continue;
+            }
+            const int32_t seq = r[q].seq;
+            req_of[d->b.n_tokens] = q;
+            mf_batch_add(&d->b, c[q].tok, d->n_kv[seq], seq, true);
+            if ((st = remember(d, seq, c[q].tok))) goto out;
+        }
+        if (!d->b.n_tokens) break;
+        if ((st = run(d, req_of, c))) goto out;
+    }
+out:
+    if (st) /* what the cache holds is unknown now: start the sequences afresh */
+        for (int32_t q = 0; q < n; q++)
+            if (r[q].seq >= 0 && r[q].seq < d->n_seq) {
+                mf_kv_seq_rm(d->ctx, r[q].seq, 0, -1);
+                d->n_kv[r[q].seq] = 0;
+            }
+    free(c);
+    free(req_of);
+    return st;
+}
+
+mf_status mf_drafter_propose(mf_drafter *d, int32_t seq, const mf_token *hist, int32_t n_hist, int32_t max,
+                             float p_min, mf_token *out, int32_t *n_out) {
+    mf_draft_req r = {.seq = seq, .hist = hist, .n_hist = n_hist, .max = max, .p_min = p_min, .out = out};
+    mf_status st = mf_drafter_propose_batch(d, &r, 1);
+    *n_out = st ? 0 : r.n_out;
+    return st;
 }
