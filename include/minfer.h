@@ -422,7 +422,8 @@ mf_status mf_drafter_new(mf_model *draft, const mf_model *target, const mf_conte
 void      mf_drafter_free(mf_drafter *d);
 /* Up to max greedy tokens continuing hist[0 .. n_hist) on sequence seq,
  * stopping early when the draft's top probability falls below p_min or it
- * proposes an end-of-generation token. *n_out may be 0. */
+ * proposes an end-of-generation token. *n_out may be 0. max 0 only catches
+ * the draft's cache up with hist (its prompt prefill, say). */
 mf_status mf_drafter_propose(mf_drafter *d, int32_t seq, const mf_token *hist, int32_t n_hist, int32_t max,
                              float p_min, mf_token *out, int32_t *n_out);
 /* The same for several sequences at once: their catch-up and every drafting

@@ -56,12 +56,17 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx);
  * (2, after printing why: line and column for a grammar error). */
 int run_grammar_load(const run_opts *o, mf_grammar **out);
 
+/* The thread pool run_open made for target and draft (NULL without a draft). */
+mf_threadpool *run_pool(void);
+
 /* run_spec.c: the drafter of --draft-model / --lookup. run_spec_open
  * returns -1 when neither is asked for, 0 with *out set, else the exit
  * status (after printing why: a missing file, a different vocabulary). */
 typedef struct run_spec run_spec;
 int     run_spec_open(const run_opts *o, const mf_model *target, const mf_context *ctx, run_spec **out);
 void    run_spec_free(run_spec *s);
+/* The draft model's prompt prefill (nothing for --lookup); 1 on error. */
+int     run_spec_prefill(run_spec *s, const mf_token *hist, int32_t n_hist);
 /* The draft after hist[0 .. n_hist), at most room tokens; -1 on error. */
 int32_t run_spec_draft(run_spec *s, const mf_token *hist, int32_t n_hist, int32_t room, mf_token *out);
 void    run_spec_accepted(run_spec *s, int32_t n);

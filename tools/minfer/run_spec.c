@@ -34,6 +34,7 @@ int run_spec_open(const run_opts *o, const mf_model *target, const mf_context *c
         cp.n_ctx = mf_context_n_ctx(ctx);
         cp.n_batch = (uint32_t)o->n_batch;
         cp.n_threads = (int32_t)o->n_threads;
+        cp.threadpool = run_pool();
         cp.kv_type = o->kv;
         if (!cli_dev_backend("run", &o->dev, &mp.backend) || mf_model_load(o->draft_model, &mp, &s->dmodel) ||
             mf_drafter_new(s->dmodel, target, &cp, &s->drafter)) {
@@ -52,6 +53,15 @@ void run_spec_free(run_spec *s) {
     mf_drafter_free(s->drafter);
     mf_model_free(s->dmodel);
     free(s);
+}
+
+int run_spec_prefill(run_spec *s, const mf_token *hist, int32_t n_hist) {
+    int32_t n = 0;
+    if (s->drafter && mf_drafter_propose(s->drafter, 0, hist, n_hist, 0, s->p_min, NULL, &n)) {
+        fprintf(stderr, "minfer run: draft model: %s\n", mf_last_error());
+        return 1;
+    }
+    return 0;
 }
 
 int32_t run_spec_draft(run_spec *s, const mf_token *hist, int32_t n_hist, int32_t room, mf_token *out) {
