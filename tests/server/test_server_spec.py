@@ -31,6 +31,9 @@ def complete(s, prompt, spec, **kw):
 def main():
     s = Server(MINFER, MODEL, "-np", "4", "-c", "2048", "-md", DRAFT, "--draft-p-min", "0", "--draft-max", "6")
     try:
+        st, props = s.get("/props")[:2]
+        check(json.loads(props)["speculative"] == {"type": "draft", "n_max": 6, "n_min": 0, "p_min": 0.0},
+              "props speculative: %s" % props[-200:])
         plain = {p: complete(s, p, {"type": "none"})["choices"][0]["text"] for p in PROMPTS}
         check(all(len(t) > 40 for t in plain.values()), "replies too short to compare: %s" % plain)
         drafted = accepted = 0

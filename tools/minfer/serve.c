@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "server/http.h"
@@ -221,6 +222,9 @@ int cmd_serve(int argc, char **argv) {
     mf_model_params mp = mf_model_default_params();
     mp.verbose = cfg.verbose;
     if (!cli_dev_backend("serve", &dev, &mp.backend)) goto out;
+    /* MINFER_SERVE_LOAD_DELAY_MS: a slow load, for the test of /health's 503 */
+    const char *ld = getenv("MINFER_SERVE_LOAD_DELAY_MS");
+    if (ld && atoi(ld) > 0) usleep((useconds_t)atoi(ld) * 1000);
     if (mf_model_load(cfg.model_path, &mp, &st.model)) {
         fprintf(stderr, "minfer serve: %s\n", mf_last_error());
         goto out;
