@@ -668,6 +668,14 @@ mf_chat_params mf_chat_default_params(void);
 mf_status mf_chat_render(const char *tmpl, const char *conv_json, const mf_chat_params *params,
                          char **out, size_t *out_len);
 
+/* The template's end-of-turn text: what it writes right after an assistant
+ * message ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "</s>"), found by
+ * rendering a reply whose content is a sentinel and taking what follows it up
+ * to whitespace; at most cap - 1 bytes go to out, NUL-terminated. Returns its
+ * length: 0 when the template puts nothing there or refuses the probe.
+ * params' add_generation_prompt is ignored. */
+size_t mf_chat_turn_end(const char *tmpl, const mf_chat_params *params, char *out, size_t cap);
+
 /* Parses a template without rendering it: syntax errors, unknown tags, and
  * filters/tests that do not exist (outside if-branches, as Jinja checks). */
 mf_status mf_chat_check(const char *tmpl);

@@ -60,27 +60,11 @@ static char *read_key_file(const char *path) {
 /* The template's end-of-turn text, found by rendering a reply whose content
  * is a sentinel and taking what follows it ("<|im_end|>", "<|eot_id|>"). */
 static void find_turn_end(srv_state *st) {
-    static const char sentinel[] = "\x01MF-SENTINEL\x01";
-    json_t *conv = json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "messages", "role", "user", "content", "Hi", "role",
-                             "assistant", "content", sentinel);
-    char *cs = conv ? json_dumps(conv, JSON_COMPACT) : NULL;
-    json_decref(conv);
     mf_chat_params p = mf_chat_default_params();
-    p.add_generation_prompt = false;
     p.bos_token = st->bos_text;
     p.eos_token = st->eos_text;
-    char *out = NULL;
-    if (cs && mf_chat_render(st->tmpl, cs, &p, &out, NULL) == MF_OK) {
-        const char *at = strstr(out, sentinel);
-        if (at) {
-            const char *s = at + sizeof sentinel - 1;
-            while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
-            size_t n = strcspn(s, " \n\t\r");
-            if (n && n < 64) st->tmpl_stops[st->n_tmpl_stops++] = strndup(s, n);
-        }
-    }
-    free(out);
-    free(cs);
+    char end[64];
+    if (mf_chat_turn_end(st->tmpl, &p, end, sizeof end)) st->tmpl_stops[st->n_tmpl_stops++] = strdup(end);
     if (st->eos_text && *st->eos_text && (!st->n_tmpl_stops || strcmp(st->tmpl_stops[0], st->eos_text)))
         st->tmpl_stops[st->n_tmpl_stops++] = strdup(st->eos_text);
 }
