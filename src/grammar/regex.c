@@ -5,7 +5,8 @@
  * ranges and negation, `.`, `* + ? {m} {m,} {m,n}` (lazy forms too: same
  * language), groups `( )`, `(?: )`, `(?<name> )`, alternation, and ^ / $ at
  * the ends of the top-level alternatives. Lookaround, backreferences, word
- * boundaries, property escapes and anchors elsewhere are refused by name.
+ * boundaries, property escapes, anchors elsewhere and unbounded repeats of
+ * a group that can match "" (a left-recursive rule) are refused by name.
  *
  * The pattern constrains the decoded string, the grammar the JSON text, so
  * every matched character is written in its JSON form: `"` as \", control
@@ -41,6 +42,7 @@ typedef struct rx {
     size_t errcap;
     bool failed;
     int depth;
+    bool nullable; /* what the last item, sequence or alternation parsed can match "" */
 } rx;
 
 static bool rx_fail(rx *R, const char *what) {
@@ -321,14 +323,21 @@ static bool parse_count(rx *R, long *lo, long *hi) {
     return true;
 }
 
+/* The quantifier after an atom (R->nullable: whether the atom matches ""). An
+ * unbounded repeat of such an atom would be a left-recursive grammar rule. */
 static bool parse_quant(rx *R) {
     char q = *R->p;
+    bool empty_atom = R->nullable;
     if (q == '*' || q == '+' || q == '?') {
+        if (empty_atom && q != '?') return rx_fail(R, "a repeated group that can match the empty string");
         g_sb_fmt(R->out, "%c", q);
         R->p++;
+        R->nullable |= q != '+';
     } else if (q == '{') {
         long lo = 0, hi = 0;
         if (!parse_count(R, &lo, &hi)) return false;
+        if (empty_atom && hi < 0) return rx_fail(R, "a repeated group that can match the empty string");
+        R->nullable |= lo == 0;
         if (hi < 0) g_sb_fmt(R->out, "{%ld,}", lo);
         else if (hi == lo) g_sb_fmt(R->out, "{%ld}", lo);
         else g_sb_fmt(R->out, "{%ld,%ld}", lo, hi);
@@ -341,6 +350,7 @@ static bool parse_quant(rx *R) {
 /* One item: an atom and its quantifier. */
 static bool parse_item(rx *R) {
     char c = *R->p;
+    R->nullable = false;
     if (c == '(') {
         R->p++;
         if (*R->p == '?') {
@@ -362,7 +372,7 @@ static bool parse_item(rx *R) {
         if (*R->p != ')') return rx_fail(R, "an unterminated group (");
         R->p++;
         R->depth--;
-        g_sb_str(R->out, " )");
+        g_sb_str(R->out, " )"); /* R->nullable: the group's */
     } else if (c == '[') {
         if (!parse_class(R)) return false;
     } else if (c == '.') { /* anything but a line terminator */
@@ -400,6 +410,7 @@ static bool parse_seq(rx *R) {
     if (top && *R->p == '^') { start = true; R->p++; }
     if (top && !start) g_sb_fmt(R->out, " %s*", R->any);
     size_t mark = R->out->n;
+    bool nullable = true;
     while (*R->p && *R->p != '|' && *R->p != ')') {
         if (*R->p == '^') return rx_fail(R, "the anchor ^ inside the pattern (only at the start of an alternative)");
         if (*R->p == '$') {
@@ -407,7 +418,9 @@ static bool parse_seq(rx *R) {
             return rx_fail(R, "the anchor $ inside the pattern (only at the end of an alternative)");
         }
         if (!parse_item(R)) return false;
+        nullable &= R->nullable;
     }
+    R->nullable = nullable;
     if (top && !end) g_sb_fmt(R->out, " %s*", R->any);
     if (R->out->n == mark && (!top || end)) g_sb_str(R->out, " \"\"");
     g_sb_str(R->out, " )");
@@ -416,11 +429,14 @@ static bool parse_seq(rx *R) {
 
 static bool parse_alt(rx *R) {
     if (!parse_seq(R)) return false;
+    bool nullable = R->nullable;
     while (*R->p == '|') {
         R->p++;
         g_sb_str(R->out, " |");
         if (!parse_seq(R)) return false;
+        nullable |= R->nullable;
     }
+    R->nullable = nullable;
     return true;
 }
 

@@ -235,6 +235,7 @@ int main(void) {
     refused("{\"type\":\"string\",\"pattern\":\"a{2,1}\"}", "n below m");
     refused("{\"type\":\"string\",\"pattern\":\"(ab\"}", "an unterminated group");
     refused("{\"type\":\"string\",\"pattern\":\"*a\"}", "nothing to repeat");
+    refused("{\"type\":\"string\",\"pattern\":\"^(a|b?)+$\"}", "a repeated group that can match the empty string");
     refused("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern with format, minLength or maxLength");
     refused("{\"type\":\"number\",\"minimum\":0}", "minimum/maximum on type number is not supported");
     refused("{\"minimum\":0}", "minimum/maximum without type integer");

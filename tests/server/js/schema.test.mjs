@@ -119,6 +119,44 @@ refusedSchemas.forEach(([schema, msg], k) => {
 });
 console.log(`${S.length} schemas: grammar and ajv agree on ${agreed} documents; ${refusedSchemas.length} refused by name`);
 
+// patterns against ECMAScript's own regexes (what ajv runs) on random
+// strings over a small alphabet that hits the patterns' characters, and on
+// one-character edits of strings that match
+const PATTERNS = [["^a(b|cd)*e?$", "abcdbe"], ["b{2,3}", "xbbby"], ["^[^a-c]+x$", "d\"\\x"], ["^(?:ab|a)(?:c|bc)$", "abc"],
+                  ["^\\d+(\\.\\d{1,2})?$", "12.5"], ["a|^b|c$", "xxc"], ["^[\\w-]{2}\\s[\\\\\"]$", "_-\t\\"],
+                  ["^.{3}$", "a\tb"], ["^(a|b)+?c{0,2}$", "abbac"], ["x[^\\S ]y", "ax\nyb"], ["^\\D\\W$", "é\u2028"]];
+const ALPHA = ["a", "b", "c", "d", "e", "x", "y", "1", "2", ".", " ", "\t", "\n", "-", "_", '"', "\\", "é", "\u2028"];
+let seed = 12345;
+const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+const edit = (x) => {
+  const a = [...x], i = rnd(a.length + 1), c = ALPHA[rnd(ALPHA.length)], k = rnd(3);
+  if (k === 0) a.splice(i, 0, c); else if (k === 1) a.splice(i, 1); else a.splice(i, 1, c);
+  return a.join("");
+};
+const pinput = PATTERNS.map(([p, example]) => {
+  const strs = [example];
+  for (let i = 0; i < 200; i++) strs.push(Array.from({ length: rnd(7) }, () => ALPHA[rnd(ALPHA.length)]).join(""));
+  for (let i = 0; i < 200; i++) strs.push(edit(rnd(2) ? example : edit(example)));
+  return { schema: { type: "string", pattern: p }, docs: strs.map((x) => JSON.stringify(x)), strs };
+});
+const pres = JSON.parse(execFileSync(accepts, [], { input: JSON.stringify(pinput) }).toString());
+let pm = 0, pn = 0;
+pinput.forEach((c, i) => {
+  let m = 0;
+  check(!pres[i].error, `pattern ${c.schema.pattern} refused: ${pres[i].error}`);
+  const re = new RegExp(c.schema.pattern, "u");
+  c.strs.forEach((x, j) => {
+    const want = re.test(x);
+    check(pres[i].accepts[j] === want, `pattern ${c.schema.pattern}: grammar ${pres[i].accepts[j] ? "accepts" : "rejects"} ` +
+          `${JSON.stringify(x)}, RegExp ${want ? "matches" : "does not"}`);
+    m += want;
+  });
+  check(m >= 5 && m <= c.strs.length - 5, `pattern ${c.schema.pattern}: ${m} of ${c.strs.length} match (want both kinds)`);
+  pm += m;
+  pn += c.strs.length;
+});
+console.log(`${PATTERNS.length} patterns: grammar and RegExp agree on ${pn} random strings (${pm} matching)`);
+
 // sampled outputs under each bounded schema validate with ajv
 const PER = 8;
 const server = await startServer(minfer, shared + "/models/stories260K.gguf", ["-np", "2"]);
