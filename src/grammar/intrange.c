@@ -5,10 +5,15 @@
  * 4[0-4][0-9] | 45[0-6]. Different digit counts are handled one count at a
  * time, and an open upper end as "any longer number" (the 16-digit cap of
  * the plain integer rule). Negative ranges are "-" and the range of their
- * magnitudes; "-0" is never produced. */
+ * magnitudes; "-0" is never produced.
+ *
+ * Numbers with integer bounds split the same way on the integer part I of
+ * I.F: inside the bounds any fraction F will do, at an inclusive upper
+ * bound only a zero one, at an exclusive lower bound only a non-zero one. */
 #include "sbuf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_DIGITS 16
@@ -86,6 +91,82 @@ void g_int_range(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi
     if (pos) {
         g_sb_str(out, neg ? " |" : "");
         nonneg(out, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
+    }
+    g_sb_str(out, " )");
+}
+
+/* What fraction may follow an integer part. */
+enum { F_NONE, F_ANY, F_ZERO, F_NONZERO };
+
+static int frac_meet(int a, int b) {
+    if (a == F_NONE || b == F_NONE) return F_NONE;
+    if (a == F_ANY) return b;
+    if (b == F_ANY || a == b) return a;
+    return F_NONE; /* zero and non-zero */
+}
+
+static void frac(sbuf *b, int kind) {
+    if (kind == F_ANY) g_sb_str(b, " ( \".\" [0-9]{1,15} )?");
+    else if (kind == F_ZERO) g_sb_str(b, " ( \".\" \"0\"{1,15} )?");
+    else g_sb_str(b, " \".\" \"0\"{0,14} [1-9] [0-9]{0,14}");
+}
+
+/* Magnitudes I.F from L to H (H < 0: no upper bound), 0 <= L. */
+static void magnitudes(sbuf *b, long long L, bool l_ex, long long H, bool h_ex, int *k) {
+    int at_l = l_ex ? F_NONZERO : F_ANY, at_h = h_ex ? F_NONE : F_ZERO;
+    if (H >= 0 && L == H) {
+        int f = frac_meet(at_l, at_h);
+        if (f == F_NONE) return;
+        g_sb_str(b, (*k)++ ? " | (" : " (");
+        nonneg(b, L, L);
+        frac(b, f);
+        g_sb_str(b, " )");
+        return;
+    }
+    g_sb_str(b, (*k)++ ? " | (" : " (");
+    nonneg(b, L, L);
+    frac(b, at_l);
+    g_sb_str(b, " )");
+    if (H < 0 || H - L > 1) {
+        g_sb_str(b, " | (");
+        nonneg(b, L + 1, H < 0 ? -1 : H - 1);
+        frac(b, F_ANY);
+        g_sb_str(b, " )");
+    }
+    if (H >= 0 && at_h != F_NONE) {
+        g_sb_str(b, " | (");
+        nonneg(b, H, H);
+        frac(b, at_h);
+        g_sb_str(b, " )");
+    }
+}
+
+void g_num_range(sbuf *out, bool has_lo, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex) {
+    int k = 0;
+    g_sb_str(out, "(");
+    if (!has_lo || lo < 0) { /* x < 0: magnitude m = -x in (max(0, -hi), -lo] */
+        bool hi_neg = has_hi && hi < 0;
+        sbuf m = {0};
+        int km = 0;
+        magnitudes(&m, hi_neg ? -hi : 0, hi_neg ? hi_ex : true, has_lo ? -lo : -1, lo_ex, &km);
+        if (km) {
+            g_sb_fmt(out, " \"-\" (%s )", m.s ? m.s : "");
+            k++;
+        }
+        if (m.oom) out->oom = true;
+        free(m.s);
+    }
+    if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) { /* x >= 0 */
+        bool lo_pos = has_lo && lo >= 0;
+        sbuf m = {0};
+        int km = 0;
+        magnitudes(&m, lo_pos ? lo : 0, lo_pos && lo_ex, has_hi ? hi : -1, hi_ex, &km);
+        if (km) {
+            g_sb_fmt(out, "%s (%s )", k ? " |" : "", m.s ? m.s : "");
+            k++;
+        }
+        if (m.oom) out->oom = true;
+        free(m.s);
     }
     g_sb_str(out, " )");
 }

@@ -3,8 +3,8 @@
  * Supported: type (one or a list), properties / required /
  * additionalProperties, enum / const, items / prefixItems / minItems /
  * maxItems, minLength / maxLength, pattern (regex.c), format date / time /
- * date-time / uuid, integer minimum / maximum / exclusiveMinimum /
- * exclusiveMaximum (intrange.c), $ref to "#..." JSON pointers ($defs,
+ * date-time / uuid, minimum / maximum / exclusiveMinimum / exclusiveMaximum
+ * (intrange.c; on numbers whole bounds only), $ref to "#..." JSON pointers ($defs,
  * definitions, recursion), anyOf / oneOf, allOf of object schemas (merged),
  * and the annotations (title, description, ...). Every other keyword is
  * refused by name: a grammar that silently ignored a constraint would
@@ -440,13 +440,39 @@ static void gen_integer(conv *c, json_t *s, const char *path, sbuf *out) {
     g_int_range(out, has_lo, lo, has_hi, hi);
 }
 
+/* A number under integer bounds (the grammar compares the integer part, so
+ * a bound like 0.5 is refused): no exponent, a fraction up to 15 digits. */
+static void gen_number(conv *c, json_t *s, const char *path, sbuf *out) {
+    bool has_lo = false, has_hi = false, lo_ex = false, hi_ex = false;
+    long long lo = 0, hi = 0;
+    for (const char *const *k = bounds; *k; k++) {
+        json_t *v = json_object_get(s, *k);
+        if (!v) continue;
+        if (!json_is_number(v)) { fail(c, MF_ERR_FORMAT, path, "%s must be a number", *k); return; }
+        double x = json_number_value(v);
+        if (!(fabs(x) < 1e15)) { fail(c, MF_ERR_UNSUPPORTED, path, "%s beyond +-10^15 is not supported", *k); return; }
+        if (x != floor(x)) {
+            fail(c, MF_ERR_UNSUPPORTED, path, "%s that is not a whole number is not supported on type number", *k);
+            return;
+        }
+        bool upper = strstr(*k, "aximum") != NULL, excl = !strncmp(*k, "exclusive", 9);
+        long long b = (long long)x;
+        if (upper && (!has_hi || b < hi || (b == hi && excl))) { hi = b; hi_ex = excl; has_hi = true; }
+        if (!upper && (!has_lo || b > lo || (b == lo && excl))) { lo = b; lo_ex = excl; has_lo = true; }
+    }
+    if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_ex || hi_ex)))) {
+        fail(c, MF_ERR_FORMAT, path, "no number lies within the bounds%s", NULL);
+        return;
+    }
+    g_num_range(out, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
+}
+
 static void gen_typed(conv *c, json_t *s, const char *t, const char *hint, const char *path, sbuf *out) {
     if (!strcmp(t, "object")) gen_object(c, s, hint, path, out);
     else if (!strcmp(t, "array")) gen_array(c, s, hint, path, out);
     else if (!strcmp(t, "string")) gen_string(c, s, path, out);
     else if (!strcmp(t, "integer")) gen_integer(c, s, path, out);
-    else if (!strcmp(t, "number") && has_any(s, bounds))
-        fail(c, MF_ERR_UNSUPPORTED, path, "minimum/maximum on type number is not supported (on type integer they are)%s", NULL);
+    else if (!strcmp(t, "number") && has_any(s, bounds)) gen_number(c, s, path, out);
     else if (!strcmp(t, "number") || !strcmp(t, "boolean") || !strcmp(t, "null"))
         g_sb_str(out, prim(c, t));
     else fail(c, MF_ERR_FORMAT, path, "unknown type '%s'", t);

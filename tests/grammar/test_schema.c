@@ -152,6 +152,52 @@ static void int_ranges(void) {
     }
 }
 
+/* Number bounds against brute force: quarters, tenths and whole numbers from
+ * below the lower bound to above the upper one, with and without ".0". */
+static void num_ranges(void) {
+    static const char *const S[] = {
+        "\"minimum\":-2,\"exclusiveMaximum\":3", "\"exclusiveMinimum\":0,\"maximum\":1", "\"minimum\":0",
+        "\"exclusiveMinimum\":-5", "\"maximum\":-1", "\"exclusiveMaximum\":0", "\"minimum\":7,\"maximum\":7",
+        "\"exclusiveMinimum\":-10,\"exclusiveMaximum\":-8", "\"minimum\":-3,\"maximum\":120,\"exclusiveMaximum\":100",
+        "\"exclusiveMinimum\":9,\"maximum\":10",
+    };
+    for (size_t r = 0; r < sizeof S / sizeof *S; r++) {
+        char schema[200];
+        snprintf(schema, sizeof schema, "{\"type\":\"number\",%s}", S[r]);
+        char *gbnf = NULL;
+        mf_grammar *g = NULL;
+        mf_grammar_state *st = NULL;
+        json_t *sch = json_loads(schema, 0, NULL);
+        if (mf_json_schema_to_grammar(schema, &gbnf) || mf_grammar_parse(gbnf, strlen(gbnf), NULL, &g) ||
+            mf_grammar_state_new(g, NULL, &st)) {
+            CHECK(false, "%s: %s", schema, mf_last_error());
+        } else {
+            int bad = 0;
+            for (int q = -60 * 20; q <= 130 * 20 && bad < 5; q++) {
+                char t[4][32];
+                int nt = 0;
+                if (q % 20 == 0) { snprintf(t[nt++], 32, "%d", q / 20); snprintf(t[nt++], 32, "%d.0", q / 20); }
+                if (q % 5 == 0) snprintf(t[nt++], 32, "%.2f", q / 20.0);
+                if (q % 2 == 0) snprintf(t[nt++], 32, "%.1f", q / 20.0);
+                for (int i = 0; i < nt; i++) {
+                    if (!strcmp(t[i], "-0") || !strncmp(t[i], "-0.0", 4)) continue; /* "-0" is never produced */
+                    json_t *doc = json_loads(t[i], JSON_DECODE_ANY, NULL);
+                    bool want = schema_valid(doc, sch, sch);
+                    json_decref(doc);
+                    mf_grammar_state_reset(st);
+                    bool got = !mf_grammar_accept_text(st, t[i], strlen(t[i])) && mf_grammar_done(st);
+                    bad += got != want;
+                    CHECK(got == want, "%s: %s %s\n%s", schema, t[i], got ? "accepted" : "rejected", gbnf);
+                }
+            }
+        }
+        json_decref(sch);
+        mf_grammar_state_free(st);
+        mf_grammar_free(g);
+        free(gbnf);
+    }
+}
+
 int main(void) {
     schema_case("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10},"
                 "\"age\":{\"type\":\"integer\"},\"email\":{\"type\":\"string\"}},\"required\":[\"name\",\"age\"],"
@@ -224,6 +270,7 @@ int main(void) {
 
     new_keywords();
     int_ranges();
+    num_ranges();
     refused("{\"type\":\"string\",\"pattern\":\"^(?=a)\"}", "pattern: the lookahead (?= is not supported");
     refused("{\"type\":\"string\",\"pattern\":\"(?<!a)b\"}", "the negative lookbehind (?<!");
     refused("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "a backreference");
@@ -237,7 +284,8 @@ int main(void) {
     refused("{\"type\":\"string\",\"pattern\":\"*a\"}", "nothing to repeat");
     refused("{\"type\":\"string\",\"pattern\":\"^(a|b?)+$\"}", "a repeated group that can match the empty string");
     refused("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern with format, minLength or maxLength");
-    refused("{\"type\":\"number\",\"minimum\":0}", "minimum/maximum on type number is not supported");
+    refused("{\"type\":\"number\",\"minimum\":0.5}", "minimum that is not a whole number is not supported on type number");
+    refused("{\"type\":\"number\",\"minimum\":2,\"exclusiveMaximum\":2}", "no number lies within the bounds");
     refused("{\"minimum\":0}", "minimum/maximum without type integer");
     refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies within the bounds");
     refused("{\"type\":\"integer\",\"maximum\":1e300}", "maximum beyond +-10^15");

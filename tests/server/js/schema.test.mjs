@@ -61,6 +61,11 @@ const S = [
     valid: ["-1234", "-999", "0", "56789", "9999", "10000"], invalid: ["-1235", "56790", "99999", "-10000", "1.5"],
     spelling: ["1e3", "-0"] },
   { schema: { type: "integer", exclusiveMinimum: 99 }, valid: ["100", "123456789"], invalid: ["99", "0", "-5"] },
+  { gen: true, schema: { type: "number", minimum: -2, exclusiveMaximum: 3 },
+    valid: ["-2", "-2.0", "-1.5", "0", "0.25", "2.999", "2"], invalid: ["3", "3.0", "-2.5", "-2.01", "17", "-100"],
+    spelling: ["2e0", "-0"] },
+  { gen: true, schema: { type: "array", items: { type: "number", exclusiveMinimum: 0, maximum: 1 }, maxItems: 3 },
+    valid: ["[]", "[0.001, 1, 1.000]"], invalid: ["[0]", "[0.0]", "[1.01]", "[-0.5]", "[2]"] },
   { gen: true, schema: { $defs: { base: { type: "object", properties: { id: { type: "integer", minimum: 1, maximum: 9 },
         tag: { enum: ["a", "b"] } }, required: ["id"], additionalProperties: false } },
       allOf: [{ $ref: "#/$defs/base" }, { properties: { tag: { enum: ["a", "b"] }, extra: { type: "null" } },
@@ -86,7 +91,7 @@ const S = [
 const refusedSchemas = [
   [{ type: "integer", multipleOf: 3 }, "keyword 'multipleOf' is not supported"],
   [{ type: "string", pattern: "^(?=a)" }, "the lookahead (?= is not supported"],
-  [{ type: "number", minimum: 0.5 }, "minimum/maximum on type number is not supported"],
+  [{ type: "number", minimum: 0.5 }, "minimum that is not a whole number is not supported on type number"],
   [{ type: "object", patternProperties: { a: {} } }, "keyword 'patternProperties' is not supported"],
 ];
 
