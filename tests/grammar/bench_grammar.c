@@ -1,14 +1,15 @@
 /* bench_grammar.c - the grammar stage's time per token (mask + accept) on a
  * large vocabulary under the built-in JSON grammar and a nested schema.
  *
- *   build/tests/bench_grammar [VOCAB.gguf] [TOKENS]
+ *   build/tests/bench_grammar [VOCAB.gguf] [TOKENS] [first]
  *
  * Loads the vocabulary only (vocab_only), builds the trie, then runs TOKENS
  * steps (default 2000) of: random logits -> mf_grammar_apply -> draw the
  * best allowed token -> mf_grammar_accept, restarting the grammar whenever
  * it completes. Reports the median, p90, p99 and mean per token, and how
  * many masks came from the state's cache; then the cost of a first visit
- * (a fresh state, nothing cached: the trie walk) at a few JSON positions. */
+ * (a fresh state, nothing cached: the trie walk) at a few JSON positions;
+ * with `first`, only those, 20 times each. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,8 +83,8 @@ static int run(const char *name, const char *gbnf, const mf_model *m, const mf_g
     return 0;
 }
 
-/* The uncached mask at a few positions of the JSON grammar (best of 3 fresh states). */
-static void first_visits(const mf_model *m, const mf_grammar_vocab *v) {
+/* The uncached mask at a few positions of the JSON grammar (best of `reps` fresh states). */
+static void first_visits(const mf_model *m, const mf_grammar_vocab *v, int reps) {
     const char *j = mf_grammar_json();
     const char *pre[] = {"", "{", "{\"key\": ", "{\"key\": \"some text", "[1, 2", "[tr"};
     mf_grammar *g = NULL;
@@ -92,16 +93,18 @@ static void first_visits(const mf_model *m, const mf_grammar_vocab *v) {
     printf("first visit (trie walk, nothing cached):");
     for (size_t k = 0; k < sizeof pre / sizeof *pre; k++) {
         double best = 1e30;
-        for (int r = 0; r < 3; r++) {
+        unsigned long long nodes = 0;
+        for (int r = 0; r < reps; r++) {
             mf_grammar_state *s = NULL;
             if (mf_grammar_state_new(g, v, &s) || mf_grammar_accept_text(s, pre[k], strlen(pre[k]))) break;
             double t0 = now_us();
             mf_grammar_apply(s, l);
             double dt = now_us() - t0;
             if (dt < best) best = dt;
+            nodes = (unsigned long long)mf_grammar_state_stats(s).trie_nodes;
             mf_grammar_state_free(s);
         }
-        printf("%s '%s' %.0f us", k ? "," : "", pre[k], best);
+        printf("%s '%s' %.0f us (%llu nodes)", k ? "," : "", pre[k], best, nodes);
     }
     printf("\n");
     free(l);
@@ -120,8 +123,14 @@ int main(int argc, char **argv) {
     double t0 = now_us();
     if (mf_grammar_vocab_new(m, &v)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); return 1; }
     printf("vocabulary %s: %d tokens, trie built in %.1f ms\n", path, mf_model_n_vocab(m), (now_us() - t0) / 1e3);
+    if (argc > 3 && !strcmp(argv[3], "first")) { /* only the first visits, 20 times each (for profiling) */
+        first_visits(m, v, 20);
+        mf_grammar_vocab_free(v);
+        mf_model_free(m);
+        return 0;
+    }
     int rc = run("json", mf_grammar_json(), m, v, steps);
-    first_visits(m, v);
+    first_visits(m, v, 3);
     char *gbnf = NULL;
     const char *schema =
         "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"format\":\"uuid\"},"

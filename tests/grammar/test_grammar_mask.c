@@ -71,6 +71,15 @@ int main(void) {
         CHECK(0, "%s", mf_last_error());
     } else {
         check_positions(m, v, mf_grammar_json(), (const char *const[]){"", "{\"k\": \"v", "[1, \"\xe4", "[nu", NULL});
+        /* inside a string after leads whose next byte is restricted */
+        check_positions(m, v, mf_grammar_json(), (const char *const[]){"\"\xe0", "\"\xed", "\"\xf0", "\"\xf4", "\"\xf0\x90", NULL});
+        /* loops the subtree shortcut must not take whole: a hole in the CJK
+         * block (also from inside a character), ASCII that leaves the loop,
+         * a loop that takes no multibyte character at all */
+        check_positions(m, v, "root ::= [^\\u4e00-\\u4e0f\\n]* \"!\"",
+                        (const char *const[]){"", "ab", "\xe4", "\xe4\xb8", "x\xe4\xb8", NULL});
+        check_positions(m, v, "root ::= ( [a-z \\u00e0-\\uffff] | \"Q\" [0-9] )* \".\"", (const char *const[]){"", "q", "Q", NULL});
+        check_positions(m, v, "root ::= [ -~]* \"\\n\"", (const char *const[]){"", "abc", NULL});
     }
     mf_grammar_vocab_free(v);
     mf_model_free(m);
