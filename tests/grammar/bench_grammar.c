@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "minfer.h"
+#include "grammar/trie.h"
 
 static double now_us(void) {
     struct timespec ts;
@@ -122,7 +123,10 @@ int main(int argc, char **argv) {
     if (mf_model_load(path, &mp, &m)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); return 1; }
     double t0 = now_us();
     if (mf_grammar_vocab_new(m, &v)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); return 1; }
-    printf("vocabulary %s: %d tokens, trie built in %.1f ms\n", path, mf_model_n_vocab(m), (now_us() - t0) / 1e3);
+    printf("vocabulary %s: %d tokens, trie built in %.1f ms: %u nodes, %u subtrees for the shortcut (%.1f MiB)\n", path,
+           mf_model_n_vocab(m), (now_us() - t0) / 1e3, v->n_nodes, v->n_sub,
+           ((double)v->n_nodes * (sizeof *v->node + sizeof *v->big) + (double)v->n_sub * sizeof *v->sub +
+            (double)v->n_vocab * (sizeof *v->dfs_tok + 4 * 3)) / (1024.0 * 1024.0));
     if (argc > 3 && !strcmp(argv[3], "first")) { /* only the first visits, 20 times each (for profiling) */
         first_visits(m, v, 20);
         mf_grammar_vocab_free(v);
