@@ -39,8 +39,9 @@ typedef struct srec {
     uint32_t off, n; /* tops[off .. off + n) */
     gutf8 u;
     bool done;
-    int8_t mb;          /* every character >= U+0080 leads back here: 1, 0, or -1 not yet known */
-    uint64_t loop[2];   /* ASCII bytes known to lead back here */
+    int32_t mbt;        /* the record every character >= U+0080 leads to: T_UNKNOWN, T_DEAD (none, or not one) */
+    int32_t tgt;        /* the record the shortcut expects every byte to lead to (T_UNKNOWN: not chosen) */
+    uint64_t to_tgt[2]; /* ASCII bytes known to lead to tgt */
     uint64_t known[2];  /* ASCII bytes whose answer is known */
     int16_t next[256];  /* record after each byte, T_UNKNOWN or T_DEAD */
 } srec;
@@ -69,7 +70,7 @@ struct mf_grammar_state {
     uint32_t *slot;  /* record id + 1, 0 = empty */
     uint32_t *tops;
     uint32_t n_rec, tops_n;
-    gset chk;        /* scratch of the subtree shortcut */
+    gset chk, chk2;  /* scratch of the subtree shortcut */
     uint32_t *reps;  /* one code point >= U+0080 per stretch the grammar treats alike */
     int32_t n_reps;  /* -1: not computed yet; -2: too many (no shortcut for non-ASCII) */
 };
@@ -87,6 +88,7 @@ void mf_grammar_state_free(mf_grammar_state *s) {
     free(s->slot);
     free(s->tops);
     g_set_free(&s->chk);
+    g_set_free(&s->chk2);
     free(s->reps);
     for (uint32_t i = 0; s->cache && i < s->n_cache; i++) {
         free(s->cache[i].key);
@@ -276,8 +278,8 @@ static int32_t record_of(mf_grammar_state *s, const gset *o, gutf8 uo) {
     r->n = o->n;
     r->u = uo;
     r->done = o->done;
-    r->mb = -1;
-    r->loop[0] = r->loop[1] = r->known[0] = r->known[1] = 0;
+    r->mbt = r->tgt = T_UNKNOWN;
+    r->to_tgt[0] = r->to_tgt[1] = r->known[0] = r->known[1] = 0;
     for (int b = 0; b < 256; b++) r->next[b] = T_UNKNOWN;
     if (o->n) memcpy(s->tops + s->tops_n, o->s, sizeof *o->s * o->n);
     s->tops_n += o->n;
@@ -287,10 +289,10 @@ static int32_t record_of(mf_grammar_state *s, const gset *o, gutf8 uo) {
 
 /* ---- the subtree shortcut ----------------------------------------------
  * Inside a string nearly every token is allowed, and walking the 300,000
- * trie nodes below took 6-10 ms. A record that every byte of a subtree leads
- * back to (an ASCII byte directly, a character >= U+0080 once complete)
- * allows all of the subtree's tokens: they are set from the trie's
- * depth-first token list without the walk. */
+ * trie nodes below took 7-12 ms. When every byte of a subtree leads a record
+ * to one next record, that one likewise, for as many characters as the
+ * subtree holds (subtree_free), all of its tokens are allowed: they are set
+ * from the trie's depth-first token list without the walk. */
 
 #define G_MAX_REPS 256
 
@@ -340,29 +342,6 @@ static mf_status make_reps(mf_grammar_state *s) {
     return MF_OK;
 }
 
-/* Does every character >= U+0080 lead record rid back to itself? */
-static mf_status multibyte_loops(mf_grammar_state *s, int32_t rid, bool *yes) {
-    srec *r = &s->rec[rid];
-    *yes = false;
-    if (s->n_reps == -1) {
-        mf_status st = make_reps(s);
-        if (st) return st;
-    }
-    if (s->n_reps < 0) return MF_OK;
-    const gset in = {s->tops + r->off, r->n, r->n, r->done};
-    const gutf8 u0 = {0, 0, 0};
-    const uint32_t mark = s->pool.len;
-    bool all = true;
-    for (int32_t i = 0; i < s->n_reps && all; i++) {
-        mf_status st = g_advance(s->g, &s->pool, &in, s->reps[i], &s->chk);
-        if (st) return st;
-        all = s->chk.n == r->n && s->chk.done == r->done && g_set_hash(&s->pool, &s->chk, &u0) == r->h;
-        s->pool.len = mark;
-    }
-    *yes = all;
-    return MF_OK;
-}
-
 /* The record after byte b from rid, stepping the grammar if not known yet;
  * T_NOREC when the records ran out (the caller then gives up the shortcut). */
 static mf_status next_rec(mf_grammar_state *s, int32_t rid, uint8_t b, int32_t *nx) {
@@ -380,35 +359,86 @@ static mf_status next_rec(mf_grammar_state *s, int32_t rid, uint8_t b, int32_t *
     return MF_OK;
 }
 
-/* Are all of sub's tokens allowed at a node where `need` continuation bytes
- * are due, rid being the record at the last character boundary? (Midway, a
- * record that every character leads back to gets back to rid whichever
- * character this one becomes.) */
-static mf_status subtree_free(mf_grammar_state *s, int32_t rid, uint8_t need, const tsub *sub, bool *yes) {
-    srec *r = &s->rec[rid];
-    *yes = false;
-    if (!(sub->ok >> need & 1) || r->u.need) return MF_OK;
-    for (int w = 0; w < 2; w++) {
-        if (sub->ascii[w] & r->known[w] & ~r->loop[w]) return MF_OK; /* a byte known to leave */
-        for (uint64_t z = sub->ascii[w] & ~r->known[w]; z; z &= z - 1) {
-            int bit = __builtin_ctzll(z);
-            int32_t nx;
-            mf_status st = next_rec(s, rid, (uint8_t)(w * 64 + bit), &nx);
-            if (st) return st;
-            if (nx == T_NOREC) return MF_OK;
-            r->known[w] |= 1ull << bit;
-            if (nx != rid) return MF_OK;
-            r->loop[w] |= 1ull << bit;
-        }
+/* The record every character >= U+0080 leads rid to, or T_DEAD. */
+static mf_status multibyte_target(mf_grammar_state *s, int32_t rid, int32_t *out) {
+    *out = T_DEAD;
+    if (s->n_reps == -1) {
+        mf_status st = make_reps(s);
+        if (st) return st;
     }
-    if (sub->nonascii || need) {
-        if (r->mb < 0) {
-            bool y;
-            mf_status st = multibyte_loops(s, rid, &y);
+    if (s->n_reps <= 0) return MF_OK;
+    const srec *r = &s->rec[rid];
+    const gset in = {s->tops + r->off, r->n, r->n, r->done};
+    const gutf8 u0 = {0, 0, 0};
+    const uint32_t mark = s->pool.len;
+    mf_status st = g_advance(s->g, &s->pool, &in, s->reps[0], &s->chk);
+    if (st) return st;
+    const uint64_t h = g_set_hash(&s->pool, &s->chk, &u0);
+    const uint32_t mark1 = s->pool.len;
+    bool same = s->chk.n || s->chk.done;
+    for (int32_t i = 1; i < s->n_reps && same && !st; i++) {
+        st = g_advance(s->g, &s->pool, &in, s->reps[i], &s->chk2);
+        same = !st && s->chk2.n == s->chk.n && s->chk2.done == s->chk.done && g_set_hash(&s->pool, &s->chk2, &u0) == h;
+        s->pool.len = mark1;
+    }
+    if (st) return st;
+    const uint32_t before = s->n_rec;
+    int32_t t = same ? record_of(s, &s->chk, u0) : T_NOREC;
+    if (s->n_rec == before) s->pool.len = mark;
+    *out = t >= 0 ? t : T_DEAD;
+    return MF_OK;
+}
+
+/* Are all of sub's tokens allowed at a node where `need` continuation bytes
+ * are due, rid being the record at the last character boundary? Yes when,
+ * from rid on, every byte the subtree has (and every character >= U+0080 if
+ * it has such bytes) leads one record to one next record, for as many
+ * characters as a path below holds: then every path is alive. A record that
+ * leads back to itself (inside an unbounded string) answers for any depth;
+ * a bounded one (maxLength) for the characters it has left. Midway through
+ * a character the record at its start stands in: the character completes to
+ * the same record whichever it becomes. */
+static mf_status subtree_free(mf_grammar_state *s, int32_t rid, uint8_t need, const tsub *sub, bool *yes) {
+    *yes = false;
+    if (!(sub->ok >> need & 1)) return MF_OK;
+    const uint32_t levels = sub->depth + (need > 0);
+    int32_t cur = rid;
+    for (uint32_t j = 0; j < levels; j++) {
+        srec *r = &s->rec[cur];
+        if (r->u.need || !r->n) return MF_OK; /* no further character */
+        if (r->mbt == T_UNKNOWN) {
+            mf_status st = multibyte_target(s, cur, &r->mbt);
             if (st) return st;
-            r->mb = y;
         }
-        if (!r->mb) return MF_OK;
+        if (r->tgt == T_UNKNOWN && r->mbt >= 0) r->tgt = r->mbt;
+        if (r->tgt == T_UNKNOWN) { /* no multibyte target: the one of a common byte, else of the first */
+            int32_t nx;
+            mf_status st = next_rec(s, cur, 'e', &nx);
+            if (st) return st;
+            if (nx < 0) {
+                int w = sub->ascii[0] ? 0 : 1;
+                if (!sub->ascii[w] || (st = next_rec(s, cur, (uint8_t)(w * 64 + __builtin_ctzll(sub->ascii[w])), &nx)))
+                    return st;
+            }
+            if (nx < 0) return MF_OK;
+            r->tgt = nx;
+        }
+        if ((sub->nonascii || (need && !j)) && r->mbt != r->tgt) return MF_OK;
+        for (int w = 0; w < 2; w++) {
+            if (sub->ascii[w] & r->known[w] & ~r->to_tgt[w]) return MF_OK; /* a byte known to lead elsewhere */
+            for (uint64_t z = sub->ascii[w] & ~r->known[w]; z; z &= z - 1) {
+                int bit = __builtin_ctzll(z);
+                int32_t nx;
+                mf_status st = next_rec(s, cur, (uint8_t)(w * 64 + bit), &nx);
+                if (st) return st;
+                if (nx == T_NOREC) return MF_OK;
+                r->known[w] |= 1ull << bit;
+                if (nx != r->tgt) return MF_OK;
+                r->to_tgt[w] |= 1ull << bit;
+            }
+        }
+        if (r->tgt == cur) break; /* back to itself: as deep as it goes */
+        cur = r->tgt;
     }
     *yes = true;
     return MF_OK;

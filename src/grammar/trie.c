@@ -134,6 +134,7 @@ static int utf8_next(int st, uint8_t b) {
 
 typedef struct subinfo {
     uint64_t ascii[2];
+    uint32_t depth;
     bool nonascii;
     uint8_t ok; /* bit st: every path below is well-formed from UTF-8 state st */
 } subinfo;
@@ -149,7 +150,7 @@ static subinfo sub_visit(subctx *x, uint32_t node) {
     const tnode *t = &v->node[node];
     const uint32_t tb = x->n_dfs;
     for (int32_t k = t->tok; k >= 0; k = v->next_tok[k]) v->dfs_tok[x->n_dfs++] = k;
-    subinfo r = {{0, 0}, false, 0xF};
+    subinfo r = {{0, 0}, 0, false, 0xF};
     for (uint32_t c = t->first; c < t->first + t->n; c++) {
         const uint8_t b = v->node[c].b;
         subinfo ci = sub_visit(x, c);
@@ -157,6 +158,8 @@ static subinfo sub_visit(subctx *x, uint32_t node) {
         r.nonascii |= b >= 0x80 || ci.nonascii;
         r.ascii[0] |= ci.ascii[0];
         r.ascii[1] |= ci.ascii[1];
+        uint32_t dc = ci.depth + ((b & 0xC0) != 0x80); /* a continuation byte starts no character */
+        if (dc > r.depth) r.depth = dc;
         for (int st = 0; st < 4; st++) {
             int nx = utf8_next(st, b);
             if (nx < 0 || !(ci.ok >> nx & 1)) r.ok &= (uint8_t)~(1u << st);
@@ -170,7 +173,7 @@ static subinfo sub_visit(subctx *x, uint32_t node) {
             v->sub = q;
             x->cap_sub = nc;
         }
-        v->sub[v->n_sub] = (tsub){{r.ascii[0], r.ascii[1]}, tb, x->n_dfs, r.nonascii, r.ok};
+        v->sub[v->n_sub] = (tsub){{r.ascii[0], r.ascii[1]}, tb, x->n_dfs, r.nonascii, r.ok, (uint16_t)r.depth};
         v->big[node] = ++v->n_sub;
     }
     return r;

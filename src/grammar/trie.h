@@ -24,6 +24,7 @@ typedef struct tsub {
     uint32_t tb, te;   /* its tokens: dfs_tok[tb .. te) */
     bool nonascii;     /* some byte below is >= 0x80 */
     uint8_t ok;        /* bit k: well-formed when k continuation bytes are due at the node */
+    uint16_t depth;    /* the most characters a path below starts (ASCII or lead bytes) */
 } tsub;
 
 struct mf_grammar_vocab {

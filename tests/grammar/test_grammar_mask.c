@@ -80,6 +80,12 @@ int main(void) {
                         (const char *const[]){"", "ab", "\xe4", "\xe4\xb8", "x\xe4\xb8", NULL});
         check_positions(m, v, "root ::= ( [a-z \\u00e0-\\uffff] | \"Q\" [0-9] )* \".\"", (const char *const[]){"", "q", "Q", NULL});
         check_positions(m, v, "root ::= [ -~]* \"\\n\"", (const char *const[]){"", "abc", NULL});
+        /* bounded repeats, where each character leads to the next state
+         * (the shortcut's chains): at the start, near the end, midway
+         * through a character, at the last place */
+        check_positions(m, v, "root ::= \"\\\"\" c{0,6} \"\\\"\"\nc ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\nt]",
+                        (const char *const[]){"\"", "\"abc", "\"abcd\xe4\xb8", "\"abcde", "\"abcdef", NULL});
+        check_positions(m, v, "root ::= [a-z]{2,4} \".\"", (const char *const[]){"", "ab", "abcd", NULL});
     }
     mf_grammar_vocab_free(v);
     mf_model_free(m);
