@@ -605,6 +605,8 @@ typedef struct mf_synth_params {
     const char *vocab_path;  /* NULL: generate a vocabulary; else copy its tokenizer.* keys. It may
                                 have fewer tokens than the preset (padded with unused "[PADn]"
                                 tokens, so the shapes stay real), not more. */
+    const char *chat_template; /* NULL: none (or the copied vocabulary's); else the template text,
+                                written as tokenizer.chat_template (replacing a copied one) */
     int32_t     n_threads;   /* 0 = number of online CPUs */
     bool        dry_run;     /* plan (PLAN and NOTE events, result with file_size) but write nothing */
     mf_synth_progress_fn progress; /* NULL: no events */

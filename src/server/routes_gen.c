@@ -79,7 +79,8 @@ static char *render_chat(srv_state *st, json_t *body, srv_reply *r) {
             json_decref(norm);
             return NULL;
         }
-        json_t *copy = json_copy(m);
+        json_t *copy = json_deep_copy(m);
+        srv_tool_args_to_objects(copy);
         if (c) {
             json_t *t = content_text(c, i, r);
             if (!t) {
