@@ -141,11 +141,23 @@ void srv_h_slots(srv_state *st, const srv_request *q, srv_reply *r) {
     }
     srv_sched_slots(st->sched, in);
     json_t *a = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(a, json_pack("{s:i,s:I,s:b,s:I,s:I,s:I}", "id", in[i].id, "n_ctx",
-                                           (json_int_t)srv_sched_slot_ctx(st->sched), "is_processing", in[i].busy,
-                                           "n_cached", (json_int_t)in[i].n_cached, "n_prompt_tokens",
-                                           (json_int_t)in[i].n_prompt, "n_generated", (json_int_t)in[i].n_gen));
+    const bool spec = st->cfg.draft_model || st->cfg.lookup;
+    /* llama-server's fields (id, n_ctx, speculative, is_processing, id_task,
+     * n_prompt_tokens*, next_token) and ours (n_cached, n_generated) */
+    for (int i = 0; i < n; i++) {
+        json_t *o = json_pack("{s:i,s:I,s:b,s:b,s:I,s:I}", "id", in[i].id, "n_ctx",
+                              (json_int_t)srv_sched_slot_ctx(st->sched), "speculative", spec, "is_processing",
+                              in[i].busy, "n_cached", (json_int_t)in[i].n_cached, "n_generated", (json_int_t)in[i].n_gen);
+        if (o && in[i].id_task >= 0) {
+            json_object_set_new(o, "id_task", json_integer(in[i].id_task));
+            json_object_set_new(o, "n_prompt_tokens", json_integer(in[i].n_prompt));
+            json_object_set_new(o, "n_prompt_tokens_cache", json_integer(in[i].n_prompt_cached));
+            json_object_set_new(o, "n_prompt_tokens_processed", json_integer(in[i].n_prompt - in[i].n_prompt_cached));
+            json_object_set_new(o, "next_token", json_pack("[{s:b,s:i,s:i}]", "has_next_token", in[i].busy, "n_remain",
+                                                           in[i].n_remain, "n_decoded", in[i].n_gen));
+        }
+        json_array_append_new(a, o);
+    }
     free(in);
     srv_json(r, 200, a);
 }

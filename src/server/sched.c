@@ -145,6 +145,7 @@ mf_status srv_sched_new(mf_model *model, const srv_config *cfg, srv_sched **out)
         s->slots[i].cache = malloc(sizeof(mf_token) * ((size_t)s->slot_ctx + 1));
         if (!s->slots[i].cache) goto fail;
         s->info[i].id = i;
+        s->info[i].id_task = -1;
     }
     s->pages_total = mf_kv_pages_total(s->ctx);
     const char *d = getenv("MINFER_SERVE_STEP_DELAY_MS");
@@ -262,6 +263,14 @@ static void slot_info_update(srv_sched *s, slot *sl) {
     in->n_prompt = sl->job ? sl->job->n_prompt : in->n_prompt;
     in->n_gen = sl->n_gen;
     in->last_used = sl->last_used;
+    if (sl->job) {
+        in->n_prompt_cached = sl->job->n_cached;
+        in->id_task = sl->admitted;
+        const int32_t mt = sl->job->gen.max_tokens;
+        in->n_remain = mt < 0 ? -1 : mt - sl->n_gen;
+    } else {
+        in->n_remain = 0;
+    }
 }
 
 static int32_t common_prefix(const mf_token *a, int32_t na, const mf_token *b, int32_t nb) {

@@ -150,6 +150,9 @@ typedef struct srv_slot_info {
     bool busy;
     int32_t n_cached;      /* tokens the slot's sequence holds */
     int32_t n_prompt, n_gen;
+    int32_t n_prompt_cached; /* of the last job's prompt, found in the cache */
+    int32_t n_remain;      /* tokens the job may still generate, -1: no limit */
+    int64_t id_task;       /* the last job's admission number, -1: none yet */
     double last_used;
 } srv_slot_info;
 

@@ -49,6 +49,16 @@ def main():
         check(drafted > 50 and accepted > drafted // 2, "draft model: %d drafted, %d accepted" % (drafted, accepted))
         r = complete(s, PROMPTS[0], {"type": "none"})
         check("draft_n" not in r["timings"], "no speculation, yet timings has draft_n: %s" % r["timings"])
+        # /slots in llama-server's shape: the last task of each slot
+        slots = json.loads(s.get("/slots")[1])
+        check(len(slots) == 4 and all(x["speculative"] and not x["is_processing"] for x in slots), "slots: %s" % slots)
+        used = [x for x in slots if "id_task" in x]
+        check(used and all(x["n_prompt_tokens_cache"] + x["n_prompt_tokens_processed"] == x["n_prompt_tokens"] and
+                           x["next_token"][0]["n_decoded"] == x["n_generated"] and
+                           not x["next_token"][0]["has_next_token"] for x in used), "slots after requests: %s" % used)
+        last = max(used, key=lambda x: x["id_task"])
+        check(last["n_prompt_tokens"] == r["usage"]["prompt_tokens"] and last["n_generated"] == r["usage"]["completion_tokens"],
+              "the last task's slot %s, usage %s" % (last, r["usage"]))
 
         # four at once, mixed kinds: each reply is its plain text
         out, kinds = {}, [None, {"type": "lookup"}, {"type": "none"}, {"n_max": 2}]
@@ -101,6 +111,7 @@ def main():
     # a server without a draft model: lookup by request works, "draft" is refused
     s = Server(MINFER, MODEL, "-np", "2", "-c", "1024")
     try:
+        check(not any(x["speculative"] for x in json.loads(s.get("/slots")[1])), "slots of a server without drafts")
         r = complete(s, PROMPTS[2], {"type": "lookup"})
         check(r["choices"][0]["text"] == plain[PROMPTS[2]], "lookup without flags: %r" % r["choices"][0]["text"])
         st, r = s.post_json("/v1/completions", {"prompt": "x", "speculative": {"type": "draft"}})
