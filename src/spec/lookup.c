@@ -1,7 +1,10 @@
 /* lookup.c - prompt-lookup drafting: text that quotes, edits or summarises
  * its input repeats it, so the tokens that followed the last earlier
  * occurrence of the current n-gram are a good guess at what comes next, for
- * the price of a scan of the history (no second model). */
+ * the price of a scan of the history (no second model). A match close to
+ * the end (text repeating with a short period, as lists and loops do)
+ * continues past the end of the history with its own draft: if the text
+ * repeats, it keeps repeating. */
 #include "minfer.h"
 
 #include <string.h>
@@ -17,10 +20,10 @@ int32_t mf_lookup_draft(const mf_token *hist, int32_t n_hist, int32_t ngram_min,
         /* most recent first; the match must leave at least one token after it */
         for (int32_t at = n_hist - n - 1; at >= 0; at--) {
             if (hist[at] != tail[0] || memcmp(hist + at, tail, sizeof *tail * (size_t)n)) continue;
-            int32_t from = at + n, k = n_hist - from;
-            if (k > max) k = max;
-            memcpy(out, hist + from, sizeof *out * (size_t)k);
-            return k;
+            const int32_t from = at + n;
+            for (int32_t i = 0; i < max; i++)
+                out[i] = from + i < n_hist ? hist[from + i] : out[from + i - n_hist];
+            return max;
         }
     }
     return 0;
