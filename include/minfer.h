@@ -151,7 +151,9 @@ typedef bool (*mf_layer_fn)(int layer, float *x, int n_rows, int n_embd, const i
  * [n_rows][n_embd] host floats, rows as for mf_layer_fn). Return 1 after
  * writing the FFN's output to out ([n_rows][n_embd]; post-norms and the
  * residual add then apply as for the model's own FFN), 0 to run the model's
- * FFN, -1 to abort the decode. */
+ * FFN, 2 after writing to out an addition to the model's own FFN output (an
+ * edit overlay's extra features: the model's FFN runs, then out is added),
+ * -1 to abort the decode. */
 typedef int (*mf_ffn_fn)(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
                          const int32_t *pos, void *ud);
 
