@@ -28,7 +28,7 @@ out=$("$bin" lql "$tmp/v" -e 'SHOW LAYERS; DESCRIBE "girl" AT LAYER 1 TOP 2') ||
 printf '%s\n' "$out" | grep -q '^layer  features  type  labels_per_feature$' || die "lql table header: $out"
 [ "$("$bin" lql "$tmp/v" --json -e 'DESCRIBE "girl" AT LAYER 1 TOP 2' | grep -o '"layer":1' | wc -l)" = 2 ] || die "lql json"
 err=$("$bin" lql "$tmp/v" -e 'SHOW STATS; SELEKT' 2>&1 >/dev/null); rc=$?
-[ $rc = 1 ] && [ "$err" = "minfer lql: line 1, column 13: unknown statement (DESCRIBE, WALK, SELECT, INFER, SHOW, DELETE, SAVE, APPLY)" ] || die "lql syntax error ($rc): $err"
+[ $rc = 1 ] && [ "$err" = "minfer lql: line 1, column 13: unknown statement (DESCRIBE, WALK, SELECT, INFER, EXPLAIN, SHOW, INSERT, UPDATE, DELETE, BEGIN, SAVE, APPLY, COMPILE)" ] || die "lql syntax error ($rc): $err"
 
 "$bin" vindex build "$model" -o "$tmp/x" --gate q4_0 2>/dev/null; [ $? = 2 ] || die "--gate q4_0 not refused with 2"
 "$bin" run -m "$model" --walk-k 5 -p x 2>/dev/null; [ $? = 2 ] || die "--walk-k without --ffn walk not refused"
