@@ -123,6 +123,18 @@ static mf_status dir_of(const mf_vindex *v, const mf_model *m, mf_token target, 
     return s;
 }
 
+/* x rounded through tensor t's type (unchanged for F32 or a type without a quantizer) */
+static mf_status snap(const mf_tensor *t, float *x, int E) {
+    const mf_type_traits *tr = t ? mf_type_traits_ref(t->type) : NULL;
+    if (!t || t->type == MF_TYPE_F32 || !tr || !tr->from_float_ref || !tr->to_float) return MF_OK;
+    void *q = malloc(mf_row_size(t->type, E));
+    if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
+    tr->from_float_ref(x, q, E);
+    tr->to_float(q, x, E);
+    free(q);
+    return MF_OK;
+}
+
 mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_params *p, mf_vindex_insert_result *r) {
     memset(r, 0, sizeof *r);
     const int E = v->ix.n_embd, V = v->ix.n_vocab, n = p->n_prompt;
@@ -188,6 +200,15 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
         free(mu);
     }
     free(ref);
+    /* what COMPILE will store: the rows as the model's FFN tensors encode
+     * them, so the strength is found for those and the overlay is the
+     * compiled model's (the gate's input is a difference of two large terms,
+     * so a 4-bit row's rounding would otherwise move the activation a lot) */
+    if (!s) {
+        const mf_layer *ly = &m->layers[layer];
+        s = snap(v->ix.gated ? ly->ffn_gate : ly->ffn_up, gate, E);
+        if (!s && up) s = snap(ly->ffn_up, up, E);
+    }
     if (!s) s = vx_target_dir(v, m, p->target, dir);
     /* the trial feature, its down vector rescaled in place per strength */
     vx_op op = {.kind = VX_OP_INSERT, .layer = layer, .gate = gate, .up = up, .down = down};
