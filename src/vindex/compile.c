@@ -162,7 +162,7 @@ mf_status mf_vindex_compile_model(mf_vindex *v, const char *path, mf_vindex_comp
     memset(r, 0, sizeof *r);
     const vx_index *ix = &v->ix;
     const int L = ix->n_layer, F = ix->n_features, E = ix->n_embd;
-    if (ix->n_expert) return mf_err(MF_ERR_UNSUPPORTED, "COMPILE: %s has a mixture of experts; only dense FFNs compile", ix->arch);
+    if (ix->n_expert) return mf_err(MF_ERR_UNSUPPORTED, "%s has a mixture of experts; only dense FFNs compile", ix->arch);
     gguf_file *g = NULL;
     mf_status s = vx_open_gguf(v->dir, false, &g);
     if (s) return mf_err_prefix(s, "COMPILE needs the model's weights");
@@ -193,7 +193,7 @@ mf_status mf_vindex_compile_model(mf_vindex *v, const char *path, mf_vindex_comp
     snprintf(name, sizeof name, "blk.0.ffn_down.weight");
     const gguf_tensor *d0 = s ? NULL : gguf_find_tensor(g, name);
     if (!s && (!d0 || d0->ne[0] != F || d0->ne[1] != E))
-        s = mf_err(MF_ERR_UNSUPPORTED, "COMPILE: %s is missing or not %d x %d (fused or unusual FFN layouts do not compile)",
+        s = mf_err(MF_ERR_UNSUPPORTED, "%s is missing or not %d x %d (fused or unusual FFN layouts do not compile)",
                    name, F, E);
     if (!s) {
         const int blk = can_encode(d0->type) ? (int)mf_type_geom_get(d0->type)->blck : 1;
@@ -233,7 +233,8 @@ mf_status mf_vindex_compile_model(mf_vindex *v, const char *path, mf_vindex_comp
         const bool rows_are_feats = part != 'd';
         const int64_t ne[2] = {rows_are_feats ? (part == 'b' ? j.n_ff2 : E) : j.n_ff2, rows_are_feats ? (part == 'b' ? 1 : j.n_ff2) : E};
         if ((part == 'b' && t->ne[0] != F) || (part != 'b' && t->ne[0] * t->ne[1] != (int64_t)F * E))
-            s = mf_err(MF_ERR_UNSUPPORTED, "COMPILE: %s has an unexpected shape", t->name);
+            s = mf_err(MF_ERR_UNSUPPORTED, "%s is not %d x %d (a fused gate-up FFN does not compile yet)", t->name,
+                       part == 'd' ? F : E, part == 'd' ? E : F);
         else
             s = gguf_writer_add_tensor_fn(w, t->name, c->out_type, part == 'b' ? 1 : 2, ne, write_tensor, c);
     }

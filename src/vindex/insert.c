@@ -141,7 +141,7 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
     const int layer = p->layer < 0 ? v->ix.n_layer - 1 : p->layer;
     if (layer >= v->ix.n_layer)
         return mf_err(MF_ERR_INVALID_ARG, "layer %d is out of range (the vindex has %d layers)", layer, v->ix.n_layer);
-    if (n < 1) return mf_err(MF_ERR_INVALID_ARG, "INSERT: the prompt has no tokens");
+    if (n < 1) return mf_err(MF_ERR_INVALID_ARG, "the prompt has no tokens");
     if (p->target < 0 || p->target >= V) return mf_err(MF_ERR_INVALID_ARG, "target token %d is out of range", p->target);
     if (!(p->alpha >= 0) || p->alpha > 1e6f) return mf_err(MF_ERR_INVALID_ARG, "ALPHA %g is out of range (0, 1e6]", p->alpha);
     const float alpha = p->alpha > 0 ? p->alpha : DEFAULT_ALPHA;
@@ -151,6 +151,7 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
     float *gate = malloc((size_t)E * sizeof *gate), *up = v->ix.gated ? malloc((size_t)E * sizeof *up) : NULL;
     float *dir = malloc((size_t)E * sizeof *dir), *down = malloc((size_t)E * sizeof *down);
     mf_status s = !c.rows || !gate || (v->ix.gated && !up) || !dir || !down ? mf_err(MF_ERR_NOMEM, "out of memory") : MF_OK;
+    if (!s && v->ix.n_expert) s = mf_err(MF_ERR_UNSUPPORTED, "%s has a mixture of experts; only dense FFNs take inserted features", v->ix.arch);
     if (!s) s = mf_walk_new_overlay(v, m, &w);
     c.w = w;
     if (!s) {
@@ -165,14 +166,14 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
     /* the reference: the model's own greedy text from BOS (its ordinary
      * residuals), each position after the BOS */
     mf_token tok = p->prompt[0];
-    mf_kv_truncate(ctx, 0);
+    if (!s) mf_kv_truncate(ctx, 0);
     for (int i = 0; !s && i <= N_REF; i++) {
         s = mf_decode(ctx, &tok, 1, false);
         if (!s) tok = argmax(mf_get_logits(ctx, -1), V);
     }
     c.record = false;
     const float *xe = c.rows + (size_t)(n - 1) * E;
-    if (!s && c.n != n + N_REF + 1) s = mf_err(MF_ERR_INVALID_ARG, "INSERT: captured %d rows, not %d", c.n, n + N_REF + 1);
+    if (!s && c.n != n + N_REF + 1) s = mf_err(MF_ERR_INVALID_ARG, "captured %d rows, not %d", c.n, n + N_REF + 1);
     /* the reference rows: the prompt's inner positions, then the text's */
     const int n_in = n > 2 ? n - 2 : 0, n_ref = n_in + N_REF;
     float *ref = s ? NULL : malloc((size_t)n_ref * E * sizeof *ref);
@@ -219,7 +220,7 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
     }
     vx_feat *f = s ? NULL : &v->ov.ins[layer][v->ov.n_ins[layer] - 1];
     const float a_e = s ? 0 : vx_feat_act(v, m->arch->ffn, f, xe);
-    if (!s && !(fabsf(a_e) > 1e-6f)) s = mf_err(MF_ERR_INVALID_ARG, "INSERT: the new feature does not fire on the prompt");
+    if (!s && !(fabsf(a_e) > 1e-6f)) s = mf_err(MF_ERR_INVALID_ARG, "the new feature does not fire on the prompt");
 #define SET(str) for (int e = 0; e < E; e++) f->down[e] = (float)((str) / a_e * dir[e])
     double lo = 0, hi = 0;
     bool won = false;
@@ -234,7 +235,7 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
         lo = st;
     }
     if (!s && !won)
-        s = mf_err(MF_ERR_INVALID_ARG, "INSERT: no strength makes the target the top token at layer %d (try another layer)", layer);
+        s = mf_err(MF_ERR_INVALID_ARG, "no strength makes the target the top token at layer %d (try another layer)", layer);
     for (int i = 0; !s && i < BISECT; i++) {
         const double mid = 0.5 * (lo + hi);
         SET(mid);

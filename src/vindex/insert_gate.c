@@ -47,7 +47,7 @@ mf_status vx_insert_gate(const float *xe, const float *ref, int N, int E, float 
     double *mu = calloc((size_t)E, sizeof *mu), *C = malloc((size_t)N * E * sizeof *C), *v = malloc((size_t)E * sizeof *v);
     double *A = malloc((size_t)N * N * sizeof *A), *y = malloc((size_t)N * sizeof *y);
     mf_status s = !mu || !C || !v || !A || !y ? mf_err(MF_ERR_NOMEM, "out of memory") : MF_OK;
-    if (!s && N < 2) s = mf_err(MF_ERR_INVALID_ARG, "INSERT: %d reference positions (2 at least)", N);
+    if (!s && N < 2) s = mf_err(MF_ERR_INVALID_ARG, "%d reference positions (2 at least)", N);
     if (!s) {
         for (int i = 0; i < N; i++)
             for (int e = 0; e < E; e++) mu[e] += ref[(size_t)i * E + e] / N;
@@ -70,7 +70,7 @@ mf_status vx_insert_gate(const float *xe, const float *ref, int N, int E, float 
                 A[(size_t)i * N + j] = A[(size_t)j * N + i] = a + (i == j ? N * lambda : 0.0);
             }
         }
-        if (!cholesky_solve(A, y, N)) s = mf_err(MF_ERR_INVALID_ARG, "INSERT: the reference residuals are degenerate");
+        if (!cholesky_solve(A, y, N)) s = mf_err(MF_ERR_INVALID_ARG, "the reference residuals are degenerate");
         for (int e = 0; !s && e < E; e++) {
             double t = v[e];
             for (int i = 0; i < N; i++) t -= C[(size_t)i * E + e] * y[i];
@@ -83,7 +83,7 @@ mf_status vx_insert_gate(const float *xe, const float *ref, int N, int E, float 
             d[e] = (float)(v[e] - (mm > 0 ? vm / mm : 0.0) * mu[e]);
             dx += (double)d[e] * xe[e];
         }
-        if (!s && !(dx > 0)) s = mf_err(MF_ERR_INVALID_ARG, "INSERT: the prompt's residual has no direction of its own");
+        if (!s && !(dx > 0)) s = mf_err(MF_ERR_INVALID_ARG, "the prompt's residual has no direction of its own");
     }
     free(mu), free(C), free(v), free(A), free(y);
     return s;

@@ -7,7 +7,8 @@
  * UPDATE and DELETE in the dense overlay agree with the walk; COMPILE INTO
  * MODEL gives a GGUF (FFN 172 -> 173) whose logits are the overlay's within
  * COMPILE_TOL, and COMPILE INTO VINDEX one that runs it bitwise. Patches
- * with bad inserts / updates are refused and change nothing. */
+ * with bad inserts / updates are refused and change nothing; a Q4_K model
+ * compiles by whole blocks; a mixture of experts is refused. */
 #include "testutil.h"
 #include "minfer.h"
 
@@ -148,6 +149,38 @@ static void quantized(int pid) {
     free(a), free(b);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, gguf);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+/* A mixture of experts: INSERT and COMPILE are refused by name, nothing changes. */
+static void moe_refused(int pid) {
+    char dir[256], gguf[300];
+    snprintf(dir, sizeof dir, "/tmp/test_vx_edit_moe.%d", pid);
+    snprintf(gguf, sizeof gguf, "%s.gguf", dir);
+    mf_vindex_build_params bp = mf_vindex_default_build_params();
+    bp.level = MF_VINDEX_INFERENCE, bp.n_threads = 2;
+    mf_model_params mp = mf_model_default_params();
+    mf_vindex *v = NULL;
+    mf_model *m = NULL;
+    if (mf_vindex_build("../shared/models/zoo/mixtral.gguf", dir, &bp) || mf_vindex_open(dir, &v) ||
+        mf_model_load(dir, &mp, &m)) {
+        CHECK(0, "%s: %s", dir, mf_last_error());
+    } else {
+        mf_token t[8] = {1, 2, 3};
+        mf_vindex_insert_params ip = {.prompt = t, .n_prompt = 3, .target = 5, .layer = -1, .n_threads = 2};
+        mf_vindex_insert_result ir;
+        mf_vindex_compile_result cr;
+        CHECK(mf_vindex_insert(v, m, &ip, &ir) != MF_OK && strstr(mf_last_error(), "mixture of experts") &&
+                  mf_vindex_n_edits(v) == 0,
+              "MoE insert: %s", mf_last_error());
+        CHECK(mf_vindex_compile_model(v, gguf, &cr) != MF_OK && strstr(mf_last_error(), "mixture of experts") &&
+                  access(gguf, F_OK) != 0,
+              "MoE compile: %s", mf_last_error());
+    }
+    mf_model_free(m);
+    mf_vindex_free(v);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cleanup");
 }
 
@@ -357,5 +390,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", dir, dir2, gguf, vlp);
     CHECK(system(cmd) == 0, "cleanup");
     quantized(pid);
+    moe_refused(pid);
     return test_summary("test_vindex_edit");
 }
