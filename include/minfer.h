@@ -804,7 +804,7 @@ typedef struct mf_vindex_insert_params {
     const mf_token *prompt;   /* BOS included, as the model is run */
     int32_t n_prompt;
     mf_token target;
-    int32_t layer;            /* -1: the last layer */
+    int32_t layer;            /* -1: the last layer where the target can win (tried last to first) */
     float alpha;              /* the strength is the smallest that wins times this (0: 1.5) */
     const char *entity, *relation, *target_text; /* recorded in the patch (may be NULL) */
     int32_t n_threads;

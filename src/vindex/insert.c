@@ -135,10 +135,12 @@ static mf_status snap(const mf_tensor *t, float *x, int E) {
     return MF_OK;
 }
 
-mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_params *p, mf_vindex_insert_result *r) {
+/* The insert at one layer; *lost: every strength tried left another token on top. */
+static mf_status insert_at(mf_vindex *v, mf_model *m, const mf_vindex_insert_params *p, int layer,
+                           mf_vindex_insert_result *r, bool *lost) {
     memset(r, 0, sizeof *r);
+    *lost = false;
     const int E = v->ix.n_embd, V = v->ix.n_vocab, n = p->n_prompt;
-    const int layer = p->layer < 0 ? v->ix.n_layer - 1 : p->layer;
     if (layer >= v->ix.n_layer)
         return mf_err(MF_ERR_INVALID_ARG, "layer %d is out of range (the vindex has %d layers)", layer, v->ix.n_layer);
     if (n < 1) return mf_err(MF_ERR_INVALID_ARG, "the prompt has no tokens");
@@ -234,8 +236,10 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
         }
         lo = st;
     }
-    if (!s && !won)
+    if (!s && !won) {
+        *lost = true;
         s = mf_err(MF_ERR_INVALID_ARG, "no strength makes the target the top token at layer %d (try another layer)", layer);
+    }
     for (int i = 0; !s && i < BISECT; i++) {
         const double mid = 0.5 * (lo + hi);
         SET(mid);
@@ -265,4 +269,17 @@ mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_par
     mf_walk_free(w);
     free(c.rows), free(gate), free(up), free(dir), free(down);
     return s;
+}
+
+mf_status mf_vindex_insert(mf_vindex *v, mf_model *m, const mf_vindex_insert_params *p, mf_vindex_insert_result *r) {
+    bool lost = false;
+    if (p->layer >= 0) return insert_at(v, m, p, p->layer, r, &lost);
+    /* no layer given: the last one where the target can win (a post-FFN norm
+     * bounds what one feature adds, so the last layer is not always enough) */
+    int tried = 0;
+    for (int l = v->ix.n_layer - 1; l >= 0; l--, tried++) {
+        mf_status s = insert_at(v, m, p, l, r, &lost);
+        if (!s || !lost) return s;
+    }
+    return mf_err(MF_ERR_INVALID_ARG, "no strength at any of the %d layers makes the target the top token", tried);
 }
