@@ -387,6 +387,22 @@ int main(void) {
         CHECK(run(m, ov, gt[1], gn[1], false, d0) == 0 && run(m, wall, gt[1], gn[1], false, w0) == 0, "runs");
         CHECK(max_abs(d0, w0, (size_t)V) < 1e-3, "dense overlay vs walk after UPDATE/DELETE: %g", max_abs(d0, w0, (size_t)V));
         CHECK(max_abs(d0, gl[1] + (size_t)(gn[1] - 1) * V, (size_t)V) > 1e-3, "UPDATE / DELETE changed nothing");
+        /* COMPILE of all three kinds: the rewritten base feature moves to a new
+         * slot (its gate / up rows copied), deleted and rewritten slots are zero */
+        mf_vindex_compile_result c2;
+        mf_model *cm2 = NULL;
+        float *l2 = malloc((size_t)V * sizeof(float));
+        CHECK(mf_vindex_compile_model(v, gguf, &c2) == MF_OK && mf_model_load(gguf, &mp, &cm2) == MF_OK,
+              "compile after UPDATE / DELETE: %s", mf_last_error());
+        CHECK(c2.n_added == 2 && c2.n_ff_new == 173, /* one new slot in layers 3 and 4 each */ "compile after UPDATE / DELETE: %d added, width %d", c2.n_added,
+              c2.n_ff_new);
+        if (cm2) {
+            CHECK(run(cm2, NULL, gt[1], gn[1], false, l2) == 0 && max_abs(l2, d0, (size_t)V) <= COMPILE_TOL,
+                  "compiled after UPDATE / DELETE vs overlay: %g", max_abs(l2, d0, (size_t)V));
+            fprintf(stderr, "compile with update + delete: max |diff| %.3g\n", max_abs(l2, d0, (size_t)V));
+        }
+        mf_model_free(cm2);
+        free(l2);
         /* errors: a feature past the inserted ones, a NaN vector */
         down[3] = NAN;
         CHECK(mf_vindex_update_feature(v, 3, 173, down) != MF_OK && strstr(mf_last_error(), "out of range"),
