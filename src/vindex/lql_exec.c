@@ -405,6 +405,10 @@ static void do_show(mf_lql *q, const lql_stmt *st, json_t *rows) {
     KV("feature_type", vi->feature_type);
     KV("ffn", vi->gated ? "gated" : "non-gated");
     snprintf(n, sizeof n, "%.2f MiB", (double)vi->bytes / (1 << 20)), KV("size", n);
+    int ins = 0;
+    for (int l = 0; l < vi->n_layer; l++) ins += mf_vindex_n_inserted(q->v, l);
+    snprintf(n, sizeof n, "%d (%d inserted, %d deleted features)", mf_vindex_n_edits(q->v), ins, mf_vindex_n_deleted(q->v));
+    KV("edits", n);
 #undef KV
 }
 

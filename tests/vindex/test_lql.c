@@ -236,6 +236,14 @@ int main(void) {
               "SHOW PATCHES lists the insert in its patch");
         json_decref(r);
         json_decref(st[0]);
+        r = rows_of("SHOW STATS", 0);
+        bool edits = false;
+        size_t ri;
+        json_array_foreach(r, ri, row) edits |= !strcmp(json_string_value(json_object_get(row, "key")), "edits") &&
+                                                !strcmp(json_string_value(json_object_get(row, "value")),
+                                                        "1 (1 inserted, 0 deleted features)");
+        CHECK(edits, "SHOW STATS does not count the insert");
+        json_decref(r);
         mf_lql *q2;
         char ap[400];
         snprintf(ap, sizeof ap, "APPLY PATCH \"%s\"; INFER \"Tim was a\" TOP 1", vlp);
