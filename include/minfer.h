@@ -385,6 +385,62 @@ mf_status mf_sampler_sample_grammar(mf_sampler *s, const float *logits, mf_gramm
  * enforce are refused by name (MF_ERR_UNSUPPORTED), never ignored. */
 mf_status mf_json_schema_to_grammar(const char *schema_json, char **gbnf_out);
 
+/* ---- speculative decoding ----------------------------------------------
+ * A drafter proposes the next few tokens cheaply; the target runs them all in
+ * one batch (each with its output row) and mf_sampler_verify walks the rows
+ * in order: row i either accepts draft i or replaces it, and the first
+ * replacement ends the step. The caller then drops the rejected tail of the
+ * sequence with mf_kv_seq_rm. Drafts are deterministic (the drafter's top
+ * token), which makes the rejection rule exact: the tokens come out
+ * distributed as the target's sampler says, and with greedy sampling they are
+ * the tokens plain decoding gives (the target's rows are bitwise the same
+ * however its tokens are batched). */
+
+/* One row of the verification: the sampler's draw from `logits` (penalties,
+ * the grammar's mask when g is not NULL, the chain), made so that it equals
+ * `draft` with the probability the chain gives the draft. *out == draft means
+ * accepted. draft < 0 is a plain draw (the row after the last draft). The
+ * token is accepted into g, not into the penalty history. */
+mf_status mf_sampler_verify(mf_sampler *s, const float *logits, mf_grammar_state *g, mf_token draft, mf_token *out);
+
+/* Prompt lookup: the continuation of the most recent earlier occurrence of
+ * the history's last n tokens (n from ngram_max down to ngram_min), at most
+ * max tokens, into out. Returns how many (0: no match). */
+int32_t mf_lookup_draft(const mf_token *hist, int32_t n_hist, int32_t ngram_min, int32_t ngram_max, int32_t max,
+                        mf_token *out);
+
+/* A draft model with its own context (n_seq sequences, the ids of the
+ * target's): it keeps each sequence's cache in step with the history it is
+ * given, decoding only what changed. */
+typedef struct mf_drafter mf_drafter;
+
+/* MF_ERR_INVALID_ARG naming the first difference when the two vocabularies
+ * differ (size, special tokens or any token's text): a draft's ids must mean
+ * the target's tokens. */
+mf_status mf_vocab_check_same(const mf_model *draft, const mf_model *target);
+/* Checks the vocabularies, then makes the draft's context from cp. The draft
+ * model must outlive the drafter. */
+mf_status mf_drafter_new(mf_model *draft, const mf_model *target, const mf_context_params *cp, mf_drafter **out);
+void      mf_drafter_free(mf_drafter *d);
+/* Up to max greedy tokens continuing hist[0 .. n_hist) on sequence seq,
+ * stopping early when the draft's top probability falls below p_min or it
+ * proposes an end-of-generation token. *n_out may be 0. max 0 only catches
+ * the draft's cache up with hist (its prompt prefill, say). */
+mf_status mf_drafter_propose(mf_drafter *d, int32_t seq, const mf_token *hist, int32_t n_hist, int32_t max,
+                             float p_min, mf_token *out, int32_t *n_out);
+/* The same for several sequences at once: their catch-up and every drafting
+ * step share forwards. Each request's out holds max tokens; n_out is set. */
+typedef struct mf_draft_req {
+    int32_t seq;
+    const mf_token *hist;
+    int32_t n_hist;
+    int32_t max;
+    float p_min;
+    mf_token *out;
+    int32_t n_out;
+} mf_draft_req;
+mf_status mf_drafter_propose_batch(mf_drafter *d, mf_draft_req *reqs, int32_t n);
+
 /* ---- GGUF inspection ----------------------------------------------------
  * A read-only look at any GGUF file's container (what `minfer info` prints)
  * without loading a model: version, metadata and tensor table. The file is
@@ -551,6 +607,8 @@ typedef struct mf_synth_params {
     const char *vocab_path;  /* NULL: generate a vocabulary; else copy its tokenizer.* keys. It may
                                 have fewer tokens than the preset (padded with unused "[PADn]"
                                 tokens, so the shapes stay real), not more. */
+    const char *chat_template; /* NULL: none (or the copied vocabulary's); else the template text,
+                                written as tokenizer.chat_template (replacing a copied one) */
     int32_t     n_threads;   /* 0 = number of online CPUs */
     bool        dry_run;     /* plan (PLAN and NOTE events, result with file_size) but write nothing */
     mf_synth_progress_fn progress; /* NULL: no events */
@@ -613,6 +671,14 @@ mf_chat_params mf_chat_default_params(void);
  * construct MF_ERR_UNSUPPORTED, anything else MF_ERR_FORMAT). */
 mf_status mf_chat_render(const char *tmpl, const char *conv_json, const mf_chat_params *params,
                          char **out, size_t *out_len);
+
+/* The template's end-of-turn text: what it writes right after an assistant
+ * message ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "</s>"), found by
+ * rendering a reply whose content is a sentinel and taking what follows it up
+ * to whitespace; at most cap - 1 bytes go to out, NUL-terminated. Returns its
+ * length: 0 when the template puts nothing there or refuses the probe.
+ * params' add_generation_prompt is ignored. */
+size_t mf_chat_turn_end(const char *tmpl, const mf_chat_params *params, char *out, size_t cap);
 
 /* Parses a template without rendering it: syntax errors, unknown tags, and
  * filters/tests that do not exist (outside if-branches, as Jinja checks). */

@@ -194,3 +194,32 @@ mf_status mf_chat_template_from_gguf(const char *path, char **out, const char **
     *out = r;
     return MF_OK;
 }
+
+size_t mf_chat_turn_end(const char *tmpl, const mf_chat_params *params, char *out, size_t cap) {
+    static const char sentinel[] = "\x01MF-SENTINEL\x01";
+    if (cap) out[0] = 0;
+    json_t *conv = json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "messages", "role", "user", "content", "Hi", "role",
+                             "assistant", "content", sentinel);
+    char *cs = conv ? json_dumps(conv, JSON_COMPACT) : NULL;
+    json_decref(conv);
+    mf_chat_params p = params ? *params : mf_chat_default_params();
+    p.add_generation_prompt = false;
+    char *r = NULL;
+    size_t n = 0;
+    if (cs && mf_chat_render(tmpl, cs, &p, &r, NULL) == MF_OK) {
+        const char *at = strstr(r, sentinel);
+        if (at) {
+            const char *s = at + sizeof sentinel - 1;
+            while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
+            n = strcspn(s, " \n\t\r");
+            if (n >= cap) n = 0; /* too long to be a marker */
+            if (n) {
+                memcpy(out, s, n);
+                out[n] = 0;
+            }
+        }
+    }
+    free(r);
+    free(cs);
+    return n;
+}

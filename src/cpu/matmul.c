@@ -21,6 +21,7 @@
 #include "quant/interleave.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -207,6 +208,9 @@ static void epilogue_rows(void *arg, int ith, int nth) {
         for (long r = r0; r < r1; r++) epilogue(t, wi, (int)r, 0, t->w[wi]->ne[1]);
 }
 
+/* See x16_gemm_min. */
+#define X16_GEMM_MIN 64
+
 /* How far ahead of the row being read a one-token decode prefetches. */
 #define PF_BYTES 4096
 
@@ -337,6 +341,24 @@ static void dot_rows(void *arg, int ith, int nth) {
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Interleaved (x16) weights below this many rows skip the GEMM: the x16
+ * decode kernel keeps a 16-row group in cache while every row of the batch
+ * reads it (one pass over memory), whereas a GEMM without an x16 packer
+ * must unpack the rows first. The min_rows crossovers of the kinds were
+ * measured on the file layout; on x16 Q8_0 weights (AVX-512 VNNI, 8 threads)
+ * the decode kernel won at every batch from 2 to 32 rows, by 1.4-4.6x
+ * (docs/PERFORMANCE.md). MINFER_X16_GEMM_MIN=N moves the line, for A/B. */
+static int x16_gemm_min(void) {
+    static atomic_int v; /* 0: not read yet */
+    int n = atomic_load(&v);
+    if (!n) {
+        const char *e = getenv("MINFER_X16_GEMM_MIN");
+        n = e && atoi(e) > 0 ? atoi(e) : X16_GEMM_MIN;
+        atomic_store(&v, n);
+    }
+    return n;
+}
+
 /* --verbose: name each GEMM kind the first time a process uses it */
 static atomic_int g_said[MF_TYPE_COUNT];
 static atomic_int g_said_nomem;
@@ -356,6 +378,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
          * a weight block per token is cheaper than packing the panels */
         const mf_gemm_kind *g = rows > 1 && !cpu->ref ? mf_gemm_get(w[i]->type) : NULL;
         if (g && (t.n_in % g->k_multiple || rows < g->min_rows)) g = NULL;
+        if (g && !g->pack_x16 && mf_cpu_x16(w[i]) && rows < x16_gemm_min()) g = NULL;
         t.g[i] = g;
     }
     size_t used = 0;

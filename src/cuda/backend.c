@@ -260,7 +260,8 @@ static bool cu_supports_type(mf_backend *be, mf_type t) { return mfc_type_ok(t);
  * here and the rest of the step, if any, runs eagerly. */
 static void cu_download(mf_backend *be, const float *src, size_t n, float *dst) {
     mf_cuda *c = CU(be);
-    MIX(c, src), MIX(c, n), MIX(c, dst);
+    MIX(c, src), MIX(c, n); /* not dst: it is written from the staging after the graph, and the
+                               * engine may move its output buffer between steps */
     const bool first = c->n_dl++ == 0;
     if (c->mode == MFC_EAGER) {
         if (c->err) return;

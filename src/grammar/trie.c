@@ -31,6 +31,9 @@ void mf_grammar_vocab_free(mf_grammar_vocab *v) {
     free(v->len);
     free(v->bytes);
     free(v->eog);
+    free(v->big);
+    free(v->sub);
+    free(v->dfs_tok);
     free(v);
 }
 
@@ -113,6 +116,78 @@ static mf_status relayout(mf_grammar_vocab *v, const lnode *L, uint32_t n) {
     return MF_OK;
 }
 
+/* ---- the subtree table ---------------------------------------------------- */
+
+#define SUB_MIN_TOKENS 2 /* tokens below the node; one is cheaper walked */
+
+/* The UTF-8 state after byte b (0..3 continuation bytes still due), or -1.
+ * Leads whose next byte is restricted (E0, ED, F0, F4) count as malformed,
+ * so a subtree marked well-formed never needs those checks. */
+static int utf8_next(int st, uint8_t b) {
+    if (st) return (b & 0xC0) == 0x80 ? st - 1 : -1;
+    if (b < 0x80) return 0;
+    if (b >= 0xC2 && b <= 0xDF) return 1;
+    if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) return 2;
+    if (b >= 0xF1 && b <= 0xF3) return 3;
+    return -1;
+}
+
+typedef struct subinfo {
+    uint64_t ascii[2];
+    uint32_t depth;
+    bool nonascii;
+    uint8_t ok; /* bit st: every path below is well-formed from UTF-8 state st */
+} subinfo;
+
+typedef struct subctx {
+    mf_grammar_vocab *v;
+    uint32_t n_dfs, cap_sub;
+    bool oom;
+} subctx;
+
+static subinfo sub_visit(subctx *x, uint32_t node) {
+    mf_grammar_vocab *v = x->v;
+    const tnode *t = &v->node[node];
+    const uint32_t tb = x->n_dfs;
+    for (int32_t k = t->tok; k >= 0; k = v->next_tok[k]) v->dfs_tok[x->n_dfs++] = k;
+    subinfo r = {{0, 0}, 0, false, 0xF};
+    for (uint32_t c = t->first; c < t->first + t->n; c++) {
+        const uint8_t b = v->node[c].b;
+        subinfo ci = sub_visit(x, c);
+        if (b < 0x80) r.ascii[b >> 6] |= 1ull << (b & 63);
+        r.nonascii |= b >= 0x80 || ci.nonascii;
+        r.ascii[0] |= ci.ascii[0];
+        r.ascii[1] |= ci.ascii[1];
+        uint32_t dc = ci.depth + ((b & 0xC0) != 0x80); /* a continuation byte starts no character */
+        if (dc > r.depth) r.depth = dc;
+        for (int st = 0; st < 4; st++) {
+            int nx = utf8_next(st, b);
+            if (nx < 0 || !(ci.ok >> nx & 1)) r.ok &= (uint8_t)~(1u << st);
+        }
+    }
+    if (x->n_dfs - tb >= SUB_MIN_TOKENS + (t->tok >= 0) && r.ok && t->n) {
+        if (v->n_sub == x->cap_sub) {
+            uint32_t nc = x->cap_sub ? x->cap_sub * 2 : 1024;
+            tsub *q = realloc(v->sub, sizeof *q * nc);
+            if (!q) { x->oom = true; return r; }
+            v->sub = q;
+            x->cap_sub = nc;
+        }
+        v->sub[v->n_sub] = (tsub){{r.ascii[0], r.ascii[1]}, tb, x->n_dfs, r.nonascii, r.ok, (uint16_t)r.depth};
+        v->big[node] = ++v->n_sub;
+    }
+    return r;
+}
+
+static mf_status build_subs(mf_grammar_vocab *v) {
+    v->big = calloc(v->n_nodes, sizeof *v->big);
+    v->dfs_tok = malloc(sizeof *v->dfs_tok * (size_t)(v->n_vocab > 0 ? v->n_vocab : 1));
+    if (!v->big || !v->dfs_tok) return mf_err(MF_ERR_NOMEM, "out of memory");
+    subctx x = {v, 0, 0, false};
+    sub_visit(&x, 0); /* recursion as deep as the longest piece (at most 512 bytes) */
+    return x.oom ? mf_err(MF_ERR_NOMEM, "out of memory") : MF_OK;
+}
+
 mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
     if (!out || !model) return mf_err(MF_ERR_INVALID_ARG, "grammar vocab: no model");
     *out = NULL;
@@ -191,6 +266,7 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
     free(last);
     if (!st) st = relayout(v, L, n_nodes);
     free(L);
+    if (!st) st = build_subs(v);
     if (st) {
         mf_grammar_vocab_free(v);
         return st;

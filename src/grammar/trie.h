@@ -15,6 +15,18 @@ typedef struct tnode {
     uint8_t b;    /* the byte leading here */
 } tnode;
 
+/* A subtree with tokens below its root, for the mask's shortcut (state.c):
+ * when the grammar takes every byte sequence below the node, all its tokens
+ * are allowed without walking it. Kept only where every path below is
+ * well-formed UTF-8 from some state (a partial character allowed at the end). */
+typedef struct tsub {
+    uint64_t ascii[2]; /* the ASCII bytes below the node */
+    uint32_t tb, te;   /* its tokens: dfs_tok[tb .. te) */
+    bool nonascii;     /* some byte below is >= 0x80 */
+    uint8_t ok;        /* bit k: well-formed when k continuation bytes are due at the node */
+    uint16_t depth;    /* the most characters a path below starts (ASCII or lead bytes) */
+} tsub;
+
 struct mf_grammar_vocab {
     int32_t n_vocab;
     tnode *node;
@@ -23,6 +35,10 @@ struct mf_grammar_vocab {
     uint32_t *off, *len;
     char *bytes;       /* every token's piece (special tokens rendered as nothing) */
     uint8_t *eog;      /* ends generation: allowed only where the grammar may end */
+    uint32_t *big;     /* per node: 1 + its index in sub, or 0 */
+    tsub *sub;
+    uint32_t n_sub;
+    int32_t *dfs_tok;  /* every token with a piece, in depth-first order of the trie */
 };
 
 #endif

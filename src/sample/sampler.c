@@ -200,15 +200,18 @@ static void load_logits(mf_sampler *s, const float *logits) {
     apply_penalties(s);
 }
 
-/* The chain after the penalties, over the live candidates c[0 .. n). */
-static mf_token draw(mf_sampler *s) {
+/* The live candidate with the largest logit (the first one on ties). */
+static int32_t argmax_cand(const mf_sampler *s) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->n; i++)
+        if (s->c[i].logit > s->c[best].logit) best = i;
+    return best;
+}
+
+/* The chain after the penalties, over the live candidates c[0 .. n): leaves
+ * the final distribution in c[0 .. n).p (temp > 0 only). */
+static void distribution(mf_sampler *s) {
     const mf_sampler_params *p = &s->p;
-    if (p->temp <= 0) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < s->n; i++)
-            if (s->c[i].logit > s->c[best].logit) best = i;
-        return s->c[best].id;
-    }
 
     bool sorted = false;
     if (p->top_k > 0 && p->top_k < s->n) {
@@ -242,7 +245,11 @@ static mf_token draw(mf_sampler *s) {
         s->n = w > 0 ? w : 1;
     }
     softmax(s->c, s->n, p->temp);
-    double u = next_unit(s), cum = 0;
+}
+
+/* A random draw from c[0 .. n).p, which sums to `total`. */
+static mf_token draw_from(mf_sampler *s, double total) {
+    double u = next_unit(s) * total, cum = 0;
     for (int32_t i = 0; i < s->n; i++) {
         cum += s->c[i].p;
         if (u < cum) return s->c[i].id;
@@ -250,21 +257,26 @@ static mf_token draw(mf_sampler *s) {
     return s->c[s->n - 1].id;
 }
 
+static mf_token draw(mf_sampler *s) {
+    if (s->p.temp <= 0) return s->c[argmax_cand(s)].id;
+    distribution(s);
+    return draw_from(s, 1.0);
+}
+
 mf_token mf_sampler_sample(mf_sampler *s, const float *logits) {
     load_logits(s, logits);
     return draw(s);
 }
 
-mf_status mf_sampler_sample_grammar(mf_sampler *s, const float *logits, mf_grammar_state *g, mf_token *out) {
-    *out = -1;
+/* Drops the candidates the grammar's mask disallows (after the penalties,
+ * which index the candidates by id). */
+static mf_status mask_grammar(mf_sampler *s, mf_grammar_state *g) {
     const uint64_t *bits;
     int32_t nv;
     mf_status st = g_state_mask(g, &bits, &nv);
     if (st) return st;
     if (nv != s->n_vocab)
         return mf_err(MF_ERR_INVALID_ARG, "sampler: the grammar's vocabulary has %d tokens, the sampler %d", nv, s->n_vocab);
-    load_logits(s, logits);
-    /* drop the disallowed candidates (the penalties indexed them by id, so only now) */
     int32_t w = 0;
     for (int32_t i = 0; i < s->n; i++) {
         mf_token t = s->c[i].id;
@@ -272,8 +284,54 @@ mf_status mf_sampler_sample_grammar(mf_sampler *s, const float *logits, mf_gramm
     }
     if (!w) return mf_err(MF_ERR_FORMAT, "grammar: no token of the vocabulary can continue the grammar here");
     s->n = w;
+    return MF_OK;
+}
+
+mf_status mf_sampler_sample_grammar(mf_sampler *s, const float *logits, mf_grammar_state *g, mf_token *out) {
+    *out = -1;
+    load_logits(s, logits);
+    mf_status st = mask_grammar(s, g);
+    if (st) return st;
     mf_token t = draw(s);
     if ((st = mf_grammar_accept(g, t))) return st;
+    *out = t;
+    return MF_OK;
+}
+
+/* Speculative verification of a deterministic draft (the draft "distribution"
+ * q is all mass on `draft`). The standard rejection rule then reads: accept
+ * with probability min(1, p(draft) / 1) = p(draft); on rejection draw from
+ * the residual max(0, p - q), which is p with the draft's mass removed. The
+ * token returned is therefore distributed exactly as a plain draw from p.
+ * Greedy: accepted iff the draft is the argmax, so the output is the argmax
+ * either way, token for token what plain decoding gives. */
+mf_status mf_sampler_verify(mf_sampler *s, const float *logits, mf_grammar_state *g, mf_token draft, mf_token *out) {
+    *out = -1;
+    load_logits(s, logits);
+    mf_status st = g ? mask_grammar(s, g) : MF_OK;
+    if (st) return st;
+    mf_token t;
+    if (s->p.temp <= 0) {
+        t = s->c[argmax_cand(s)].id;
+    } else if (draft < 0) {
+        t = draw(s); /* a plain draw, the random stream used as mf_sampler_sample does */
+    } else {
+        distribution(s);
+        int32_t at = -1;
+        for (int32_t i = 0; i < s->n; i++)
+            if (s->c[i].id == draft) { at = i; break; }
+        const double pd = at >= 0 ? s->c[at].p : 0.0;
+        if (at >= 0 && next_unit(s) < pd) {
+            t = draft;
+        } else {
+            if (at >= 0) s->c[at].p = 0.0f;
+            double total = 0;
+            for (int32_t i = 0; i < s->n; i++) total += s->c[i].p;
+            /* total 0: the draft held all the mass but for rounding */
+            t = total > 0 ? draw_from(s, total) : draft;
+        }
+    }
+    if (g && (st = mf_grammar_accept(g, t))) return st;
     *out = t;
     return MF_OK;
 }

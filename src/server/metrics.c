@@ -23,6 +23,7 @@ static struct {
     pthread_mutex_t mu;
     uint64_t by_status[600];
     uint64_t prompt, cached, generated;
+    uint64_t drafted, accepted;
     hist ttft, itl;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -38,6 +39,13 @@ void srv_metrics_tokens(int64_t prompt, int64_t cached, int64_t generated) {
     g.prompt += (uint64_t)prompt;
     g.cached += (uint64_t)cached;
     g.generated += (uint64_t)generated;
+    pthread_mutex_unlock(&g.mu);
+}
+
+void srv_metrics_spec(int64_t drafted, int64_t accepted) {
+    pthread_mutex_lock(&g.mu);
+    g.drafted += (uint64_t)drafted;
+    g.accepted += (uint64_t)accepted;
     pthread_mutex_unlock(&g.mu);
 }
 
@@ -100,6 +108,11 @@ char *srv_metrics_render(int queue_depth, int busy, int n_slots, uint32_t pages_
         (unsigned long long)g.cached);
     put(&b, "# HELP minfer_generated_tokens_total Tokens generated.\n# TYPE minfer_generated_tokens_total counter\n"
             "minfer_generated_tokens_total %llu\n", (unsigned long long)g.generated);
+    put(&b, "# HELP minfer_draft_tokens_total Tokens speculative decoding drafted.\n# TYPE minfer_draft_tokens_total counter\n"
+            "minfer_draft_tokens_total %llu\n", (unsigned long long)g.drafted);
+    put(&b, "# HELP minfer_draft_accepted_tokens_total Drafted tokens the model accepted.\n"
+            "# TYPE minfer_draft_accepted_tokens_total counter\nminfer_draft_accepted_tokens_total %llu\n",
+        (unsigned long long)g.accepted);
     put_hist(&b, "minfer_time_to_first_token_seconds", "From request arrival to its first generated token.", &g.ttft,
              TTFT_B, N_TTFT);
     put_hist(&b, "minfer_inter_token_latency_seconds", "Between two tokens of one request.", &g.itl, ITL_B, N_ITL);

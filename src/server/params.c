@@ -159,13 +159,69 @@ bool srv_parse_constraint(json_t *b, srv_gen *g, srv_reply *r) {
     return true;
 }
 
+/* `speculative` ({type, n_max, n_min, p_min}, or llama-server's flat
+ * "speculative.n_max" keys): the request's drafting, defaulting to the
+ * server's flags. */
+static bool parse_spec(const srv_state *st, json_t *b, srv_gen *g, srv_reply *r) {
+    const srv_config *c = &st->cfg;
+    g->spec = c->draft_model ? SRV_SPEC_DRAFT : c->lookup ? SRV_SPEC_LOOKUP : SRV_SPEC_NONE;
+    long long n_max = c->draft_max, n_min = c->draft_min;
+    double p_min = c->draft_p_min;
+    json_t *o = json_object_get(b, "speculative");
+    if (o && !json_is_null(o) && !json_is_object(o)) {
+        srv_error(r, 400, "speculative", "speculative: must be an object {type, n_max, n_min, p_min}");
+        return false;
+    }
+    if (!srv_p_int(b, "speculative.n_max", 0, SRV_MAX_DRAFT, &n_max, r) ||
+        !srv_p_int(b, "speculative.n_min", 0, SRV_MAX_DRAFT, &n_min, r) || !srv_p_num(b, "speculative.p_min", 0, 1, &p_min, r))
+        return false;
+    if (json_is_object(o)) {
+        json_t *t = json_object_get(o, "type");
+        if (t && !json_is_null(t)) {
+            const char *ts = json_is_string(t) ? json_string_value(t) : "";
+            if (!strcmp(ts, "none")) g->spec = SRV_SPEC_NONE;
+            else if (!strcmp(ts, "lookup")) g->spec = SRV_SPEC_LOOKUP;
+            else if (!strcmp(ts, "draft")) g->spec = SRV_SPEC_DRAFT;
+            else {
+                srv_error(r, 400, "speculative.type", "speculative.type: must be \"none\", \"lookup\" or \"draft\"");
+                return false;
+            }
+            if (g->spec == SRV_SPEC_DRAFT && !c->draft_model) {
+                srv_error(r, 400, "speculative.type", "speculative.type: \"draft\" needs the server started with --draft-model");
+                return false;
+            }
+        }
+        /* the object's keys, reported with their full names */
+        static const char *const K[] = {"n_max", "n_min", "p_min"};
+        for (int i = 0; i < 3; i++) {
+            json_t *v = json_object_get(o, K[i]);
+            if (!v || json_is_null(v)) continue;
+            json_t *flat = json_object();
+            json_object_set(flat, i < 2 ? (i ? "speculative.n_min" : "speculative.n_max") : "speculative.p_min", v);
+            bool ok = i < 2 ? srv_p_int(flat, i ? "speculative.n_min" : "speculative.n_max", 0, SRV_MAX_DRAFT, i ? &n_min : &n_max, r)
+                            : srv_p_num(flat, "speculative.p_min", 0, 1, &p_min, r);
+            json_decref(flat);
+            if (!ok) return false;
+        }
+    }
+    if (n_min > n_max) {
+        srv_error(r, 400, "speculative.n_min", "speculative.n_min: %lld exceeds n_max %lld", n_min, n_max);
+        return false;
+    }
+    if (!n_max) g->spec = SRV_SPEC_NONE;
+    g->spec_max = (int32_t)n_max;
+    g->spec_min = (int32_t)n_min;
+    g->spec_p_min = (float)p_min;
+    return true;
+}
+
 bool srv_parse_gen(const srv_state *st, json_t *b, bool chat, srv_gen *g, srv_reply *r) {
     json_t *model = json_object_get(b, "model");
     if (model && !json_is_null(model) && !json_is_string(model)) {
         srv_error(r, 400, "model", "model: must be a string");
         return false;
     }
-    if (!srv_parse_constraint(b, g, r)) return false;
+    if (!srv_parse_constraint(b, g, r) || !parse_spec(st, b, g, r)) return false;
     double temp = g->sp.temp, top_p = g->sp.top_p, min_p = g->sp.min_p, pres = 0, freq = 0, rep = g->sp.repeat_penalty;
     long long top_k = g->sp.top_k, last_n = g->sp.penalty_last_n, seed = -1, n = 1, max_tokens = -1;
     if (!srv_p_num(b, "temperature", 0, 100, &temp, r) || !srv_p_num(b, "top_p", 0, 1, &top_p, r) ||

@@ -115,14 +115,20 @@ void srv_h_models(srv_state *st, const srv_request *q, srv_reply *r) {
 void srv_h_props(srv_state *st, const srv_request *q, srv_reply *r) {
     (void)q;
     mf_sampler_params d = mf_sampler_default_params();
-    srv_json(r, 200,
+    const srv_config *c = &st->cfg;
+    json_t *spec = json_pack("{s:s,s:i,s:i,s:f}", "type", c->draft_model ? "draft" : c->lookup ? "lookup" : "none", "n_max",
+                             c->draft_max, "n_min", c->draft_min, "p_min", (double)c->draft_p_min);
+    json_t *o =
              json_pack("{s:{s:f,s:i,s:f,s:f,s:f,s:i},s:I,s:i,s:s,s:s,s:s,s:s,s:b}", "default_generation_settings",
                        "temperature", (double)d.temp, "top_k", d.top_k, "top_p", (double)d.top_p, "min_p",
                        (double)d.min_p, "repeat_penalty", (double)d.repeat_penalty, "repeat_last_n", d.penalty_last_n,
                        "n_ctx", (json_int_t)srv_sched_slot_ctx(st->sched), "total_slots", srv_sched_n_slots(st->sched),
                        "model_path", st->cfg.model_path, "model_alias", st->model_id, "chat_template", st->tmpl,
                        "build_info", "minfer", "reasoning_split",
-                       st->tmpl_thinks && !st->cfg.reasoning_inline));
+                       st->tmpl_thinks && !st->cfg.reasoning_inline);
+    if (o) json_object_set_new(o, "speculative", spec);
+    else json_decref(spec);
+    srv_json(r, 200, o);
 }
 
 void srv_h_slots(srv_state *st, const srv_request *q, srv_reply *r) {

@@ -79,7 +79,8 @@ static char *render_chat(srv_state *st, json_t *body, srv_reply *r) {
             json_decref(norm);
             return NULL;
         }
-        json_t *copy = json_copy(m);
+        json_t *copy = json_deep_copy(m);
+        srv_tool_args_to_objects(copy);
         if (c) {
             json_t *t = content_text(c, i, r);
             if (!t) {
@@ -222,10 +223,16 @@ static json_t *timings_json(const srv_job *j) {
     double pms = j->t_first > 0 ? (j->t_first - j->t_start) * 1e3 : 0;
     double gms = j->t_first > 0 ? (j->t_end - j->t_first) * 1e3 : 0;
     int32_t pn = j->n_prompt - j->n_cached, gn = j->n_gen > 1 ? j->n_gen - 1 : 0;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", j->n_cached, "prompt_n", pn, "prompt_ms", pms,
-                     "prompt_per_token_ms", pn ? pms / pn : 0.0, "prompt_per_second", pms > 0 ? pn * 1e3 / pms : 0.0,
-                     "predicted_n", j->n_gen, "predicted_ms", gms, "predicted_per_token_ms", gn ? gms / gn : 0.0,
-                     "predicted_per_second", gms > 0 ? gn * 1e3 / gms : 0.0);
+    json_t *t = json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", j->n_cached, "prompt_n", pn, "prompt_ms", pms,
+                          "prompt_per_token_ms", pn ? pms / pn : 0.0, "prompt_per_second", pms > 0 ? pn * 1e3 / pms : 0.0,
+                          "predicted_n", j->n_gen, "predicted_ms", gms, "predicted_per_token_ms", gn ? gms / gn : 0.0,
+                          "predicted_per_second", gms > 0 ? gn * 1e3 / gms : 0.0);
+    /* llama-server's names for what speculative decoding did */
+    if (t && j->gen.spec != SRV_SPEC_NONE) {
+        json_object_set_new(t, "draft_n", json_integer(j->n_drafted));
+        json_object_set_new(t, "draft_n_accepted", json_integer(j->n_accepted));
+    }
+    return t;
 }
 
 static json_t *piece_json(const srv_state *st, mf_token t, json_t **bytes) {

@@ -32,6 +32,8 @@ typedef struct slot {
     double last_used, t_last;
     int32_t n_gen;
     int64_t admitted;      /* admission order, for fairness */
+    mf_token draft[SRV_MAX_DRAFT]; /* this step's draft after `next` */
+    int32_t spec_k;        /* its length (0: none) */
 } slot;
 
 /* A finished request's sequence kept after its slot moved on: its pages stay
@@ -58,6 +60,8 @@ struct srv_sched {
     int32_t slot_ctx, n_vocab;
     mf_batch batch;
     int *batch_slot;       /* batch entry -> slot of its output, -1 none */
+    mf_drafter *drafter;   /* the draft model's context (--draft-model), or NULL */
+    mf_draft_req *dreq;    /* per slot, for one batched drafting call */
     float *logit_buf;
 
     pthread_mutex_t mu;
@@ -110,6 +114,17 @@ mf_status srv_sched_new(mf_model *model, const srv_config *cfg, srv_sched **out)
     cp.verbose = cfg->verbose;
     if ((st = mf_context_new(model, &cp, &s->ctx))) goto fail;
     if ((int32_t)mf_context_n_ctx(s->ctx) < per) s->slot_ctx = (int32_t)mf_context_n_ctx(s->ctx);
+    if (cfg->draft_model) {
+        /* one draft sequence per slot, the same page budget */
+        mf_context_params dp = cp;
+        dp.n_seq_max = (uint32_t)s->n_slots;
+        dp.n_ctx = (uint32_t)s->n_slots * (((uint32_t)per + page - 1) / page * page) + page;
+        if ((st = mf_drafter_new(cfg->draft_model, model, &dp, &s->drafter))) goto fail;
+        if (!(s->dreq = calloc((size_t)s->n_slots, sizeof *s->dreq))) {
+            st = MF_ERR_NOMEM;
+            goto fail;
+        }
+    }
     st = MF_ERR_NOMEM;
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->info = calloc((size_t)s->n_slots, sizeof *s->info);
@@ -154,6 +169,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->park);
     for (int i = 0; i < s->q_len; i++) srv_job_unref(s->queue[(s->q_head + i) % s->q_cap]);
     mf_batch_free(&s->batch);
+    mf_drafter_free(s->drafter);
+    free(s->dreq);
     mf_context_free(s->ectx);
     mf_context_free(s->ctx);
     mf_grammar_vocab_free(s->gvocab);
@@ -492,8 +509,10 @@ static void record_logprob(srv_sched *s, srv_job *j, const float *logits, mf_tok
 }
 
 /* Samples the slot's next token from its logits and handles what it means:
- * the end of the reply, a stop string, the length limit. */
-static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
+ * the end of the reply, a stop string, the length limit. With a draft token
+ * (>= 0) the draw is speculative decoding's verification (exact: see
+ * mf_sampler_verify). Returns the token, or -1 when the job ended. */
+static mf_token sample_slot(srv_sched *s, slot *sl, const float *logits, mf_token draft) {
     srv_job *j = sl->job;
     const float *l = logits;
     if (j->gen.n_bias) {
@@ -502,16 +521,13 @@ static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
         l = s->logit_buf;
     }
     mf_token tok;
-    if (sl->gs) {
-        if (mf_sampler_sample_grammar(sl->smp, l, sl->gs, &tok)) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "grammar: %s", mf_last_error());
-            slot_release(s, sl, SRV_FIN_ERROR, 500, msg);
-            return;
-        }
-    } else {
-        tok = mf_sampler_sample(sl->smp, l);
+    if (mf_sampler_verify(sl->smp, l, sl->gs, draft, &tok)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "grammar: %s", mf_last_error());
+        slot_release(s, sl, SRV_FIN_ERROR, 500, msg);
+        return -1;
     }
+    if (draft >= 0 && tok == draft) j->n_accepted++; /* before anything below may finish the job */
     mf_sampler_accept(sl->smp, tok);
     double now = srv_now();
     if (sl->n_gen == 0) {
@@ -525,7 +541,7 @@ static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
     sl->t_last = now;
     if (!j->gen.ignore_eos && mf_token_is_eog(s->model, tok)) {
         slot_release(s, sl, SRV_FIN_STOP, 200, NULL);
-        return;
+        return -1;
     }
     if (j->gen.top_logprobs >= 0) record_logprob(s, j, l, tok);
     sl->n_gen++;
@@ -535,19 +551,20 @@ static void sample_slot(srv_sched *s, slot *sl, const float *logits) {
     if (n < 0) n = 0;
     if (!add_pending(sl, piece, (size_t)n)) {
         slot_release(s, sl, SRV_FIN_ERROR, 500, "out of memory");
-        return;
+        return -1;
     }
     if (flush_text(sl, false)) {
         slot_release(s, sl, SRV_FIN_STOP, 200, NULL);
-        return;
+        return -1;
     }
     srv_job_mark(j);
     if ((j->gen.max_tokens >= 0 && sl->n_gen >= j->gen.max_tokens) || sl->n_cache >= s->slot_ctx) {
         slot_release(s, sl, SRV_FIN_LENGTH, 200, NULL);
-        return;
+        return -1;
     }
     sl->next = tok;
     sl->decoding = true;
+    return tok;
 }
 
 /* ---- the loop ------------------------------------------------------------------------- */
@@ -557,15 +574,85 @@ static int by_admission(const void *a, const void *b) {
     return (x->admitted > y->admitted) - (x->admitted < y->admitted);
 }
 
+/* Each decoding slot's draft for this step (spec_k tokens after `next`):
+ * prompt lookup over what the slot holds, or the draft model for all its
+ * slots in one batched call. Drafts fit the slot's context, its max_tokens
+ * and the batch, which every slot's own next token must still fit into. */
+static void draft_slots(srv_sched *s) {
+    int32_t spare = s->batch.cap, n_req = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].decoding) spare--;
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        sl->spec_k = 0;
+        if (!sl->job || !sl->decoding || sl->job->gen.spec == SRV_SPEC_NONE) continue;
+        const srv_gen *g = &sl->job->gen;
+        int32_t room = s->slot_ctx - sl->n_cache - 1;
+        if (g->max_tokens >= 0 && g->max_tokens - sl->n_gen < room) room = g->max_tokens - sl->n_gen;
+        if (room > g->spec_max) room = g->spec_max;
+        if (room > spare) room = spare;
+        if (room <= 0) continue;
+        /* the history the draft continues: the cached ids, then next */
+        sl->cache[sl->n_cache] = sl->next;
+        if (g->spec == SRV_SPEC_LOOKUP) {
+            sl->spec_k = mf_lookup_draft(sl->cache, sl->n_cache + 1, 2, 4, room, sl->draft);
+        } else {
+            s->dreq[n_req++] = (mf_draft_req){.seq = i, .hist = sl->cache, .n_hist = sl->n_cache + 1, .max = room,
+                                              .p_min = g->spec_p_min, .out = sl->draft};
+            sl->spec_k = room; /* reserved until the drafter says */
+        }
+        spare -= sl->spec_k;
+    }
+    if (n_req && mf_drafter_propose_batch(s->drafter, s->dreq, n_req))
+        for (int q = 0; q < n_req; q++) s->dreq[q].n_out = 0; /* drafting is an optimisation: decode plainly */
+    for (int q = 0; q < n_req; q++) s->slots[s->dreq[q].seq].spec_k = s->dreq[q].n_out;
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->spec_k && sl->spec_k < sl->job->gen.spec_min) sl->spec_k = 0;
+        if (sl->spec_k) {
+            sl->job->n_drafted += sl->spec_k;
+            srv_metrics_spec(sl->spec_k, 0);
+        }
+    }
+}
+
+/* Verifies a slot's rows e0 .. e0 + spec_k: each accepted draft is already in
+ * the cache; the first replacement becomes `next`. Then drops the rejected
+ * tail so the sequence holds exactly the ids in sl->cache. */
+static void verify_slot(srv_sched *s, slot *sl, int32_t e0) {
+    const int32_t k = sl->spec_k;
+    sl->spec_k = 0;
+    int32_t acc = 0;
+    for (int32_t r = 0; r <= k; r++) {
+        const float *logits = mf_get_logits_ith(s->ctx, e0 + r);
+        if (!logits) {
+            slot_release(s, sl, SRV_FIN_ERROR, 500, "the engine returned no logits");
+            break;
+        }
+        const mf_token d = r < k ? sl->draft[r] : -1;
+        const mf_token t = sample_slot(s, sl, logits, d);
+        if (t < 0 || t != d) break;
+        sl->cache[sl->n_cache++] = d;
+        acc++;
+    }
+    srv_metrics_spec(0, acc);
+    if (sl->n_cache) mf_kv_seq_rm(s->ctx, sl->id, sl->n_cache, -1);
+}
+
 /* One forward over every decoding slot's token and the prompt chunks that fit. */
 static void step(srv_sched *s) {
     mf_batch *b = &s->batch;
     mf_batch_clear(b);
+    draft_slots(s);
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->job || !sl->decoding) continue;
         s->batch_slot[b->n_tokens] = i;
         mf_batch_add(b, sl->next, sl->n_cache, i, true);
+        for (int32_t d = 0; d < sl->spec_k; d++) {
+            s->batch_slot[b->n_tokens] = -1; /* verified with the slot's first row */
+            mf_batch_add(b, sl->draft[d], sl->n_cache + 1 + d, i, true);
+        }
     }
     slot *pre[256];
     int n_pre = 0;
@@ -591,7 +678,7 @@ static void step(srv_sched *s) {
      * sequences give theirs back, least recently used first */
     uint32_t need = 0;
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].job) need++;
+        if (s->slots[i].job) need += 1 + (uint32_t)s->slots[i].spec_k / mf_kv_page_size() + (s->slots[i].spec_k > 0);
     for (int k = 0; k < n_pre; k++) need += (uint32_t)chunk_of[k] / mf_kv_page_size() + 1;
     while (mf_kv_pages_total(s->ctx) - mf_kv_pages_used(s->ctx) < need && evict_one(s, NULL)) {
     }
@@ -617,12 +704,16 @@ static void step(srv_sched *s) {
     for (int32_t e = 0; e < b->n_tokens; e++) {
         int i = s->batch_slot[e];
         if (i < 0 || !s->slots[i].job) continue;
+        if (s->slots[i].spec_k) {
+            verify_slot(s, &s->slots[i], e);
+            continue;
+        }
         const float *logits = mf_get_logits_ith(s->ctx, e);
         if (!logits) {
             slot_release(s, &s->slots[i], SRV_FIN_ERROR, 500, "the engine returned no logits");
             continue;
         }
-        sample_slot(s, &s->slots[i], logits);
+        sample_slot(s, &s->slots[i], logits, -1);
     }
 }
 

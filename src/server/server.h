@@ -41,11 +41,19 @@ typedef struct srv_config {
     bool reasoning_inline; /* keep <think> text in content */
     bool verbose;
     int shutdown_grace_s;  /* how long running requests may finish on SIGTERM */
+    /* speculative decoding: the default drafter of every request */
+    mf_model *draft_model; /* --draft-model, loaded by the caller; NULL: none */
+    bool lookup;           /* --lookup: prompt-lookup drafts */
+    int draft_max, draft_min;
+    float draft_p_min;
 } srv_config;
 
 /* ---- sampling and stopping of one request --------------------------------- */
 
 #define SRV_MAX_STOP 16
+#define SRV_MAX_DRAFT 64
+
+typedef enum srv_spec { SRV_SPEC_NONE, SRV_SPEC_LOOKUP, SRV_SPEC_DRAFT } srv_spec;
 #define SRV_MAX_BIAS 1024
 
 typedef struct srv_gen {
@@ -60,6 +68,9 @@ typedef struct srv_gen {
     bool ignore_eos;
     char *grammar;         /* GBNF the output must match (malloc'd), or NULL */
     const char *grammar_root; /* its start rule (static), NULL: "root" */
+    srv_spec spec;         /* how the request drafts */
+    int32_t spec_max, spec_min; /* tokens per draft (0: none), drafts shorter than min not tried */
+    float spec_p_min;      /* the draft model stops below this top probability */
 } srv_gen;
 
 void srv_gen_init(srv_gen *g);
@@ -110,6 +121,7 @@ typedef struct srv_job {
     float *embedding; int n_embd;
     int32_t n_gen;         /* tokens generated */
     int32_t n_cached;      /* prompt tokens found in the cache */
+    int32_t n_drafted, n_accepted; /* speculative decoding's draft tokens, and those kept */
     srv_finish finish;     /* != NONE: done */
     char error[256];
     int error_status;      /* HTTP status for an error */
@@ -164,6 +176,7 @@ void srv_metrics_request(int status);
 void srv_metrics_tokens(int64_t prompt, int64_t cached, int64_t generated);
 void srv_metrics_ttft(double seconds);
 void srv_metrics_itl(double seconds);
+void srv_metrics_spec(int64_t drafted, int64_t accepted);
 /* Renders every metric; the caller passes the gauges it reads now. */
 char *srv_metrics_render(int queue_depth, int busy_slots, int n_slots, uint32_t pages_used, uint32_t pages_total,
                          int parked, int64_t evicted);

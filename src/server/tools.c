@@ -7,7 +7,8 @@
  *   mistral  [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] or [TOOL_CALLS]name[ARGS]{...}
  *   llama3   the whole reply is {"name": ..., "parameters": {...}}, maybe after <|python_tag|>
  *   generic  the whole reply is such an object, an array of them, or {"tool_calls": [...]}
- * Calls come out in OpenAI's shape, arguments as a JSON string. */
+ * Calls come out in OpenAI's shape, arguments as a JSON string, ids call_N
+ * (callNNNNN for Mistral, whose templates take only 9 alphanumerics). */
 #include "tools.h"
 
 #include <ctype.h>
@@ -139,6 +140,15 @@ bool srv_tool_parse(srv_tool_fmt f, const char *text, size_t n, json_t **calls_o
         /* no call, or a marker without a readable call (all of it stays text) */
         return first == NULL || f == SRV_TOOLS_LLAMA3 || f == SRV_TOOLS_GENERIC;
     }
+    if (f == SRV_TOOLS_MISTRAL) { /* Mistral's templates refuse any id but 9 letters or digits */
+        size_t i;
+        json_t *c;
+        json_array_foreach(calls, i, c) {
+            char id[16];
+            snprintf(id, sizeof id, "call%05zu", i % 100000);
+            json_object_set_new(c, "id", json_string(id));
+        }
+    }
     while (first > s && isspace((unsigned char)first[-1])) first--;
     *content_len = (size_t)(first - s);
     *calls_out = calls;
@@ -161,4 +171,17 @@ size_t srv_tool_safe(srv_tool_fmt f, const char *text, size_t n) {
     if (b == text + n) return 0;
     if (*b == '{' || *b == '[' || *b == '<') return 0;
     return n;
+}
+
+void srv_tool_args_to_objects(json_t *m) {
+    json_t *calls = json_object_get(m, "tool_calls"), *c;
+    size_t i;
+    json_array_foreach(calls, i, c) {
+        json_t *fn = json_object_get(c, "function");
+        json_t *a = json_object_get(fn, "arguments");
+        if (!json_is_string(a)) continue;
+        json_t *o = json_loads(json_string_value(a), 0, NULL);
+        if (json_is_object(o)) json_object_set_new(fn, "arguments", o);
+        else json_decref(o);
+    }
 }

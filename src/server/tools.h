@@ -24,6 +24,13 @@ const char *srv_tool_format_name(srv_tool_fmt f);
  * readably (the caller then keeps it all as content). */
 bool srv_tool_parse(srv_tool_fmt f, const char *text, size_t n, json_t **calls, size_t *content_len);
 
+/* In an assistant message sent back (m, a copy the caller owns): each
+ * tool_calls[].function.arguments that is a JSON string holding an object
+ * becomes that object. OpenAI clients send arguments as a string, but the
+ * real templates (Qwen, Hermes, Llama 3, Mistral) write them with `tojson`
+ * and expect the object, which would otherwise reach the model quoted. */
+void srv_tool_args_to_objects(json_t *m);
+
 /* While streaming: how many leading bytes are content whatever follows. */
 size_t srv_tool_safe(srv_tool_fmt f, const char *text, size_t n);
 

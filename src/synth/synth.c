@@ -280,6 +280,7 @@ mf_status mf_synth(const mf_synth_params *params, const char *out, mf_synth_resu
     } else if ((s = synth_vocab_generate(w, (int32_t)p->n_vocab))) {
         goto done;
     }
+    if (prm->chat_template && (s = gguf_writer_set_str(w, "tokenizer.chat_template", prm->chat_template))) goto done;
     if ((s = gguf_writer_set_u32(w, "general.quantization_version", QUANT_VERSION))) goto done;
     for (int64_t i = 0; i < n && !s; i++)
         s = gguf_writer_add_tensor_fn(w, ts[i].name, ch[i].type, ts[i].n_dims, ts[i].ne, write_tensor, &r);

@@ -86,6 +86,12 @@ static void test_api(void) {
     p.add_generation_prompt = false;
     CHECK(mf_chat_render(chatml, conv, &p, &out, NULL) == MF_OK && !strcmp(out, "<|im_start|>user\nhi<|im_end|>\n"), "no generation prompt");
     free(out);
+    /* the end-of-turn marker, by probing the template */
+    char end[64];
+    CHECK(mf_chat_turn_end(chatml, NULL, end, sizeof end) == 10 && !strcmp(end, "<|im_end|>"), "ChatML turn end: '%s'", end);
+    CHECK(mf_chat_turn_end("{% for m in messages %}{{ m.content }}{% endfor %}", NULL, end, sizeof end) == 0 && !end[0],
+          "a template without a marker: '%s'", end);
+    CHECK(mf_chat_turn_end(chatml, NULL, end, 8) == 0, "a marker longer than the buffer is no marker");
     /* variables bound by the caller; kwargs override */
     p = mf_chat_default_params();
     p.bos_token = "B";

@@ -265,6 +265,40 @@ static float *batch_plan(const char *path, const char *backend, int *n_vocab) {
     return out;
 }
 
+/* Speculative decoding's step shapes on one sequence: one-row steps (the
+ * decode graph) between verification steps of 2..9 rows that all want
+ * logits (they grow the engine's output buffer, which moves it) and the
+ * rollback of their rejected tails. The last row of every step is kept. */
+enum { S_STEPS = 16 };
+static float *spec_steps(const char *path, const char *backend, int *n_vocab) {
+    mf_model *m = NULL;
+    mf_context *c = open_ctx(path, backend, 1, &m);
+    if (!c) return NULL;
+    const int V = mf_model_n_vocab(m);
+    *n_vocab = V;
+    float *out = calloc((size_t)S_STEPS * V, sizeof(float));
+    mf_batch b;
+    mf_batch_init(&b, 16);
+    int pos = 0;
+    bool ok = out != NULL;
+    for (int st = 0; ok && st < S_STEPS; st++) {
+        const int rows = st % 3 == 2 ? 2 + st / 2 : 1, keep = rows > 1 ? rows / 2 : 1;
+        mf_batch_clear(&b);
+        for (int i = 0; i < rows; i++) mf_batch_add(&b, (mf_token)(1 + (st * 31 + i * 7) % (V - 1)), pos + i, 0, rows > 1 || i == rows - 1);
+        ok = mf_decode_batch(c, &b) == MF_OK && mf_get_logits_ith(c, rows - 1);
+        if (ok) memcpy(out + (size_t)st * V, mf_get_logits_ith(c, rows - 1), sizeof(float) * V);
+        /* keep a prefix of the rows, as a verification does */
+        ok = ok && mf_kv_seq_rm(c, 0, pos + keep, -1) == MF_OK;
+        pos += keep;
+    }
+    CHECK(ok, "speculative step shapes on %s: %s", backend, mf_last_error());
+    mf_batch_free(&b);
+    mf_context_free(c);
+    mf_model_free(m);
+    if (!ok) free(out), out = NULL;
+    return out;
+}
+
 int main(void) {
     const char *stories = "../shared/models/stories260K.gguf";
     {
@@ -370,6 +404,19 @@ int main(void) {
             const double tol = i == 0 ? TOL_F32 : TOL_Q;
             fprintf(stderr, "test_cuda: batch %-40s max|d|/max|cpu| = %.2e (tolerance %.0e)\n", bfiles[i], e, tol);
             CHECK(e <= tol, "%s: many-sequence logits differ by %.3e (tolerance %.0e)", bfiles[i], e, tol);
+        }
+        free(a);
+        free(b);
+    }
+    /* 5. speculative decoding's steps: graphs replayed between wider steps */
+    {
+        int va = 0, vb = 0;
+        const char *f = "../shared/models/stories260K.gguf";
+        float *a = spec_steps(f, "cpu", &va), *b = spec_steps(f, "cuda", &vb);
+        if (a && b) {
+            const double e = rel_err(a, b, (size_t)S_STEPS * va);
+            fprintf(stderr, "test_cuda: speculative step shapes max|d|/max|cpu| = %.2e (tolerance %.0e)\n", e, TOL_F32);
+            CHECK(e <= TOL_F32, "speculative step shapes: logits differ by %.3e (tolerance %.0e)", e, TOL_F32);
         }
         free(a);
         free(b);

@@ -1,14 +1,15 @@
 /* bench_grammar.c - the grammar stage's time per token (mask + accept) on a
  * large vocabulary under the built-in JSON grammar and a nested schema.
  *
- *   build/tests/bench_grammar [VOCAB.gguf] [TOKENS]
+ *   build/tests/bench_grammar [VOCAB.gguf] [TOKENS] [first]
  *
  * Loads the vocabulary only (vocab_only), builds the trie, then runs TOKENS
  * steps (default 2000) of: random logits -> mf_grammar_apply -> draw the
  * best allowed token -> mf_grammar_accept, restarting the grammar whenever
  * it completes. Reports the median, p90, p99 and mean per token, and how
  * many masks came from the state's cache; then the cost of a first visit
- * (a fresh state, nothing cached: the trie walk) at a few JSON positions. */
+ * (a fresh state, nothing cached: the trie walk) at a few JSON positions;
+ * with `first`, only those, 20 times each. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include "minfer.h"
+#include "grammar/trie.h"
 
 static double now_us(void) {
     struct timespec ts;
@@ -82,26 +84,27 @@ static int run(const char *name, const char *gbnf, const mf_model *m, const mf_g
     return 0;
 }
 
-/* The uncached mask at a few positions of the JSON grammar (best of 3 fresh states). */
-static void first_visits(const mf_model *m, const mf_grammar_vocab *v) {
-    const char *j = mf_grammar_json();
-    const char *pre[] = {"", "{", "{\"key\": ", "{\"key\": \"some text", "[1, 2", "[tr"};
+/* The uncached mask at a few positions of a grammar (best of `reps` fresh states). */
+static void first_visits(const mf_model *m, const mf_grammar_vocab *v, int reps, const char *name, const char *j,
+                         const char *const *pre) {
     mf_grammar *g = NULL;
     if (mf_grammar_parse(j, strlen(j), NULL, &g)) return;
     float *l = malloc(sizeof *l * (size_t)mf_model_n_vocab(m));
-    printf("first visit (trie walk, nothing cached):");
-    for (size_t k = 0; k < sizeof pre / sizeof *pre; k++) {
+    printf("first visit, %s (trie walk, nothing cached):", name);
+    for (size_t k = 0; pre[k]; k++) {
         double best = 1e30;
-        for (int r = 0; r < 3; r++) {
+        unsigned long long nodes = 0;
+        for (int r = 0; r < reps; r++) {
             mf_grammar_state *s = NULL;
             if (mf_grammar_state_new(g, v, &s) || mf_grammar_accept_text(s, pre[k], strlen(pre[k]))) break;
             double t0 = now_us();
             mf_grammar_apply(s, l);
             double dt = now_us() - t0;
             if (dt < best) best = dt;
+            nodes = (unsigned long long)mf_grammar_state_stats(s).trie_nodes;
             mf_grammar_state_free(s);
         }
-        printf("%s '%s' %.0f us", k ? "," : "", pre[k], best);
+        printf("%s '%s' %.0f us (%llu nodes)", k ? "," : "", pre[k], best, nodes);
     }
     printf("\n");
     free(l);
@@ -119,9 +122,17 @@ int main(int argc, char **argv) {
     if (mf_model_load(path, &mp, &m)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); return 1; }
     double t0 = now_us();
     if (mf_grammar_vocab_new(m, &v)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); return 1; }
-    printf("vocabulary %s: %d tokens, trie built in %.1f ms\n", path, mf_model_n_vocab(m), (now_us() - t0) / 1e3);
-    int rc = run("json", mf_grammar_json(), m, v, steps);
-    first_visits(m, v);
+    printf("vocabulary %s: %d tokens, trie built in %.1f ms: %u nodes, %u subtrees for the shortcut (trie and tables %.1f MiB)\n", path,
+           mf_model_n_vocab(m), (now_us() - t0) / 1e3, v->n_nodes, v->n_sub,
+           ((double)v->n_nodes * (sizeof *v->node + sizeof *v->big) + (double)v->n_sub * sizeof *v->sub +
+            (double)v->n_vocab * (sizeof *v->dfs_tok + 4 * 3)) / (1024.0 * 1024.0));
+    static const char *const json_pre[] = {"", "{", "{\"key\": ", "{\"key\": \"some text", "[1, 2", "[tr", NULL};
+    /* in the schema: a bounded string (maxLength 40) at its start and midway, an unbounded one */
+    static const char *const schema_pre[] = {
+        "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"",
+        "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"twenty characters in",
+        "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"a\", \"age\": 3}, \"items\": [{\"sku\": \"x",
+        NULL};
     char *gbnf = NULL;
     const char *schema =
         "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"format\":\"uuid\"},"
@@ -131,8 +142,17 @@ int main(int argc, char **argv) {
         "{\"sku\":{\"type\":\"string\"},\"qty\":{\"type\":\"integer\"},\"price\":{\"type\":\"number\"}},"
         "\"required\":[\"sku\",\"qty\",\"price\"]},\"maxItems\":8},\"when\":{\"type\":\"string\",\"format\":\"date-time\"}},"
         "\"required\":[\"id\",\"user\",\"items\",\"when\"]}";
-    if (!rc && mf_json_schema_to_grammar(schema, &gbnf)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); rc = 1; }
-    if (!rc) rc = run("schema", gbnf, m, v, steps);
+    int rc = 0;
+    if (mf_json_schema_to_grammar(schema, &gbnf)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); rc = 1; }
+    if (!rc && argc > 3 && !strcmp(argv[3], "first")) { /* only the first visits, 20 times each (for profiling) */
+        first_visits(m, v, 20, "json", mf_grammar_json(), json_pre);
+        first_visits(m, v, 20, "schema", gbnf, schema_pre);
+    } else if (!rc) {
+        rc = run("json", mf_grammar_json(), m, v, steps);
+        first_visits(m, v, 3, "json", mf_grammar_json(), json_pre);
+        if (!rc) rc = run("schema", gbnf, m, v, steps);
+        first_visits(m, v, 3, "schema", gbnf, schema_pre);
+    }
     free(gbnf);
     mf_grammar_vocab_free(v);
     mf_model_free(m);

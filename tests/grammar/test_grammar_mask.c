@@ -71,6 +71,21 @@ int main(void) {
         CHECK(0, "%s", mf_last_error());
     } else {
         check_positions(m, v, mf_grammar_json(), (const char *const[]){"", "{\"k\": \"v", "[1, \"\xe4", "[nu", NULL});
+        /* inside a string after leads whose next byte is restricted */
+        check_positions(m, v, mf_grammar_json(), (const char *const[]){"\"\xe0", "\"\xed", "\"\xf0", "\"\xf4", "\"\xf0\x90", NULL});
+        /* loops the subtree shortcut must not take whole: a hole in the CJK
+         * block (also from inside a character), ASCII that leaves the loop,
+         * a loop that takes no multibyte character at all */
+        check_positions(m, v, "root ::= [^\\u4e00-\\u4e0f\\n]* \"!\"",
+                        (const char *const[]){"", "ab", "\xe4", "\xe4\xb8", "x\xe4\xb8", NULL});
+        check_positions(m, v, "root ::= ( [a-z \\u00e0-\\uffff] | \"Q\" [0-9] )* \".\"", (const char *const[]){"", "q", "Q", NULL});
+        check_positions(m, v, "root ::= [ -~]* \"\\n\"", (const char *const[]){"", "abc", NULL});
+        /* bounded repeats, where each character leads to the next state
+         * (the shortcut's chains): at the start, near the end, midway
+         * through a character, at the last place */
+        check_positions(m, v, "root ::= \"\\\"\" c{0,6} \"\\\"\"\nc ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\nt]",
+                        (const char *const[]){"\"", "\"abc", "\"abcd\xe4\xb8", "\"abcde", "\"abcdef", NULL});
+        check_positions(m, v, "root ::= [a-z]{2,4} \".\"", (const char *const[]){"", "ab", "abcd", NULL});
     }
     mf_grammar_vocab_free(v);
     mf_model_free(m);

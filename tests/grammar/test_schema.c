@@ -55,6 +55,149 @@ static void refused(const char *schema, const char *want) {
     free(gbnf);
 }
 
+/* prefixItems, pattern, integer bounds, allOf */
+static void new_keywords(void) {
+    schema_case("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"items\":false}",
+                (doc_case[]){{"[]", true}, {"[\"a\"]", true}, {"[\"a\", 1]", true}, {"[\"a\",1,2]", false},
+                             {"[1]", false}, {"[\"a\",\"b\"]", false}, {NULL, false}});
+    schema_case("{\"type\":\"array\",\"prefixItems\":[{\"const\":\"x\"}],\"items\":{\"type\":\"boolean\"},"
+                "\"minItems\":2,\"maxItems\":3}",
+                (doc_case[]){{"[\"x\",true]", true}, {"[\"x\",true,false]", true}, {"[\"x\"]", false},
+                             {"[\"x\",true,false,true]", false}, {"[\"y\",true]", false}, {"[\"x\",1]", false},
+                             {NULL, false}});
+    schema_case("{\"prefixItems\":[{\"type\":\"null\"}]}",
+                (doc_case[]){{"[]", true}, {"[null]", true}, {"[null,1,\"a\"]", true}, {"[1]", false}, {NULL, false}});
+    schema_case("{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-[0-9]{3,4}$\"}",
+                (doc_case[]){{"\"AB-123\"", true}, {"\"AB-1234\"", true}, {"\"ab-123\"", false}, {"\"AB-12\"", false},
+                             {"\"xAB-123\"", false}, {"\"AB-12345\"", false}, {NULL, false}});
+    schema_case("{\"type\":\"string\",\"pattern\":\"ab+c\"}",
+                (doc_case[]){{"\"abc\"", true}, {"\"xx abbbc yy\"", true}, {"\"ac\"", false}, {"\"\"", false},
+                             {NULL, false}});
+    schema_case("{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$|^\\\\d+$\"}",
+                (doc_case[]){{"\"cat\"", true}, {"\"dogs\"", true}, {"\"123\"", true}, {"\"cats1\"", false},
+                             {"\"\"", false}, {"\"bird\"", false}, {NULL, false}});
+    /* the regex a\.b"c\\.  : a quote and a backslash inside the string */
+    schema_case("{\"type\":\"string\",\"pattern\":\"^a\\\\.b\\\"c\\\\\\\\.$\"}",
+                (doc_case[]){{"\"a.b\\\"c\\\\x\"", true}, {"\"aXb\\\"c\\\\x\"", false}, {"\"a.b\\\"cx\"", false},
+                             {NULL, false}});
+    schema_case("{\"type\":\"string\",\"pattern\":\"^[^,]*$\"}",
+                (doc_case[]){{"\"a b\"", true}, {"\"\"", true}, {"\"tab\\t \\\"q\\\" \\u0001 \u00e9\"", true},
+                             {"\"a,b\"", false}, {NULL, false}});
+    schema_case("{\"type\":\"string\",\"pattern\":\"^(?:[a-f0-9]{2}:){2}[a-f0-9]{2}$\"}",
+                (doc_case[]){{"\"0a:1b:ff\"", true}, {"\"0a:1b\"", false}, {"\"0A:1b:ff\"", false}, {NULL, false}});
+    schema_case("{\"type\":\"integer\",\"minimum\":-15,\"exclusiveMaximum\":120}",
+                (doc_case[]){{"-15", true}, {"-9", true}, {"0", true}, {"7", true}, {"119", true}, {"100", true},
+                             {"-16", false}, {"120", false}, {"1000", false}, {"-100", false}, {"3.5", false},
+                             {NULL, false}});
+    schema_case("{\"type\":\"integer\",\"exclusiveMinimum\":99}",
+                (doc_case[]){{"100", true}, {"12345", true}, {"99", false}, {"5", false}, {"-1", false}, {"0", false},
+                             {NULL, false}});
+    schema_case("{\"type\":[\"integer\",\"null\"],\"maximum\":-3}",
+                (doc_case[]){{"-3", true}, {"-40", true}, {"-1000", true}, {"null", true}, {"-2", false}, {"0", false},
+                             {"5", false}, {NULL, false}});
+    schema_case("{\"allOf\":[{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},"
+                "{\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"]}]}",
+                (doc_case[]){{"{\"id\":1,\"name\":\"a\"}", true}, {"{\"id\":1}", false}, {"{\"name\":\"a\"}", false},
+                             {"{\"id\":\"1\",\"name\":\"a\"}", false}, {NULL, false}});
+    schema_case("{\"$defs\":{\"base\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+                "\"tag\":{\"enum\":[\"a\",\"b\"]}},\"required\":[\"id\"],\"additionalProperties\":false}},"
+                "\"allOf\":[{\"$ref\":\"#/$defs/base\"},{\"properties\":{\"tag\":{\"enum\":[\"a\",\"b\"]},"
+                "\"extra\":{\"type\":\"null\"}},\"required\":[\"tag\"]}]}",
+                (doc_case[]){{"{\"id\":1,\"tag\":\"a\"}", true}, {"{\"id\":1}", false},
+                             {"{\"id\":1,\"tag\":\"a\",\"extra\":null}", false}, {NULL, false}});
+}
+
+/* Integer bounds against brute force: every n near the bounds (and a few far
+ * off) is accepted exactly when it lies within them. */
+static void int_ranges(void) {
+    static const struct { bool has_lo; long long lo; bool has_hi; long long hi; } R[] = {
+        {true, 0, true, 0}, {true, 0, true, 9}, {true, 1, true, 1}, {true, 7, true, 213}, {true, 123, true, 4567},
+        {true, -987, true, -45}, {true, -3, true, 1005}, {true, 100, true, 999}, {true, 99, true, 1000},
+        {true, 20, false, 0}, {true, -20, false, 0}, {false, 0, true, 77}, {false, 0, true, -77},
+        {true, 1000, true, 99999}, {true, 999999999999, true, 1000000000001},
+    };
+    for (size_t r = 0; r < sizeof R / sizeof *R; r++) {
+        char schema[200];
+        int k = snprintf(schema, sizeof schema, "{\"type\":\"integer\"");
+        if (R[r].has_lo) k += snprintf(schema + k, sizeof schema - (size_t)k, ",\"minimum\":%lld", R[r].lo);
+        if (R[r].has_hi) k += snprintf(schema + k, sizeof schema - (size_t)k, ",\"maximum\":%lld", R[r].hi);
+        snprintf(schema + k, sizeof schema - (size_t)k, "}");
+        char *gbnf = NULL;
+        mf_grammar *g = NULL;
+        mf_grammar_state *st = NULL;
+        if (mf_json_schema_to_grammar(schema, &gbnf) || mf_grammar_parse(gbnf, strlen(gbnf), NULL, &g) ||
+            mf_grammar_state_new(g, NULL, &st)) {
+            CHECK(false, "%s: %s", schema, mf_last_error());
+            free(gbnf);
+            mf_grammar_free(g);
+            continue;
+        }
+        long long a = R[r].has_lo ? R[r].lo : (R[r].has_hi ? R[r].hi : 0) - 3000;
+        long long z = R[r].has_hi ? R[r].hi : a + 3000;
+        long long probes[4] = {-1000000000000000LL + 1, 1000000000000000LL - 1, 0, -1};
+        int bad = 0;
+        for (long long n = a - 1100; n <= z + 1100 + 4 && bad < 5; n++) {
+            long long x = n <= z + 1100 ? n : probes[n - z - 1101];
+            char t[32];
+            snprintf(t, sizeof t, "%lld", x);
+            bool want = (!R[r].has_lo || x >= R[r].lo) && (!R[r].has_hi || x <= R[r].hi);
+            mf_grammar_state_reset(st);
+            bool got = !mf_grammar_accept_text(st, t, strlen(t)) && mf_grammar_done(st);
+            if (got != want) bad++;
+            CHECK(got == want, "%s: %s %s\n%s", schema, t, got ? "accepted" : "rejected", gbnf);
+        }
+        mf_grammar_state_free(st);
+        mf_grammar_free(g);
+        free(gbnf);
+    }
+}
+
+/* Number bounds against brute force: quarters, tenths and whole numbers from
+ * below the lower bound to above the upper one, with and without ".0". */
+static void num_ranges(void) {
+    static const char *const S[] = {
+        "\"minimum\":-2,\"exclusiveMaximum\":3", "\"exclusiveMinimum\":0,\"maximum\":1", "\"minimum\":0",
+        "\"exclusiveMinimum\":-5", "\"maximum\":-1", "\"exclusiveMaximum\":0", "\"minimum\":7,\"maximum\":7",
+        "\"exclusiveMinimum\":-10,\"exclusiveMaximum\":-8", "\"minimum\":-3,\"maximum\":120,\"exclusiveMaximum\":100",
+        "\"exclusiveMinimum\":9,\"maximum\":10",
+    };
+    for (size_t r = 0; r < sizeof S / sizeof *S; r++) {
+        char schema[200];
+        snprintf(schema, sizeof schema, "{\"type\":\"number\",%s}", S[r]);
+        char *gbnf = NULL;
+        mf_grammar *g = NULL;
+        mf_grammar_state *st = NULL;
+        json_t *sch = json_loads(schema, 0, NULL);
+        if (mf_json_schema_to_grammar(schema, &gbnf) || mf_grammar_parse(gbnf, strlen(gbnf), NULL, &g) ||
+            mf_grammar_state_new(g, NULL, &st)) {
+            CHECK(false, "%s: %s", schema, mf_last_error());
+        } else {
+            int bad = 0;
+            for (int q = -60 * 20; q <= 130 * 20 && bad < 5; q++) {
+                char t[4][32];
+                int nt = 0;
+                if (q % 20 == 0) { snprintf(t[nt++], 32, "%d", q / 20); snprintf(t[nt++], 32, "%d.0", q / 20); }
+                if (q % 5 == 0) snprintf(t[nt++], 32, "%.2f", q / 20.0);
+                if (q % 2 == 0) snprintf(t[nt++], 32, "%.1f", q / 20.0);
+                for (int i = 0; i < nt; i++) {
+                    if (!strcmp(t[i], "-0") || !strncmp(t[i], "-0.0", 4)) continue; /* "-0" is never produced */
+                    json_t *doc = json_loads(t[i], JSON_DECODE_ANY, NULL);
+                    bool want = schema_valid(doc, sch, sch);
+                    json_decref(doc);
+                    mf_grammar_state_reset(st);
+                    bool got = !mf_grammar_accept_text(st, t[i], strlen(t[i])) && mf_grammar_done(st);
+                    bad += got != want;
+                    CHECK(got == want, "%s: %s %s\n%s", schema, t[i], got ? "accepted" : "rejected", gbnf);
+                }
+            }
+        }
+        json_decref(sch);
+        mf_grammar_state_free(st);
+        mf_grammar_free(g);
+        free(gbnf);
+    }
+}
+
 int main(void) {
     schema_case("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10},"
                 "\"age\":{\"type\":\"integer\"},\"email\":{\"type\":\"string\"}},\"required\":[\"name\",\"age\"],"
@@ -83,6 +226,14 @@ int main(void) {
                 "\"id\":{\"type\":\"string\",\"format\":\"uuid\"}},\"required\":[\"d\",\"t\",\"dt\",\"id\"]}",
                 (doc_case[]){{"{\"d\":\"2024-02-29\",\"t\":\"12:30:00Z\",\"dt\":\"2024-01-01T00:00:00.5+02:00\","
                               "\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}", true},
+                             {"{\"d\":\"2000-02-29\",\"t\":\"23:59:59.123456-11:30\",\"dt\":\"1999-12-31T23:59:59Z\","
+                              "\"id\":\"00000000-0000-0000-0000-00000000000A\"}", true},
+                             {"{\"d\":\"2023-02-29\",\"t\":\"12:30:00Z\",\"dt\":\"2024-01-01T00:00:00Z\","
+                              "\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}", false},
+                             {"{\"d\":\"1900-02-29\",\"t\":\"12:30:00Z\",\"dt\":\"2024-01-01T00:00:00Z\","
+                              "\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}", false},
+                             {"{\"d\":\"2024-04-31\",\"t\":\"12:30:00Z\",\"dt\":\"2024-01-01T00:00:00Z\","
+                              "\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}", false},
                              {"{\"d\":\"2024-13-01\",\"t\":\"12:30:00Z\",\"dt\":\"2024-01-01T00:00:00Z\","
                               "\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}", false},
                              {"{\"d\":\"2024-12-01\",\"t\":\"24:00:00Z\",\"dt\":\"2024-01-01T00:00:00Z\","
@@ -117,9 +268,35 @@ int main(void) {
                 (doc_case[]){{"1", true}, {"2", true}, {"\"a\"", false}, {NULL, false}});
     schema_case("{}", (doc_case[]){{"[1,{\"a\":null}]", true}, {"[1,]", false}, {NULL, false}});
 
-    refused("{\"type\":\"string\",\"pattern\":\"^a\"}", "keyword 'pattern' is not supported");
-    refused("{\"type\":\"number\",\"minimum\":0}", "keyword 'minimum' is not supported");
-    refused("{\"allOf\":[{\"type\":\"string\"}]}", "keyword 'allOf' is not supported");
+    new_keywords();
+    int_ranges();
+    num_ranges();
+    refused("{\"type\":\"string\",\"pattern\":\"^(?=a)\"}", "pattern: the lookahead (?= is not supported");
+    refused("{\"type\":\"string\",\"pattern\":\"(?<!a)b\"}", "the negative lookbehind (?<!");
+    refused("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "a backreference");
+    refused("{\"type\":\"string\",\"pattern\":\"\\\\bword\"}", "the word boundary \\b");
+    refused("{\"type\":\"string\",\"pattern\":\"\\\\p{L}\"}", "the Unicode property escape");
+    refused("{\"type\":\"string\",\"pattern\":\"a^b\"}", "the anchor ^ inside the pattern");
+    refused("{\"type\":\"string\",\"pattern\":\"(a$)\"}", "the anchor $ inside the pattern");
+    refused("{\"type\":\"string\",\"pattern\":\"(?i)a\"}", "the group modifier (?");
+    refused("{\"type\":\"string\",\"pattern\":\"a{2,1}\"}", "n below m");
+    refused("{\"type\":\"string\",\"pattern\":\"(ab\"}", "an unterminated group");
+    refused("{\"type\":\"string\",\"pattern\":\"*a\"}", "nothing to repeat");
+    refused("{\"type\":\"string\",\"pattern\":\"^(a|b?)+$\"}", "a repeated group that can match the empty string");
+    refused("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern with format, minLength or maxLength");
+    refused("{\"type\":\"number\",\"minimum\":0.5}", "minimum that is not a whole number is not supported on type number");
+    refused("{\"type\":\"number\",\"minimum\":2,\"exclusiveMaximum\":2}", "no number lies within the bounds");
+    refused("{\"minimum\":0}", "minimum/maximum without type integer");
+    refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies within the bounds");
+    refused("{\"type\":\"integer\",\"maximum\":1e300}", "maximum beyond +-10^15");
+    refused("{\"type\":\"integer\",\"multipleOf\":3}", "keyword 'multipleOf' is not supported");
+    refused("{\"allOf\":[{\"type\":\"string\"}]}", "allOf is supported only for object schemas (type object) (at /allOf/0)");
+    refused("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}",
+            "property 'a' has different schemas in two entries");
+    refused("{\"allOf\":[{\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"additionalProperties\":false}]}",
+            "'a' is required but an entry's additionalProperties false forbids it");
+    refused("{\"allOf\":[{\"minProperties\":1}]}", "'minProperties' in an allOf entry is not supported");
+    refused("{\"type\":\"array\",\"prefixItems\":[{}],\"items\":false,\"minItems\":2}", "minItems above the prefixItems count");
     refused("{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", "keyword 'not' is not supported (at /properties/a)");
     refused("{\"type\":\"string\",\"format\":\"email\"}", "format 'email' is not supported");
     refused("{\"type\":\"array\",\"items\":[{}]}", "items as a list");

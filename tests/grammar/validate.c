@@ -3,6 +3,7 @@
 #include "validate.h"
 
 #include <ctype.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,10 @@ static bool digits(const char *s, int n) {
 
 static bool is_date(const char *s) {
     if (strlen(s) < 10 || !digits(s, 4) || s[4] != '-' || !digits(s + 5, 2) || s[7] != '-' || !digits(s + 8, 2)) return false;
-    int m = atoi(s + 5), d = atoi(s + 8);
-    return m >= 1 && m <= 12 && d >= 1 && d <= 31;
+    int y = atoi(s), m = atoi(s + 5), d = atoi(s + 8);
+    static const int days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m >= 1 && m <= 12 && d >= 1 && d <= days[m - 1] && (m != 2 || d < 29 || leap);
 }
 
 static bool is_time(const char *s) {
@@ -44,6 +47,29 @@ static bool is_uuid(const char *s) {
         if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i])) return false;
     }
     return true;
+}
+
+/* pattern, by POSIX extended regexes (search semantics, as JSON Schema's);
+ * \d \w \s outside classes are spelled out first and (?: becomes (; the
+ * rest of the test patterns is ERE already. */
+static bool pattern_ok(const char *re, const char *x) {
+    char ere[1024];
+    size_t k = 0;
+    for (const char *p = re; *p && k < sizeof ere - 16; p++) {
+        const char *rep = NULL;
+        if (p[0] == '\\' && p[1] == 'd') rep = "[0-9]";
+        else if (p[0] == '\\' && p[1] == 'w') rep = "[A-Za-z0-9_]";
+        else if (p[0] == '\\' && p[1] == 's') rep = "[[:space:]]";
+        else if (p[0] == '(' && p[1] == '?' && p[2] == ':') { ere[k++] = '('; p += 2; continue; }
+        if (rep) { memcpy(ere + k, rep, strlen(rep)); k += strlen(rep); p++; }
+        else ere[k++] = *p;
+    }
+    ere[k] = 0;
+    regex_t rx;
+    if (regcomp(&rx, ere, REG_EXTENDED | REG_NOSUB)) return false;
+    bool ok = !regexec(&rx, x, 0, NULL, 0);
+    regfree(&rx);
+    return ok;
 }
 
 static bool type_is(json_t *doc, const char *t) {
@@ -90,6 +116,16 @@ bool schema_valid(json_t *doc, json_t *s, json_t *root) {
         for (size_t i = 0; i < json_array_size(v); i++) ok |= schema_valid(doc, json_array_get(v, i), root);
         if (!ok) return false;
     }
+    if ((v = json_object_get(s, "allOf")))
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (!schema_valid(doc, json_array_get(v, i), root)) return false;
+    if (json_is_number(doc)) {
+        double x = json_number_value(doc);
+        if ((v = json_object_get(s, "minimum")) && x < json_number_value(v)) return false;
+        if ((v = json_object_get(s, "maximum")) && x > json_number_value(v)) return false;
+        if ((v = json_object_get(s, "exclusiveMinimum")) && x <= json_number_value(v)) return false;
+        if ((v = json_object_get(s, "exclusiveMaximum")) && x >= json_number_value(v)) return false;
+    }
     if ((v = json_object_get(s, "oneOf"))) {
         int n = 0;
         for (size_t i = 0; i < json_array_size(v); i++) n += schema_valid(doc, json_array_get(v, i), root);
@@ -99,6 +135,7 @@ bool schema_valid(json_t *doc, json_t *s, json_t *root) {
         size_t n = utf8_len(json_string_value(doc));
         if ((v = json_object_get(s, "minLength")) && n < (size_t)json_integer_value(v)) return false;
         if ((v = json_object_get(s, "maxLength")) && n > (size_t)json_integer_value(v)) return false;
+        if ((v = json_object_get(s, "pattern")) && !pattern_ok(json_string_value(v), json_string_value(doc))) return false;
         if ((v = json_object_get(s, "format"))) {
             const char *f = json_string_value(v), *x = json_string_value(doc);
             if (!strcmp(f, "date") && !is_date(x)) return false;
@@ -111,8 +148,12 @@ bool schema_valid(json_t *doc, json_t *s, json_t *root) {
         size_t n = json_array_size(doc);
         if ((v = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(v)) return false;
         if ((v = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(v)) return false;
+        json_t *pre = json_object_get(s, "prefixItems");
+        size_t k = json_array_size(pre);
+        for (size_t i = 0; i < n && i < k; i++)
+            if (!schema_valid(json_array_get(doc, i), json_array_get(pre, i), root)) return false;
         if ((v = json_object_get(s, "items")))
-            for (size_t i = 0; i < n; i++)
+            for (size_t i = k; i < n; i++)
                 if (!schema_valid(json_array_get(doc, i), v, root)) return false;
     }
     if (json_is_object(doc)) {

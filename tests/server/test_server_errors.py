@@ -64,8 +64,39 @@ def cli():
     check("warning: listening on 0.0.0.0 without --api-key" in err_text, "no warning for 0.0.0.0: %r" % err_text)
 
 
+def loading():
+    """While the model loads the server already listens: /health and the API
+    answer 503 "Loading model" with Retry-After, then /health turns 200."""
+    import re, signal
+    env = dict(os.environ, MINFER_SERVE_LOAD_DELAY_MS="1500")
+    p = subprocess.Popen([MINFER, "serve", "-m", MODEL, "--port", "0", "-t", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        m = re.search(r"listening on http://([^:]+):(\d+)", p.stdout.readline())
+        check(m is not None, "server did not start")
+        base = "http://%s:%s" % (m.group(1), m.group(2))
+        want = err("Loading model", typ="unavailable_error")
+        for path, extra in (("/health", []), ("/v1/completions", ["-d", '{"prompt":"x"}'])):
+            out = subprocess.run(["curl", "-s", "-D", "-", base + path] + extra, capture_output=True, check=True).stdout
+            head, _, body = out.partition(b"\r\n\r\n")
+            check(head.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in head, "%s while loading: %r" % (path, head))
+            check(json.loads(body) == want, "%s while loading: %s" % (path, body))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            out = subprocess.run(["curl", "-s", base + "/health"], capture_output=True).stdout
+            if out == b'{"status":"ok"}' or out == b'{"status": "ok"}':
+                break
+            time.sleep(0.1)
+        check(json.loads(out) == {"status": "ok"}, "health after loading: %r" % out)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=30)
+    check(rc == 0, "server exit %d after the loading test" % rc)
+
+
 def main():
     cli()
+    loading()
     env = dict(os.environ, MINFER_SERVE_STEP_DELAY_MS="20")
     s = Server(MINFER, MODEL, "--api-key", KEY, "-np", "1", "-c", "128", "--max-queue", "1", "--max-body", "4096",
                env=env)

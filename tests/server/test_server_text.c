@@ -64,7 +64,7 @@ static void tool_case(srv_tool_fmt f, const char *text, bool ok, size_t content,
         json_t *fn = json_object_get(json_array_get(calls, i), "function");
         json_array_append_new(got, json_pack("[O,O]", json_object_get(fn, "name"), json_object_get(fn, "arguments")));
         char id[32];
-        snprintf(id, sizeof id, "call_%zu", i);
+        snprintf(id, sizeof id, f == SRV_TOOLS_MISTRAL ? "call%05zu" : "call_%zu", i); /* Mistral: 9 alphanumerics */
         CHECK(!strcmp(json_string_value(json_object_get(json_array_get(calls, i), "id")), id), "%s: call id", text);
     }
     char *g = json_dumps(got, JSON_COMPACT);
@@ -74,7 +74,26 @@ static void tool_case(srv_tool_fmt f, const char *text, bool ok, size_t content,
     json_decref(calls);
 }
 
+/* Arguments sent back as strings reach the template as objects; a string
+ * that is not a JSON object stays as it is. */
+static void args_cases(void) {
+    json_t *m = json_loads("{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":"
+                           "\"{\\\"a\\\":[1]}\"}},{\"function\":{\"name\":\"g\",\"arguments\":\"not json\"}},"
+                           "{\"function\":{\"name\":\"h\",\"arguments\":\"[1]\"}},{\"function\":{\"name\":\"k\","
+                           "\"arguments\":{\"b\":2}}}]}", 0, NULL);
+    CHECK(m != NULL, "args case JSON");
+    srv_tool_args_to_objects(m);
+    char *g = json_dumps(json_object_get(m, "tool_calls"), JSON_COMPACT | JSON_SORT_KEYS);
+    CHECK(g && !strcmp(g, "[{\"function\":{\"arguments\":{\"a\":[1]},\"name\":\"f\"}},{\"function\":{\"arguments\":"
+                          "\"not json\",\"name\":\"g\"}},{\"function\":{\"arguments\":\"[1]\",\"name\":\"h\"}},"
+                          "{\"function\":{\"arguments\":{\"b\":2},\"name\":\"k\"}}]"),
+          "arguments to objects: %s", g ? g : "");
+    free(g);
+    json_decref(m);
+}
+
 int main(void) {
+    args_cases();
     char *stops[] = {"</s>", "STOP"};
     long at;
     CHECK(srv_stop_scan("hello world", 11, stops, 2, &at) == 11 && at == -1, "no stop");

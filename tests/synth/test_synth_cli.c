@@ -70,6 +70,18 @@ int main(void) {
     rc = test_run(cmd, out, sizeof out);
     CHECK(rc == 0, "run on the synth model: exit %d: %s", rc, out);
 
+    /* --chat-template: the file's text becomes tokenizer.chat_template */
+    char tdst[600];
+    snprintf(tdst, sizeof tdst, "%s/tmpl.gguf", g_dir);
+    snprintf(cmd, sizeof cmd, "%s synth --preset tiny --type Q8_0 -t 2 --chat-template "
+             "../shared/chat/templates/Qwen-Qwen2.5-7B-Instruct.jinja -o %s >/dev/null 2>&1 && %s info -m %s 2>&1", bin, tdst,
+             bin, tdst);
+    rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "tokenizer.chat_template                 string         \"{%- if tools %}"),
+          "--chat-template: exit %d: %.2000s", rc, out);
+    expect_error("--preset tiny --type Q8_0 --chat-template /nonexistent.jinja",
+                 "cannot read the chat template /nonexistent.jinja");
+
     /* --dry-run: a table line per tensor and the summary, nothing written */
     snprintf(cmd, sizeof cmd, "%s synth --preset qwen2.5-0.5b --type Q4_K_M --dry-run 2>&1", bin);
     rc = test_run(cmd, out, sizeof out);

@@ -151,32 +151,15 @@ static char *render(chat *c, json_t *messages, bool gen_prompt, size_t *len) {
     return out;
 }
 
-/* The template's end-of-turn marker: render a conversation whose assistant
- * message is a sentinel and take the text that follows it up to whitespace
- * ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "</s>"). Templates that put
- * nothing there (or refuse the probe) give none; EOG tokens still end a reply. */
+/* A reply ends at the template's end-of-turn marker (mf_chat_turn_end) and
+ * at the EOS text; templates without a marker rely on EOG tokens. */
 static void find_stops(chat *c) {
-    static const char sentinel[] = "\x01MF-SENTINEL\x01";
-    json_t *m = json_pack("[{s:s,s:s},{s:s,s:s}]", "role", "user", "content", "Hi", "role", "assistant", "content",
-                          sentinel);
-    size_t len = 0;
-    char *r = m ? render(c, m, false, &len) : NULL;
-    json_decref(m);
-    const char *at = r ? strstr(r, sentinel) : NULL;
-    if (at) {
-        const char *s = at + sizeof sentinel - 1;
-        while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
-        size_t n = strcspn(s, " \n\t\r");
-        if (n) {
-            char *stop = malloc(n + 1);
-            if (stop) {
-                memcpy(stop, s, n);
-                stop[n] = 0;
-                c->stops[c->n_stops++] = stop;
-            }
-        }
-    }
-    free(r);
+    mf_chat_params p = mf_chat_default_params();
+    p.bos_token = c->bos_text;
+    p.eos_token = c->eos_text;
+    p.kwargs_json = c->kwargs;
+    char end[64];
+    if (mf_chat_turn_end(c->tmpl, &p, end, sizeof end)) c->stops[c->n_stops++] = xstrdup(end);
     if (c->eos_text && *c->eos_text && (!c->n_stops || strcmp(c->stops[0], c->eos_text)))
         c->stops[c->n_stops++] = xstrdup(c->eos_text);
     for (int i = 0; i < c->n_stops; i++) {

@@ -38,6 +38,12 @@ static void usage(FILE *f) {
             "  --grammar-file F       the same, read from a file\n"
             "  --json                 constrain the output to one JSON value\n"
             "  --json-schema F        constrain the output to JSON valid under the JSON Schema in F\n"
+            "  -md, --draft-model F   speculative decoding with F (same vocabulary) drafting for -m\n"
+            "  --lookup               speculative decoding with drafts looked up in the context (no second model)\n"
+            "  --draft-max N          tokens per draft at most (default 16; --lookup: 8)\n"
+            "  --draft-min N          drafts shorter than N are not tried (default 0)\n"
+            "  --draft-p-min P        the draft model stops below this top probability (default 0.75)\n"
+            "  --lookup-ngram MIN,MAX n-gram lengths --lookup matches, longest first (default 2,4)\n"
             "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
             "  --backend NAME         cpu (default), cpu-ref or cuda\n"
             "  -ngl N|all             layers on the GPU: all (or N >= the model's layers) runs on cuda, 0 on the CPU\n"
@@ -69,7 +75,25 @@ static void flush_utf8(char *pend, size_t *np, bool all) {
     }
 }
 
+/* Records a generated token in the penalty history and streams its text. */
+static void emit_token(const mf_model *model, mf_sampler *smp, mf_token t, char *pend, size_t *np) {
+    mf_sampler_accept(smp, t);
+    char piece[256];
+    int32_t len = mf_token_to_piece(model, t, piece, sizeof piece, false);
+    if (len > 0) {
+        if (*np + (size_t)len > 256) flush_utf8(pend, np, true);
+        memcpy(pend + *np, piece, (size_t)len);
+        *np += (size_t)len;
+        flush_utf8(pend, np, false);
+    }
+}
+
 /* The walk FFN outlives every context of the process (freed at exit). */
+/* With a draft model, target and draft share one pool: two pools would take
+ * turns spinning on the same cores. */
+static mf_threadpool *g_pool;
+mf_threadpool *run_pool(void) { return g_pool; }
+
 static mf_vindex *g_walk_vindex;
 static mf_walk *g_walk;
 
@@ -129,6 +153,13 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     cp.n_threads = (int32_t)o->n_threads;
     cp.kv_type = o->kv;
     cp.verbose = o->verbose;
+    if (o->draft_model && !g_pool && mf_threadpool_new((int32_t)o->n_threads, &g_pool)) {
+        fprintf(stderr, "minfer run: %s\n", mf_last_error());
+        mf_model_free(*model);
+        *model = NULL;
+        return false;
+    }
+    cp.threadpool = g_pool;
     if (o->walk || o->patch) {
         if (!walk_open(o, *model)) {
             mf_model_free(*model);
@@ -155,6 +186,10 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     o->think = -1;
     o->sp = mf_sampler_default_params();
     o->kv = mf_context_default_params().kv_type;
+    o->draft_max = -1;
+    o->draft_p_min = 0.75f;
+    o->lookup_ngram_min = 2;
+    o->lookup_ngram_max = 4;
     mf_sampler_params *sp = &o->sp;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -220,6 +255,22 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--grammar-file")) STR_OPT(o->grammar_file);
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--json-schema")) STR_OPT(o->json_schema);
+        else if (!strcmp(a, "-md") || !strcmp(a, "--draft-model") || !strcmp(a, "--model-draft")) STR_OPT(o->draft_model);
+        else if (!strcmp(a, "--lookup")) o->lookup = true;
+        else if (!strcmp(a, "--draft-max") || !strcmp(a, "--draft")) INT_OPT(1, 256, o->draft_max);
+        else if (!strcmp(a, "--draft-min")) INT_OPT(0, 256, o->draft_min);
+        else if (!strcmp(a, "--draft-p-min")) FLT_OPT(o->draft_p_min);
+        else if (!strcmp(a, "--lookup-ngram")) {
+            if (!v) goto missing;
+            int lo, hi, used = 0;
+            if (sscanf(v, "%d,%d%n", &lo, &hi, &used) != 2 || v[used] || lo < 1 || hi < lo || hi > 64) {
+                fprintf(stderr, "minfer run: --lookup-ngram takes MIN,MAX with 1 <= MIN <= MAX <= 64 (got '%s')\n", v);
+                return 2;
+            }
+            o->lookup_ngram_min = lo;
+            o->lookup_ngram_max = hi;
+            i++;
+        }
         else { fprintf(stderr, "minfer run: unknown option '%s' (see --help)\n", a); return 2; }
         continue;
     missing:
@@ -239,6 +290,14 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     }
     if (o->cnv && (o->grammar || o->grammar_file || o->json || o->json_schema)) {
         fprintf(stderr, "minfer run: --grammar, --grammar-file, --json and --json-schema do not work with --cnv\n");
+        return 2;
+    }
+    if (o->draft_model && o->lookup) { fprintf(stderr, "minfer run: --draft-model and --lookup exclude each other\n"); return 2; }
+    if (o->draft_max < 0) o->draft_max = o->lookup ? 8 : 16;
+    if (o->draft_min > o->draft_max) { fprintf(stderr, "minfer run: --draft-min %ld exceeds --draft-max %ld\n", o->draft_min, o->draft_max); return 2; }
+    if (!(o->draft_p_min >= 0 && o->draft_p_min <= 1)) { fprintf(stderr, "minfer run: --draft-p-min must be in [0, 1]\n"); return 2; }
+    if (o->cnv && (o->draft_model || o->lookup)) {
+        fprintf(stderr, "minfer run: --draft-model and --lookup do not work with --cnv\n");
         return 2;
     }
     return -1;
@@ -277,6 +336,9 @@ int cmd_run(int argc, char **argv) {
     mf_token *toks = NULL;
     mf_grammar_vocab *gvocab = NULL;
     mf_grammar_state *gstate = NULL;
+    mf_token *hist = NULL, draft[256];
+    mf_batch vb = {0};
+    run_spec *spec = NULL;
     const bool timing = getenv("MINFER_TIMING") && strcmp(getenv("MINFER_TIMING"), "0");
     if (!run_open(&opts, &model, &ctx)) goto done;
     const uint32_t nctx = mf_context_n_ctx(ctx);
@@ -286,6 +348,8 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
         goto done;
     }
+    if (run_spec_open(&opts, model, ctx, &spec) > 0) goto done;
+    if (spec && mf_batch_init(&vb, 1 + (int32_t)opts.draft_max)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
 
     bool add_bos = mf_model_add_bos(model) && !opts.no_bos;
     int32_t n = mf_tokenize(model, prompt, prompt_len, NULL, 0, add_bos, true);
@@ -303,6 +367,7 @@ int cmd_run(int argc, char **argv) {
 
     double t0 = mf_now();
     if (mf_decode(ctx, toks, n, false)) { fprintf(stderr, "minfer run: %s\n", mf_last_error()); goto done; }
+    if (spec && run_spec_prefill(spec, toks, n)) goto done;
     double t_prefill = mf_now() - t0;
     if (timing) fprintf(stderr, "[timing] prefill %d tokens: %.3f ms\n", n, t_prefill * 1e3);
 
@@ -311,37 +376,91 @@ int cmd_run(int argc, char **argv) {
     int32_t n_gen = 0, n_fwd = 0;
     double t_decode = 0;
     const char *stop = NULL;
+    /* the prompt and what has been generated: the drafters read it */
+    hist = malloc(sizeof *hist * nctx);
+    if (!hist) { fprintf(stderr, "minfer run: out of memory\n"); goto done; }
+    memcpy(hist, toks, sizeof *hist * (size_t)n);
+    int32_t n_hist = n;
+    const float *logits = mf_get_logits(ctx, -1);
+    mf_token t = -1;
+    bool have = false; /* t was drawn by the last verification and still needs decoding */
     for (;;) {
         if (n_predict >= 0 && n_gen >= n_predict) break;
-        if (mf_context_n_past(ctx) >= nctx) { stop = "context full"; break; }
         double ts = mf_now();
-        mf_token t;
-        if (!gstate) t = mf_sampler_sample(smp, mf_get_logits(ctx, -1));
-        else if (mf_sampler_sample_grammar(smp, mf_get_logits(ctx, -1), gstate, &t)) {
-            flush_utf8(pend, &np, true);
-            fprintf(stderr, "\nminfer run: %s\n", mf_last_error());
-            goto done;
+        if (!have) {
+            if (mf_context_n_past(ctx) >= nctx) { stop = "context full"; break; }
+            if (!gstate) t = mf_sampler_sample(smp, logits);
+            else if (mf_sampler_sample_grammar(smp, logits, gstate, &t)) {
+                flush_utf8(pend, &np, true);
+                fprintf(stderr, "\nminfer run: %s\n", mf_last_error());
+                goto done;
+            }
         }
+        have = false;
         double t_sample = mf_now() - ts;
         if (!ignore_eos && mf_token_is_eog(model, t)) { stop = "end of generation"; break; }
-        mf_sampler_accept(smp, t);
-        char piece[256];
-        int32_t len = mf_token_to_piece(model, t, piece, sizeof piece, false);
-        if (len > 0) {
-            if (np + (size_t)len > sizeof pend) flush_utf8(pend, &np, true);
-            memcpy(pend + np, piece, (size_t)len);
-            np += (size_t)len;
-            flush_utf8(pend, &np, false);
-        }
+        emit_token(model, smp, t, pend, &np);
+        hist[n_hist++] = t;
         n_gen++;
         if (n_predict >= 0 && n_gen >= n_predict) break; /* its logits would go unused */
         double tf = mf_now();
-        if (mf_decode(ctx, &t, 1, false)) { fprintf(stderr, "\nminfer run: %s\n", mf_last_error()); goto done; }
+        if (!spec) {
+            if (mf_decode(ctx, &t, 1, false)) { fprintf(stderr, "\nminfer run: %s\n", mf_last_error()); goto done; }
+            logits = mf_get_logits(ctx, -1);
+            double t_fwd = mf_now() - tf;
+            t_decode += t_fwd;
+            n_fwd++;
+            if (timing) fprintf(stderr, "[timing] token %d: sample %.3f ms, forward %.3f ms\n", n_gen, t_sample * 1e3, t_fwd * 1e3);
+            continue;
+        }
+        /* t, then the draft, in one forward; room keeps it inside the context
+         * and inside -n (a draft past the last wanted token is wasted) */
+        const int32_t p0 = (int32_t)mf_context_n_past(ctx);
+        int32_t room = (int32_t)nctx - p0 - 1;
+        if (n_predict >= 0 && n_predict - n_gen < room) room = (int32_t)(n_predict - n_gen);
+        const int32_t k = run_spec_draft(spec, hist, n_hist, room, draft);
+        if (k < 0) goto done;
+        const double t_drafted = mf_now();
+        mf_batch_clear(&vb);
+        mf_batch_add(&vb, t, p0, 0, true);
+        for (int32_t d = 0; d < k; d++) mf_batch_add(&vb, draft[d], p0 + 1 + d, 0, true);
+        if (mf_decode_batch(ctx, &vb)) { fprintf(stderr, "\nminfer run: %s\n", mf_last_error()); goto done; }
+        /* row d checks draft d; the first replacement ends the step */
+        int32_t acc = 0;
+        bool end = false;
+        for (; acc < k; acc++) {
+            mf_token r;
+            if (mf_sampler_verify(smp, mf_get_logits_ith(ctx, acc), gstate, draft[acc], &r)) {
+                flush_utf8(pend, &np, true);
+                fprintf(stderr, "\nminfer run: %s\n", mf_last_error());
+                goto done;
+            }
+            if (r != draft[acc]) {
+                t = r;
+                have = true;
+                break;
+            }
+            if (!ignore_eos && mf_token_is_eog(model, r)) { stop = "end of generation"; end = true; break; }
+            emit_token(model, smp, r, pend, &np);
+            hist[n_hist++] = r;
+            n_gen++;
+            if (n_predict >= 0 && n_gen >= n_predict) { end = true; acc++; break; }
+        }
+        run_spec_accepted(spec, acc);
+        if (end) { t_decode += mf_now() - tf; break; }
+        if (have) {
+            /* drop the rejected tail: the cache keeps t and the accepted drafts */
+            if (mf_kv_seq_rm(ctx, 0, p0 + 1 + acc, -1)) { fprintf(stderr, "\nminfer run: %s\n", mf_last_error()); goto done; }
+        } else {
+            logits = mf_get_logits_ith(ctx, k);
+        }
         double t_fwd = mf_now() - tf;
         t_decode += t_fwd;
-        n_fwd++;
-        if (timing) fprintf(stderr, "[timing] token %d: sample %.3f ms, forward %.3f ms\n", n_gen, t_sample * 1e3, t_fwd * 1e3);
+        if (timing)
+            fprintf(stderr, "[timing] step: %d drafted (%.3f ms), %d accepted, %.3f ms in all\n", k,
+                    (t_drafted - tf) * 1e3, acc, t_fwd * 1e3);
     }
+    if (spec) n_fwd = n_gen > 0 ? n_gen - 1 : 0; /* every token after the first came out of a decode step */
     flush_utf8(pend, &np, true);
     printf("\n");
     fflush(stdout);
@@ -351,15 +470,21 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "prefill: %d tokens in %.2f ms (%.1f tok/s)\n", n, t_prefill * 1e3, n / (t_prefill > 0 ? t_prefill : 1e-9));
     fprintf(stderr, "decode:  %d tokens in %.2f ms (%.1f tok/s)\n", n_fwd, t_decode * 1e3,
             n_fwd ? n_fwd / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+    if (spec) run_spec_report(spec);
     rc = 0;
 done:
     free(toks);
+    free(hist);
+    mf_batch_free(&vb);
+    run_spec_free(spec);
     mf_sampler_free(smp);
     mf_grammar_state_free(gstate);
     mf_grammar_vocab_free(gvocab);
     mf_grammar_free(grammar);
     mf_context_free(ctx);
     mf_model_free(model);
+    mf_threadpool_free(g_pool);
+    g_pool = NULL;
     free(stdin_text);
     return rc;
 }

@@ -37,6 +37,12 @@ typedef struct run_opts {
     const char *grammar_file;  /* --grammar-file F */
     bool json;                 /* --json: the built-in JSON grammar */
     const char *json_schema;   /* --json-schema F */
+    /* speculative decoding (one of them) */
+    const char *draft_model;   /* --draft-model F */
+    bool lookup;               /* --lookup: drafts from n-grams of the context */
+    long draft_max, draft_min; /* tokens per draft: at most, and fewer than min are not tried */
+    float draft_p_min;         /* the draft model stops below this top probability */
+    long lookup_ngram_min, lookup_ngram_max;
 } run_opts;
 
 /* Loads the model and creates its context as the options say; on failure
@@ -49,6 +55,22 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx);
  * Returns -1 when none is asked for, 0 on success, else the exit status
  * (2, after printing why: line and column for a grammar error). */
 int run_grammar_load(const run_opts *o, mf_grammar **out);
+
+/* The thread pool run_open made for target and draft (NULL without a draft). */
+mf_threadpool *run_pool(void);
+
+/* run_spec.c: the drafter of --draft-model / --lookup. run_spec_open
+ * returns -1 when neither is asked for, 0 with *out set, else the exit
+ * status (after printing why: a missing file, a different vocabulary). */
+typedef struct run_spec run_spec;
+int     run_spec_open(const run_opts *o, const mf_model *target, const mf_context *ctx, run_spec **out);
+void    run_spec_free(run_spec *s);
+/* The draft model's prompt prefill (nothing for --lookup); 1 on error. */
+int     run_spec_prefill(run_spec *s, const mf_token *hist, int32_t n_hist);
+/* The draft after hist[0 .. n_hist), at most room tokens; -1 on error. */
+int32_t run_spec_draft(run_spec *s, const mf_token *hist, int32_t n_hist, int32_t room, mf_token *out);
+void    run_spec_accepted(run_spec *s, int32_t n);
+void    run_spec_report(const run_spec *s); /* one line to stderr */
 
 /* chat.c: the --cnv loop. Returns the process exit status. */
 int run_chat(const run_opts *o);

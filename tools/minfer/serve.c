@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "server/http.h"
@@ -40,6 +41,12 @@ static void usage(FILE *f) {
             "  --shutdown-timeout S      on SIGINT/SIGTERM, let running requests finish for S seconds (default 5)\n"
             "  --backend NAME            cpu (default), cpu-ref or cuda\n"
             "  -ngl, --gpu-layers N|all  llama.cpp's layer offload: all (or N = every layer) runs on the GPU\n"
+            "  -md, --draft-model F      speculative decoding: F (same vocabulary) drafts for every request\n"
+            "  --lookup                  speculative decoding by prompt lookup (no second model)\n"
+            "  --draft-max N             tokens per draft at most (default 16; --lookup: 8; at most 64)\n"
+            "  --draft-min N             drafts shorter than N are not tried (default 0)\n"
+            "  --draft-p-min P           the draft model stops below this top probability (default 0.75)\n"
+            "                            (a request's \"speculative\": {type, n_max, n_min, p_min} overrides them)\n"
             "  -v, --verbose             log the engine's choices and HTTP errors\n");
 }
 
@@ -53,27 +60,11 @@ static char *read_key_file(const char *path) {
 /* The template's end-of-turn text, found by rendering a reply whose content
  * is a sentinel and taking what follows it ("<|im_end|>", "<|eot_id|>"). */
 static void find_turn_end(srv_state *st) {
-    static const char sentinel[] = "\x01MF-SENTINEL\x01";
-    json_t *conv = json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "messages", "role", "user", "content", "Hi", "role",
-                             "assistant", "content", sentinel);
-    char *cs = conv ? json_dumps(conv, JSON_COMPACT) : NULL;
-    json_decref(conv);
     mf_chat_params p = mf_chat_default_params();
-    p.add_generation_prompt = false;
     p.bos_token = st->bos_text;
     p.eos_token = st->eos_text;
-    char *out = NULL;
-    if (cs && mf_chat_render(st->tmpl, cs, &p, &out, NULL) == MF_OK) {
-        const char *at = strstr(out, sentinel);
-        if (at) {
-            const char *s = at + sizeof sentinel - 1;
-            while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
-            size_t n = strcspn(s, " \n\t\r");
-            if (n && n < 64) st->tmpl_stops[st->n_tmpl_stops++] = strndup(s, n);
-        }
-    }
-    free(out);
-    free(cs);
+    char end[64];
+    if (mf_chat_turn_end(st->tmpl, &p, end, sizeof end)) st->tmpl_stops[st->n_tmpl_stops++] = strdup(end);
     if (st->eos_text && *st->eos_text && (!st->n_tmpl_stops || strcmp(st->tmpl_stops[0], st->eos_text)))
         st->tmpl_stops[st->n_tmpl_stops++] = strdup(st->eos_text);
 }
@@ -82,8 +73,9 @@ int cmd_serve(int argc, char **argv) {
     srv_config cfg = {
         .host = "127.0.0.1", .port = 8080, .parallel = 4, .n_batch = 512, .timeout_s = 600, .max_queue = 64,
         .max_connections = 256, .max_body = 8u << 20, .kv_type = MF_KV_F16, .pooling = MF_POOLING_UNSPECIFIED,
-        .shutdown_grace_s = 5,
+        .shutdown_grace_s = 5, .draft_max = -1, .draft_p_min = 0.75f,
     };
+    const char *draft_path = NULL;
     long total_ctx = 0;
     const char *tmpl_file = NULL, *key_file = NULL;
     cli_dev dev = CLI_DEV_INIT;
@@ -98,6 +90,10 @@ int cmd_serve(int argc, char **argv) {
             cfg.verbose = true;
             continue;
         }
+        if (!strcmp(a, "--lookup")) {
+            cfg.lookup = true;
+            continue;
+        }
         const int d = cli_dev_opt("serve", a, v, &dev);
         if (d < 0) return 2;
         if (d > 0) {
@@ -107,7 +103,8 @@ int cmd_serve(int argc, char **argv) {
         static const char *const WITH_VALUE[] = {
             "-m", "--model", "--host", "--port", "-np", "--parallel", "-c", "--ctx-size", "-b", "--batch-size", "-t",
             "--threads", "--cache-type", "--api-key", "--api-key-file", "--alias", "--timeout", "--chat-template",
-            "--max-queue", "--max-connections", "--max-body", "--shutdown-timeout", "--pooling", "--reasoning-format"};
+            "--max-queue", "--max-connections", "--max-body", "--shutdown-timeout", "--pooling", "--reasoning-format",
+            "-md", "--draft-model", "--model-draft", "--draft-max", "--draft-min", "--draft-p-min"};
         bool known = false;
         for (size_t k = 0; k < sizeof WITH_VALUE / sizeof WITH_VALUE[0]; k++) known |= !strcmp(a, WITH_VALUE[k]);
         if (!known) {
@@ -120,6 +117,15 @@ int cmd_serve(int argc, char **argv) {
         }
         i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) cfg.model_path = v;
+        else if (!strcmp(a, "-md") || !strcmp(a, "--draft-model") || !strcmp(a, "--model-draft")) draft_path = v;
+        else if (!strcmp(a, "--draft-max")) { if (!cli_int("serve", a, v, 1, SRV_MAX_DRAFT, &x)) return 2; cfg.draft_max = (int)x; }
+        else if (!strcmp(a, "--draft-min")) { if (!cli_int("serve", a, v, 0, SRV_MAX_DRAFT, &x)) return 2; cfg.draft_min = (int)x; }
+        else if (!strcmp(a, "--draft-p-min")) {
+            double p;
+            if (!cli_float("serve", a, v, &p)) return 2;
+            if (!(p >= 0 && p <= 1)) { fprintf(stderr, "minfer serve: --draft-p-min must be in [0, 1]\n"); return 2; }
+            cfg.draft_p_min = (float)p;
+        }
         else if (!strcmp(a, "--host")) cfg.host = v;
         else if (!strcmp(a, "--port")) { if (!cli_int("serve", a, v, 0, 65535, &x)) return 2; cfg.port = (int)x; }
         else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) { if (!cli_int("serve", a, v, 1, 256, &x)) return 2; cfg.parallel = (int)x; }
@@ -160,6 +166,15 @@ int cmd_serve(int argc, char **argv) {
         }
         cfg.api_key = key_buf;
     }
+    if (draft_path && cfg.lookup) {
+        fprintf(stderr, "minfer serve: --draft-model and --lookup exclude each other\n");
+        return 2;
+    }
+    if (cfg.draft_max < 0) cfg.draft_max = cfg.lookup ? 8 : 16;
+    if (cfg.draft_min > cfg.draft_max) {
+        fprintf(stderr, "minfer serve: --draft-min %d exceeds --draft-max %d\n", cfg.draft_min, cfg.draft_max);
+        return 2;
+    }
     if (total_ctx > 0) cfg.n_ctx = (int)(total_ctx / cfg.parallel);
     if (total_ctx > 0 && cfg.n_ctx < 8) {
         fprintf(stderr, "minfer serve: -c %ld leaves fewer than 8 positions to each of %d slots\n", total_ctx, cfg.parallel);
@@ -181,6 +196,7 @@ int cmd_serve(int argc, char **argv) {
     const char *base = strrchr(cfg.model_path, '/');
     st.model_id = strdup(cfg.alias ? cfg.alias : base ? base + 1 : cfg.model_path);
     int rc = 1;
+    mf_model *draft = NULL;
     srv_http *http = srv_http_start(&st);
     if (!http) goto out;
     if (!cfg.api_key && strcmp(cfg.host, "127.0.0.1") && strcmp(cfg.host, "localhost") && strcmp(cfg.host, "::1"))
@@ -190,11 +206,22 @@ int cmd_serve(int argc, char **argv) {
     mf_model_params mp = mf_model_default_params();
     mp.verbose = cfg.verbose;
     if (!cli_dev_backend("serve", &dev, &mp.backend)) goto out;
+    /* MINFER_SERVE_LOAD_DELAY_MS: a slow load, for the test of /health's 503 */
+    const char *ld = getenv("MINFER_SERVE_LOAD_DELAY_MS");
+    if (ld && atoi(ld) > 0) usleep((useconds_t)atoi(ld) * 1000);
     if (mf_model_load(cfg.model_path, &mp, &st.model)) {
         fprintf(stderr, "minfer serve: %s\n", mf_last_error());
         goto out;
     }
     if (!cli_dev_check("serve", &dev, st.model)) goto out;
+    if (draft_path) {
+        if (mf_model_load(draft_path, &mp, &draft) || mf_vocab_check_same(draft, st.model)) {
+            fprintf(stderr, "minfer serve: --draft-model %s: %s\n", draft_path, mf_last_error());
+            goto out;
+        }
+        st.cfg.draft_model = draft;
+        if (cfg.verbose) fprintf(stderr, "minfer serve: draft %s\n", mf_model_desc(draft));
+    }
     const char *warning = NULL;
     if (tmpl_file) {
         st.tmpl = cli_read_file(tmpl_file, NULL);
@@ -237,6 +264,7 @@ out:
     srv_http_stop(http);
     srv_sched_free(st.sched);
     mf_model_free(st.model);
+    mf_model_free(draft);
     for (int i = 0; i < st.n_tmpl_stops; i++) free(st.tmpl_stops[i]);
     free(st.tmpl);
     free(st.model_id);

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
             "  --vocab F.gguf    copy the tokenizer.* keys of this GGUF instead of generating a\n"
             "                    SentencePiece-style vocabulary (at most the preset's vocabulary\n"
             "                    size; a smaller one is padded with unused tokens)\n"
+            "  --chat-template F write the Jinja template in F as tokenizer.chat_template\n"
             "  -t, --threads N   threads (default: all CPUs)\n"
             "  --dry-run         print every tensor's type and shape and the size; write nothing\n"
             "  --list            list the presets and where their numbers come from\n"
@@ -105,7 +106,7 @@ static bool parse_seed(const char *val, uint64_t *out) {
 int cmd_synth(int argc, char **argv) {
     mf_synth_params sp = mf_synth_default_params();
     sp.type = NULL;
-    const char *out = NULL;
+    const char *out = NULL, *template_path = NULL;
     ui u = {.tty = isatty(STDERR_FILENO) != 0, .drawn_pct = -1, .drawn_idx = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -121,6 +122,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--type") && next) { sp.type = next; i++; }
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && next) { out = next; i++; }
         else if (!strcmp(a, "--vocab") && next) { sp.vocab_path = next; i++; }
+        else if (!strcmp(a, "--chat-template") && next) { template_path = next; i++; }
         else if (!strcmp(a, "--seed")) {
             if (!parse_seed(next, &sp.seed)) return 2;
             i++;
@@ -146,12 +148,22 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "minfer synth: -o out.gguf is required\n");
         return 2;
     }
+    char *tmpl = NULL;
+    if (template_path) {
+        tmpl = cli_read_file(template_path, NULL);
+        if (!tmpl) {
+            fprintf(stderr, "minfer synth: cannot read the chat template %s\n", template_path);
+            return 2;
+        }
+        sp.chat_template = tmpl;
+    }
     if (u.dry_run) u.tty = false;
     sp.progress = on_progress;
     sp.progress_ud = &u;
 
     mf_synth_result r;
     mf_status s = mf_synth(&sp, out, &r);
+    free(tmpl);
     clear_bar(&u);
     if (s) {
         fprintf(stderr, "minfer synth: %s\n", mf_last_error());

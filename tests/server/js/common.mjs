@@ -22,9 +22,16 @@ export function needModules(...names) {
   }
 }
 
+// Servers still running when a check fails (process.exit) are killed with
+// the test, so a failure leaves no server behind.
+const live = new Set();
+process.on("exit", () => { for (const p of live) p.kill("SIGKILL"); });
+
 export function startServer(minfer, model, args = []) {
   return new Promise((resolve, reject) => {
     const p = spawn(minfer, ["serve", "-m", model, "--port", "0", "-t", "2", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    live.add(p);
+    p.on("exit", () => live.delete(p));
     let out = "", err = "";
     p.stderr.on("data", (d) => { err += d; });
     p.stdout.on("data", async (d) => {

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Speculative decoding measured against plain decoding, and against
+llama.cpp's own (llama-speculative for a draft model, llama-lookup for prompt
+lookup) on the same files, interleaved per ../shared/BENCHMARKING.md: every
+pair runs each configuration once, in the same order; the table gives each
+one's median decode tok/s, its acceptance, and the median of the per-pair
+speed-ups over the same engine's plain decode.
+
+  bench/ab_spec.py --minfer build/bin/minfer -m target.gguf --draft draft.gguf \
+      -p "prompt" -n 128 --draft-max 8 --draft-p-min 0 --pairs 3 -t 2 \
+      [--llama-dir DIR_WITH_llama-speculative_llama-lookup_llama-bench] [--extra "-ngl all"]
+
+llama.cpp's plain reference is llama-lookup drafting nothing (its generation
+loop, one token per forward).
+"""
+import argparse, re, shlex, statistics, subprocess, sys
+
+
+def sh(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"ab_spec.py: command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
+    return r.stdout, r.stderr
+
+
+def minfer(a, spec):
+    cmd = [a.minfer, "run", "-m", a.model, "-p", a.prompt, "-n", str(a.n), "--temp", "0", "-t", str(a.threads),
+           "--ignore-eos"] + shlex.split(a.extra) + spec
+    out, err = sh(cmd)
+    m = re.search(r"decode:\s+(\d+) tokens in ([\d.]+) ms", err)
+    s = re.search(r"speculative: (\d+) steps, (\d+) drafted, (\d+) accepted", err)
+    acc = int(s.group(3)) / max(1, int(s.group(2))) if s else None
+    return int(m.group(1)) / (float(m.group(2)) / 1e3), acc, out
+
+
+def llama(a, tool, spec):
+    cmd = [f"{a.llama_dir}/{tool}", "-m", a.model, "-p", a.prompt, "-n", str(a.n), "--temp", "0", "-t", str(a.threads),
+           "--ignore-eos", "-c", "4096"] + spec
+    out, err = sh(cmd)
+    text = out + err
+    m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", text)
+    acc = re.search(r"accept\s+=\s+([\d.]+)%", text)
+    return int(m.group(1)) / float(m.group(2)), float(acc.group(1)) / 100 if acc else None, out
+
+
+def llama_plain(a):
+    # llama-lookup drafting nothing: the same generation loop, one token per forward
+    ts, _, out = llama(a, "llama-lookup", ["--spec-draft-n-max", "0"])
+    return ts, None, out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minfer", required=True)
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--draft")
+    ap.add_argument("-p", "--prompt", required=True)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--draft-max", type=int, default=8)
+    ap.add_argument("--draft-p-min", type=float, default=0.75)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--llama-dir")
+    ap.add_argument("--extra", default="", help="more minfer run flags, e.g. -ngl all")
+    a = ap.parse_args()
+    k = ["--draft-max", str(a.draft_max)]
+    lk = ["--spec-draft-n-max", str(a.draft_max)]  # llama.cpp 3f545bec's name
+    cfg = [("minfer", "plain", lambda: minfer(a, []))]
+    if a.draft:
+        cfg.append(("minfer", "draft", lambda: minfer(a, ["-md", a.draft, "--draft-p-min", str(a.draft_p_min)] + k)))
+    cfg.append(("minfer", "lookup", lambda: minfer(a, ["--lookup"] + k)))
+    if a.llama_dir:
+        cfg.append(("llama.cpp", "plain", lambda: llama_plain(a)))
+        if a.draft:
+            cfg.append(("llama.cpp", "draft", lambda: llama(a, "llama-speculative",
+                                                          ["-md", a.draft, "--spec-draft-p-min", str(a.draft_p_min)] + lk)))
+        cfg.append(("llama.cpp", "lookup", lambda: llama(a, "llama-lookup", lk)))
+    res = {c[:2]: [] for c in cfg}
+    texts = {}
+    for _ in range(a.pairs):
+        for eng, kind, f in cfg:
+            ts, acc, out = f()
+            res[(eng, kind)].append((ts, acc))
+            if eng == "minfer":
+                texts.setdefault(kind, out)
+    same = all(t == texts["plain"] for t in texts.values())
+    print(f"| engine | decode | tok/s (median of {a.pairs}) | accepted | speed-up over its plain (median of pairs) |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for eng, kind, _ in cfg:
+        v = res[(eng, kind)]
+        base = res[(eng, "plain")]
+        ups = [x[0] / b[0] for x, b in zip(v, base)]
+        accs = [x[1] for x in v if x[1] is not None]
+        print(f"| {eng} | {kind} | {statistics.median(x[0] for x in v):.2f} | "
+              f"{(f'{100 * statistics.median(accs):.1f}%') if accs else '-'} | {statistics.median(ups):.2f}x |")
+    print(f"\nminfer's greedy text identical across plain / draft / lookup: {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
