@@ -151,7 +151,9 @@ typedef bool (*mf_layer_fn)(int layer, float *x, int n_rows, int n_embd, const i
  * [n_rows][n_embd] host floats, rows as for mf_layer_fn). Return 1 after
  * writing the FFN's output to out ([n_rows][n_embd]; post-norms and the
  * residual add then apply as for the model's own FFN), 0 to run the model's
- * FFN, -1 to abort the decode. */
+ * FFN, 2 after writing to out an addition to the model's own FFN output (an
+ * edit overlay's extra features: the model's FFN runs, then out is added),
+ * -1 to abort the decode. */
 typedef int (*mf_ffn_fn)(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
                          const int32_t *pos, void *ud);
 
@@ -833,6 +835,10 @@ mf_status mf_walk_new(mf_vindex *v, const mf_model *model, int32_t k, mf_walk **
 void      mf_walk_free(mf_walk *w);
 int       mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
                       const int32_t *pos, void *ud);
+/* The model's own dense FFN plus the vindex's edit overlay (inserted
+ * features added, deleted ones taken out, rewritten down vectors swapped):
+ * layers without edits run the model's FFN untouched. Same callback. */
+mf_status mf_walk_new_overlay(mf_vindex *v, const mf_model *model, mf_walk **out);
 /* Layers at or above `from` walk, those below run dense (default 0). */
 void      mf_walk_set_first_layer(mf_walk *w, int32_t from);
 
@@ -846,7 +852,48 @@ mf_status mf_vindex_delete_feature(mf_vindex *v, int32_t layer, int32_t feature)
 bool      mf_vindex_is_deleted(const mf_vindex *v, int32_t layer, int32_t feature);
 int32_t   mf_vindex_n_deleted(const mf_vindex *v);
 mf_status mf_vindex_apply_patch(mf_vindex *v, const char *path);
+/* Writes the open patch's edits (those since BEGIN PATCH, or since the start
+ * or the last APPLY); name NULL = the open patch's name. */
 mf_status mf_vindex_save_patch(const mf_vindex *v, const char *path, const char *name);
+/* New edits go to a patch of this name (what SAVE PATCH then writes). */
+mf_status mf_vindex_begin_patch(mf_vindex *v, const char *name);
+/* Rewrites a feature's down vector (n_embd floats, copied). Feature ids from
+ * n_features up are the inserted features of that layer, in insertion order. */
+mf_status mf_vindex_update_feature(mf_vindex *v, int32_t layer, int32_t feature, const float *down);
+int32_t   mf_vindex_n_inserted(const mf_vindex *v, int32_t layer); /* live ones */
+int32_t   mf_vindex_n_edits(const mf_vindex *v);                   /* operations applied */
+
+/* INSERT INTO EDGES: a new feature at `layer` that makes the model continue
+ * `prompt` with `target` (src/vindex/insert.c says how it is made). The
+ * model must be the vindex's (mf_model_load of a vindex of level inference). */
+typedef struct mf_vindex_insert_params {
+    const mf_token *prompt;   /* BOS included, as the model is run */
+    int32_t n_prompt;
+    mf_token target;
+    int32_t layer;            /* -1: the last layer where the target can win (tried last to first) */
+    float alpha;              /* the strength is the smallest that wins times this (0: 1.5) */
+    const char *entity, *relation, *target_text; /* recorded in the patch (may be NULL) */
+    int32_t n_threads;
+} mf_vindex_insert_params;
+typedef struct mf_vindex_insert_result {
+    int32_t layer, feature;   /* the new feature's id */
+    float strength;           /* the down vector's length times the activation on the prompt */
+    mf_token top_before;      /* the prompt's top token before */
+    int32_t trials;           /* forward passes the strength search ran */
+} mf_vindex_insert_result;
+mf_status mf_vindex_insert(mf_vindex *v, mf_model *model, const mf_vindex_insert_params *p, mf_vindex_insert_result *r);
+
+/* COMPILE: the overlay baked into a new GGUF with wider FFNs (every layer
+ * n_ff + the most new features of a layer, rounded up to the down tensor's
+ * block; src/vindex/compile.c says how), or into a new vindex of it (same
+ * level, feature type and labels). Needs a vindex of level inference. */
+typedef struct mf_vindex_compile_result {
+    int32_t n_ff_old, n_ff_new;  /* FFN width before and after */
+    int32_t n_added;             /* features added over all layers */
+    char reencoded[256];         /* tensors whose type changed ("none", or e.g. "ffn_down iq2_xxs->f32") */
+} mf_vindex_compile_result;
+mf_status mf_vindex_compile_model(mf_vindex *v, const char *gguf_path, mf_vindex_compile_result *r);
+mf_status mf_vindex_compile_vindex(mf_vindex *v, const char *dir, mf_vindex_compile_result *r);
 
 /* LQL, the query language over a vindex (statements in the README):
  * mf_lql_run parses all of `text` first (a syntax error runs nothing), then

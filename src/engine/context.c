@@ -77,6 +77,8 @@ static mf_status alloc_scratch(mf_context *ctx) {
     ctx->seq_last_row = malloc(ctx->n_seq_max * sizeof *ctx->seq_last_row);
     if (!ctx->seq_last_row || !ctx->seq_scratch || !sb->tokens || !sb->pos || !sb->cell || !sb->seq || !sb->out_rows || !sb->seqs || !sb->pages)
         return mf_err(MF_ERR_NOMEM, "out of memory for step arrays");
+    if (ctx->ffn_cb && !(ctx->ffn_add = malloc(B * hp->n_embd * sizeof(float))))
+        return mf_err(MF_ERR_NOMEM, "out of memory for the FFN callback's buffer");
     if (ctx->embeddings) {
         const size_t E = hp->n_embd, S = ctx->n_seq_max;
         ctx->embd_rows = malloc(B * E * sizeof(float));
@@ -190,6 +192,7 @@ void mf_context_free(mf_context *ctx) {
     free(ctx->out_entry);
     free(ctx->order);
     free(ctx->embd_rows);
+    free(ctx->ffn_add);
     free(ctx->pool_sum);
     free(ctx->pooled);
     free(ctx->pool_n);

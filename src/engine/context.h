@@ -75,6 +75,7 @@ struct mf_context {
     size_t entry_cap;
     int32_t n_entries;
     float *embd_rows;    /* [n_batch][n_embd] host copy of a step's normed rows (embeddings) */
+    float *ffn_add;      /* [n_batch][n_embd] an FFN callback's addition (return 2), when one is set */
     double *pool_sum;    /* [n_seq_max][n_embd] */
     float *pooled;       /* [n_seq_max][n_embd] */
     int32_t *pool_n;     /* [n_seq_max] rows pooled; 0 = the sequence had none */

@@ -170,13 +170,16 @@ static mf_status ffn_block(mf_context *ctx, const mf_step *st, int il, int n) {
 
     op->norm(be, m->arch->norm, s->x, L->ffn_norm, L->ffn_norm_b, n, (int)hp->n_embd, hp->norm_eps, s->xn);
     int over = 0;
+    const size_t nE = (size_t)n * hp->n_embd;
     if (ctx->ffn_cb) {
         /* an override (the vindex's walk FFN, an edit overlay) on host rows */
         op->synchronize(be);
         over = ctx->ffn_cb(il, s->xn, s->o, n, (int)hp->n_embd, ctx->sb.seq, st->pos, ctx->ffn_ud);
-        if (over < 0) return mf_err(MF_ERR_ABORTED, "decode aborted by the FFN callback at layer %d", il);
+        if (over < 0 || over > 2) return mf_err(MF_ERR_ABORTED, "decode aborted by the FFN callback at layer %d", il);
+        /* 2: s->o holds an addition to the model's own FFN; keep it aside */
+        if (over == 2) memcpy(ctx->ffn_add, s->o, nE * sizeof(float));
     }
-    if (over) {
+    if (over == 1) {
         /* out is in s->o: the post-norm and residual below */
     } else if (hp->n_expert) {
         moe_ffn(ctx, L, n);
@@ -185,10 +188,12 @@ static mf_status ffn_block(mf_context *ctx, const mf_step *st, int il, int n) {
                    .up_b = L->ffn_up_b, .down_b = L->ffn_down_b, .fused = L->ffn_gate_up != NULL, .n_ff = (int)hp->n_ff};
         if (residual_fuses(ctx, L->post_ffn_norm)) {
             dense_ffn(ctx, &f, s->xn, n, s->o, s->x);
+            if (over == 2) op->add(be, s->x, ctx->ffn_add, nE);
             return MF_OK;
         }
         dense_ffn(ctx, &f, s->xn, n, s->o, NULL);
     }
+    if (over == 2) op->add(be, s->o, ctx->ffn_add, nE);
     if (L->post_ffn_norm)
         op->norm(be, MF_NORM_RMS, s->o, L->post_ffn_norm, NULL, n, (int)hp->n_embd, hp->norm_eps, s->o);
     if (hp->residual_scale != 1.0f) op->scale(be, s->o, hp->residual_scale, (size_t)n * hp->n_embd);

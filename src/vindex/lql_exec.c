@@ -3,6 +3,7 @@
  * table or one JSON object per statement. Results are built as JSON rows
  * (column order kept), so both renderings come from one place. */
 #include "vindex/lql.h"
+#include "vindex/lql_int.h"
 #include "vindex/vindex.h"
 #include "core/error.h"
 
@@ -11,15 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct mf_lql {
-    mf_vindex *v;
-    mf_vindex_info vi;
-    char *dir;
-    int n_threads;
-    mf_model *vocab;   /* tokenizer.gguf: tokenizing and printing tokens */
-    mf_model *model;   /* the model, loaded on the first WALK / INFER */
-};
 
 typedef struct sbuf {
     char *p;
@@ -92,7 +84,7 @@ static int utf8_char(const unsigned char *s, int n) {
 
 /* A token's piece as a JSON string: byte-fallback pieces that are not whole
  * UTF-8 characters are written as the text \xNN, so the JSON stays valid. */
-static json_t *tok_json(const mf_lql *q, mf_token t) {
+json_t *lql_tok_json(const mf_lql *q, mf_token t) {
     char buf[256], out[1100];
     int32_t n = mf_token_to_piece(q->vocab, t, buf, sizeof buf - 1, true);
     if (n < 0) n = 0;
@@ -111,16 +103,16 @@ static json_t *tok_json(const mf_lql *q, mf_token t) {
     return j ? j : json_string("?");
 }
 
-static json_t *labels(const mf_lql *q, int layer, int f, int n) {
+json_t *lql_labels(const mf_lql *q, int layer, int f, int n) {
     mf_token t[16];
     float sc[16];
     int k = mf_vindex_feature_tokens(q->v, layer, f, t, sc, n < 16 ? n : 16);
     json_t *a = json_array();
-    for (int i = 0; i < k; i++) json_array_append_new(a, tok_json(q, t[i]));
+    for (int i = 0; i < k; i++) json_array_append_new(a, lql_tok_json(q, t[i]));
     return a;
 }
 
-static json_t *feature_json(const mf_lql *q, int f) {
+json_t *lql_feature_json(const mf_lql *q, int f) {
     if (!q->vi.n_expert) return json_integer(f);
     char b[48];
     snprintf(b, sizeof b, "%d/%d", f / q->vi.n_ff_expert, f % q->vi.n_ff_expert);
@@ -167,7 +159,7 @@ static mf_status text_query(const mf_lql *q, const char *text, float *x) {
     return MF_OK;
 }
 
-static mf_status need_model(mf_lql *q) {
+mf_status lql_need_model(mf_lql *q) {
     if (q->model) return MF_OK;
     mf_model_params mp = mf_model_default_params();
     mf_status s = mf_model_load(q->dir, &mp, &q->model);
@@ -175,13 +167,13 @@ static mf_status need_model(mf_lql *q) {
     return MF_OK;
 }
 
-static mf_status new_ctx(mf_lql *q, mf_ffn_fn cb, void *ud, mf_context **c) {
+mf_status lql_new_ctx(mf_lql *q, mf_ffn_fn cb, void *ud, mf_context **c) {
     mf_context_params cp = mf_context_default_params();
     cp.n_ctx = 512, cp.n_threads = q->n_threads, cp.ffn_cb = cb, cp.ffn_ud = ud;
     return mf_context_new(q->model, &cp, c);
 }
 
-static mf_status prompt_tokens(mf_lql *q, const char *text, mf_token *t, int cap, int *n) {
+mf_status lql_prompt_tokens(mf_lql *q, const char *text, mf_token *t, int cap, int *n) {
     *n = mf_tokenize(q->model, text, strlen(text), t, cap, true, false);
     if (*n == INT32_MIN) return MF_ERR_FORMAT;
     if (*n <= 0) return mf_err(MF_ERR_INVALID_ARG, "the prompt has no tokens (or more than %d)", cap);
@@ -209,8 +201,8 @@ static mf_status knn_rows(mf_lql *q, const float *x, int l0, int l1, int k, json
     for (int l = l0; !st && l <= l1; l++) {
         st = mf_vindex_knn(q->v, l, x + (size_t)(l - l0) * 0, 1, k, f, s);
         for (int i = 0; !st && i < k && f[i] >= 0; i++)
-            json_array_append_new(rows, json_pack("{s:i,s:o,s:f,s:o}", "layer", l, "feature", feature_json(q, f[i]),
-                                                  "score", (double)s[i], "labels", labels(q, l, f[i], 5)));
+            json_array_append_new(rows, json_pack("{s:i,s:o,s:f,s:o}", "layer", l, "feature", lql_feature_json(q, f[i]),
+                                                  "score", (double)s[i], "labels", lql_labels(q, l, f[i], 5)));
     }
     free(f), free(s);
     return st;
@@ -234,31 +226,34 @@ static mf_status do_describe(mf_lql *q, const lql_stmt *st, json_t *rows) {
 typedef struct capture {
     int n_layer, n_embd;
     float *last; /* [n_layer][n_embd]: the FFN input of the last row */
+    mf_walk *ov; /* the edit overlay, when there are edits */
 } capture;
 
 static int capture_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
                        const int32_t *pos, void *ud) {
     capture *c = ud;
     if (layer < c->n_layer) memcpy(c->last + (size_t)layer * n_embd, xn + (size_t)(n_rows - 1) * n_embd, (size_t)n_embd * sizeof(float));
-    return 0;
+    return c->ov ? mf_walk_ffn(layer, xn, out, n_rows, n_embd, seq, pos, c->ov) : 0;
 }
 
 static mf_status do_walk(mf_lql *q, const lql_stmt *st, json_t *rows) {
     mf_status s = check_range(q, st);
-    if (!s) s = need_model(q);
+    if (!s) s = lql_need_model(q);
     if (s) return s;
-    capture c = {q->vi.n_layer, q->vi.n_embd, malloc((size_t)q->vi.n_layer * q->vi.n_embd * sizeof(float))};
+    capture c = {q->vi.n_layer, q->vi.n_embd, malloc((size_t)q->vi.n_layer * q->vi.n_embd * sizeof(float)), NULL};
     mf_context *ctx = NULL;
     mf_token t[512];
     int n;
     if (!c.last) return mf_err(MF_ERR_NOMEM, "out of memory");
-    s = prompt_tokens(q, st->text, t, 512, &n);
-    if (!s) s = new_ctx(q, capture_ffn, &c, &ctx);
+    s = lql_prompt_tokens(q, st->text, t, 512, &n);
+    if (!s && mf_vindex_n_edits(q->v)) s = mf_walk_new_overlay(q->v, q->model, &c.ov);
+    if (!s) s = lql_new_ctx(q, capture_ffn, &c, &ctx);
     if (!s) s = mf_decode(ctx, t, n, false);
     int l0, l1;
     range(q, st, &l0, &l1);
     for (int l = l0; !s && l <= l1; l++) s = knn_rows(q, c.last + (size_t)l * q->vi.n_embd, l, l, st->top > 0 ? st->top : 5, rows);
     mf_context_free(ctx);
+    mf_walk_free(c.ov);
     free(c.last);
     return s;
 }
@@ -312,10 +307,10 @@ static mf_status do_select(mf_lql *q, const lql_stmt *st, json_t *rows, bool sho
                 for (int i = 0; i < n && !hit; i++) hit = piece_is(q, t[i], st->token);
                 if (!hit) continue;
             }
-            json_array_append_new(rows, json_pack("{s:i,s:o,s:o,s:f,s:o}", "layer", l, "feature", feature_json(q, f),
-                                                  "top_token", n > 0 ? tok_json(q, t[0]) : json_null(), "score",
+            json_array_append_new(rows, json_pack("{s:i,s:o,s:o,s:f,s:o}", "layer", l, "feature", lql_feature_json(q, f),
+                                                  "top_token", n > 0 ? lql_tok_json(q, t[0]) : json_null(), "score",
                                                   n > 0 ? (double)sc[0] : 0.0, "labels",
-                                                  labels(q, l, f, st->token ? 16 : 5)));
+                                                  lql_labels(q, l, f, st->token ? 16 : 5)));
         }
     return MF_OK;
 }
@@ -340,8 +335,8 @@ static mf_status run_logits(mf_lql *q, const char *text, mf_walk *w, float *out)
     mf_context *ctx;
     mf_token t[512];
     int n;
-    mf_status s = prompt_tokens(q, text, t, 512, &n);
-    if (!s) s = new_ctx(q, w ? mf_walk_ffn : NULL, w, &ctx);
+    mf_status s = lql_prompt_tokens(q, text, t, 512, &n);
+    if (!s) s = lql_new_ctx(q, w ? mf_walk_ffn : NULL, w, &ctx);
     if (s) return s;
     s = mf_decode(ctx, t, n, false);
     if (!s) memcpy(out, mf_get_logits(ctx, -1), (size_t)mf_model_n_vocab(q->model) * sizeof(float));
@@ -350,7 +345,7 @@ static mf_status run_logits(mf_lql *q, const char *text, mf_walk *w, float *out)
 }
 
 static mf_status do_infer(mf_lql *q, const lql_stmt *st, json_t *rows) {
-    mf_status s = need_model(q);
+    mf_status s = lql_need_model(q);
     if (s) return s;
     const int V = mf_model_n_vocab(q->model), k = st->top > 0 ? (st->top < V ? st->top : V) : 5;
     float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b), pa[1000], pb[1000];
@@ -361,7 +356,10 @@ static mf_status do_infer(mf_lql *q, const lql_stmt *st, json_t *rows) {
         int wk = st->walk_k ? st->walk_k : (q->vi.n_features + 9) / 10;
         s = mf_walk_new(q->v, q->model, wk, &w);
     }
-    if (!s && st->mode != LQL_WALKK) s = run_logits(q, st->text, NULL, a);
+    mf_walk *ov = NULL; /* the dense FFN with the edits, when there are any */
+    if (!s && st->mode != LQL_WALKK && mf_vindex_n_edits(q->v)) s = mf_walk_new_overlay(q->v, q->model, &ov);
+    if (!s && st->mode != LQL_WALKK) s = run_logits(q, st->text, ov, a);
+    mf_walk_free(ov);
     if (!s && st->mode != LQL_DENSE) s = run_logits(q, st->text, w, b);
     if (!s) {
         if (st->mode != LQL_WALKK) top_probs(a, V, k, ia, pa);
@@ -369,11 +367,11 @@ static mf_status do_infer(mf_lql *q, const lql_stmt *st, json_t *rows) {
         for (int i = 0; i < k; i++) {
             json_t *r = json_pack("{s:i}", "rank", i + 1);
             if (st->mode != LQL_WALKK) {
-                json_object_set_new(r, "dense", tok_json(q, ia[i]));
+                json_object_set_new(r, "dense", lql_tok_json(q, ia[i]));
                 json_object_set_new(r, "dense_p", json_real(pa[i]));
             }
             if (st->mode != LQL_DENSE) {
-                json_object_set_new(r, "walk", tok_json(q, ib[i]));
+                json_object_set_new(r, "walk", lql_tok_json(q, ib[i]));
                 json_object_set_new(r, "walk_p", json_real(pb[i]));
             }
             json_array_append_new(rows, r);
@@ -407,6 +405,10 @@ static void do_show(mf_lql *q, const lql_stmt *st, json_t *rows) {
     KV("feature_type", vi->feature_type);
     KV("ffn", vi->gated ? "gated" : "non-gated");
     snprintf(n, sizeof n, "%.2f MiB", (double)vi->bytes / (1 << 20)), KV("size", n);
+    int ins = 0;
+    for (int l = 0; l < vi->n_layer; l++) ins += mf_vindex_n_inserted(q->v, l);
+    snprintf(n, sizeof n, "%d (%d inserted, %d deleted features)", mf_vindex_n_edits(q->v), ins, mf_vindex_n_deleted(q->v));
+    KV("edits", n);
 #undef KV
 }
 
@@ -514,8 +516,10 @@ done:
 }
 
 static const char *kind_name(lql_kind k) {
-    static const char *n[] = {"DESCRIBE", "WALK",   "SELECT",      "INFER",       "SHOW LAYERS", "SHOW FEATURES",
-                              "SHOW STATS", "DELETE", "SAVE PATCH", "APPLY PATCH", "SHOW PATCHES"};
+    static const char *n[] = {"DESCRIBE",     "WALK",        "SELECT",     "INFER",         "SHOW LAYERS",
+                              "SHOW FEATURES", "SHOW STATS", "DELETE",     "SAVE PATCH",    "APPLY PATCH",
+                              "SHOW PATCHES",  "INSERT",     "UPDATE",     "BEGIN PATCH",   "COMPILE INTO VINDEX",
+                              "COMPILE INTO MODEL", "EXPLAIN INFER"};
     return n[k];
 }
 
@@ -541,22 +545,17 @@ mf_status mf_lql_run(mf_lql *q, const char *text, size_t len, bool json, char **
             s = check_range(q, st);
             if (!s) s = mf_vindex_delete_feature(q->v, st->layer0, st->feature);
             if (!s) json_array_append_new(rows, json_pack("{s:i,s:o,s:s}", "layer", st->layer0, "feature",
-                                                          feature_json(q, st->feature), "status", "deleted"));
+                                                          lql_feature_json(q, st->feature), "status", "deleted"));
             break;
         case LQL_SAVE_PATCH:
-            s = mf_vindex_save_patch(q->v, st->text, NULL);
-            if (!s) json_array_append_new(rows, json_pack("{s:s,s:i}", "saved", st->text, "deleted", mf_vindex_n_deleted(q->v)));
-            break;
         case LQL_APPLY_PATCH:
-            s = mf_vindex_apply_patch(q->v, st->text);
-            if (!s) json_array_append_new(rows, json_pack("{s:s,s:i}", "applied", st->text, "deleted", mf_vindex_n_deleted(q->v)));
-            break;
-        case LQL_SHOW_PATCHES:
-            for (int l = 0; l < q->vi.n_layer; l++)
-                for (int f = 0; f < q->vi.n_features; f++)
-                    if (mf_vindex_is_deleted(q->v, l, f))
-                        json_array_append_new(rows, json_pack("{s:i,s:o,s:s}", "layer", l, "feature", feature_json(q, f), "op", "delete"));
-            break;
+        case LQL_BEGIN_PATCH:
+        case LQL_SHOW_PATCHES: s = lql_do_patch(q, st, rows); break;
+        case LQL_INSERT: s = lql_do_insert(q, st, rows); break;
+        case LQL_UPDATE: s = lql_do_update(q, st, rows); break;
+        case LQL_COMPILE_VINDEX:
+        case LQL_COMPILE_MODEL: s = lql_do_compile(q, st, rows); break;
+        case LQL_EXPLAIN: s = lql_do_explain(q, st, rows); break;
         }
         if (s) {
             s = mf_err_prefix(s, "line %d, column %d: %s", st->line, st->col, kind_name(st->kind));

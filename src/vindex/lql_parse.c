@@ -22,6 +22,8 @@ typedef struct lexer {
     char *str;       /* a string's decoded bytes (owned until taken) */
     char punct;
     long num;
+    double fnum;     /* a number's value, fraction included */
+    bool frac;       /* the number had a fraction (not an integer) */
     int tline, tcol;
 } lexer;
 
@@ -66,7 +68,18 @@ static mf_status next(lexer *L) {
             v = v * 10 + (*L->p - '0');
             adv(L);
         }
-        if (L->p < L->end && (isalpha((unsigned char)*L->p) || *L->p == '.')) return lerr(L, "malformed number");
+        double f = (double)v, scale = 1;
+        L->frac = false;
+        if (L->p + 1 < L->end && *L->p == '.' && isdigit((unsigned char)L->p[1])) {
+            L->frac = true;
+            adv(L);
+            for (int nd = 0; L->p < L->end && isdigit((unsigned char)*L->p); nd++) {
+                if (nd < 17) scale /= 10, f += (*L->p - '0') * scale;
+                adv(L);
+            }
+        }
+        if (L->p < L->end && (isalpha((unsigned char)*L->p) || *L->p == '.' || *L->p == '_')) return lerr(L, "malformed number");
+        L->fnum = f;
         L->num = v;
         L->t = T_NUM;
         return MF_OK;
@@ -136,12 +149,31 @@ static mf_status take_num(lexer *L, const char *what, long lo, long hi, int *out
         snprintf(m, sizeof m, "expected a number (%s)", what);
         return lerr(L, m);
     }
+    if (L->frac) {
+        char m[96];
+        snprintf(m, sizeof m, "expected a whole number (%s)", what);
+        return lerr(L, m);
+    }
     if (L->num < lo || L->num > hi) {
         char m[96];
         snprintf(m, sizeof m, "%s %ld is out of range [%ld, %ld]", what, L->num, lo, hi);
         return lerr(L, m);
     }
     *out = (int)L->num;
+    return next(L);
+}
+
+static mf_status take_real(lexer *L, const char *what, double lo, double hi, double *out) {
+    char m[96];
+    if (L->t != T_NUM) {
+        snprintf(m, sizeof m, "expected a number (%s)", what);
+        return lerr(L, m);
+    }
+    if (!(L->fnum > lo) || L->fnum > hi) {
+        snprintf(m, sizeof m, "%s %g is out of range (%g, %g]", what, L->fnum, lo, hi);
+        return lerr(L, m);
+    }
+    *out = L->fnum;
     return next(L);
 }
 
@@ -177,6 +209,78 @@ static mf_status layers_clause(lexer *L, lql_stmt *st) {
     TRY(next(L));
     TRY(take_num(L, "last layer", 0, 1 << 20, &st->layer1));
     if (st->layer1 < st->layer0) return lerr(L, "the layer range ends before it starts");
+    return MF_OK;
+}
+
+static mf_status expect_punct(lexer *L, char c, const char *what) {
+    if (!is_punct(L, c)) return lerr(L, what);
+    return next(L);
+}
+
+/* INSERT INTO EDGES [(entity, relation, target)] VALUES ("e", "r", "t") [AT LAYER n] [ALPHA a] */
+static mf_status insert_stmt(lexer *L, lql_stmt *st) {
+    st->kind = LQL_INSERT;
+    TRY(next(L));
+    TRY(expect_kw(L, "INTO"));
+    TRY(expect_kw(L, "EDGES"));
+    if (is_punct(L, '(')) {
+        static const char *cols[] = {"entity", "relation", "target"};
+        TRY(next(L));
+        for (int i = 0; i < 3; i++) {
+            if (!is_kw(L, cols[i])) {
+                char m[96];
+                snprintf(m, sizeof m, "expected the column %s (the columns are entity, relation, target)", cols[i]);
+                return lerr(L, m);
+            }
+            TRY(next(L));
+            TRY(expect_punct(L, i < 2 ? ',' : ')', i < 2 ? "expected ','" : "expected ')'"));
+        }
+    }
+    TRY(expect_kw(L, "VALUES"));
+    TRY(expect_punct(L, '(', "expected '(' before the values"));
+    TRY(take_str(L, "entity", &st->text));
+    TRY(expect_punct(L, ',', "expected ',' (three values: entity, relation, target)"));
+    TRY(take_str(L, "relation", &st->rel));
+    TRY(expect_punct(L, ',', "expected ',' (three values: entity, relation, target)"));
+    TRY(take_str(L, "target", &st->target));
+    TRY(expect_punct(L, ')', "expected ')' after the three values"));
+    for (;;) {
+        if (is_kw(L, "AT")) TRY(layers_clause(L, st));
+        else if (is_kw(L, "ALPHA")) {
+            TRY(next(L));
+            TRY(take_real(L, "ALPHA", 0, 1e6, &st->alpha));
+        } else break;
+    }
+    if (!*st->text || !*st->rel || !*st->target) return lerr(L, "INSERT: entity, relation and target must not be empty");
+    return MF_OK;
+}
+
+/* UPDATE FEATURES SET down = "token" [ALPHA a] WHERE layer = n AND feature = f */
+static mf_status update_stmt(lexer *L, lql_stmt *st) {
+    st->kind = LQL_UPDATE;
+    TRY(next(L));
+    TRY(expect_kw(L, "FEATURES"));
+    TRY(expect_kw(L, "SET"));
+    TRY(expect_kw(L, "down"));
+    TRY(expect_punct(L, '=', "expected '='"));
+    TRY(take_str(L, "the token the down vector writes", &st->target));
+    if (is_kw(L, "ALPHA")) {
+        TRY(next(L));
+        TRY(take_real(L, "ALPHA", 0, 1e6, &st->alpha));
+    }
+    TRY(expect_kw(L, "WHERE"));
+    for (;;) {
+        const bool layer = is_kw(L, "layer");
+        if (!layer && !is_kw(L, "feature")) return lerr(L, "expected layer or feature");
+        TRY(next(L));
+        TRY(expect_punct(L, '=', "expected '='"));
+        if (layer) TRY(take_num(L, "layer", 0, 1 << 20, &st->layer0));
+        else TRY(take_num(L, "feature", 0, 1 << 24, &st->feature));
+        if (!is_kw(L, "AND")) break;
+        TRY(next(L));
+    }
+    if (st->layer0 < 0 || st->feature < 0) return lerr(L, "UPDATE needs both layer = n and feature = f");
+    st->layer1 = st->layer0;
     return MF_OK;
 }
 
@@ -282,11 +386,36 @@ static mf_status statement(lexer *L, lql_stmt *st) {
         st->layer1 = st->layer0;
         return MF_OK;
     }
-    if (is_kw(L, "SAVE") || is_kw(L, "APPLY")) {
-        st->kind = is_kw(L, "SAVE") ? LQL_SAVE_PATCH : LQL_APPLY_PATCH;
+    if (is_kw(L, "SAVE") || is_kw(L, "APPLY") || is_kw(L, "BEGIN")) {
+        st->kind = is_kw(L, "SAVE") ? LQL_SAVE_PATCH : is_kw(L, "APPLY") ? LQL_APPLY_PATCH : LQL_BEGIN_PATCH;
         TRY(next(L));
         TRY(expect_kw(L, "PATCH"));
-        return take_str(L, "patch file", &st->text);
+        if (st->kind == LQL_SAVE_PATCH && L->t != T_STR) return MF_OK; /* to the name BEGIN PATCH gave */
+        return take_str(L, st->kind == LQL_BEGIN_PATCH ? "patch name" : "patch file", &st->text);
+    }
+    if (is_kw(L, "INSERT")) return insert_stmt(L, st);
+    if (is_kw(L, "UPDATE")) return update_stmt(L, st);
+    if (is_kw(L, "COMPILE")) {
+        TRY(next(L));
+        TRY(expect_kw(L, "INTO"));
+        if (is_kw(L, "VINDEX")) st->kind = LQL_COMPILE_VINDEX;
+        else if (is_kw(L, "MODEL")) st->kind = LQL_COMPILE_MODEL;
+        else return lerr(L, "expected VINDEX or MODEL after COMPILE INTO");
+        TRY(next(L));
+        return take_str(L, st->kind == LQL_COMPILE_MODEL ? "GGUF file" : "vindex directory", &st->text);
+    }
+    if (is_kw(L, "EXPLAIN")) {
+        st->kind = LQL_EXPLAIN;
+        TRY(next(L));
+        TRY(expect_kw(L, "INFER"));
+        TRY(take_str(L, "prompt", &st->text));
+        for (;;) {
+            if (is_kw(L, "TOP")) {
+                TRY(next(L));
+                TRY(take_num(L, "TOP", 1, 4096, &st->top));
+            } else break;
+        }
+        return MF_OK;
     }
     if (is_kw(L, "SHOW")) {
         TRY(next(L));
@@ -306,11 +435,14 @@ static mf_status statement(lexer *L, lql_stmt *st) {
             }
         return MF_OK;
     }
-    return lerr(L, L->t == T_END ? "expected a statement" : "unknown statement (DESCRIBE, WALK, SELECT, INFER, SHOW, DELETE, SAVE, APPLY)");
+    return lerr(L, L->t == T_END ? "expected a statement"
+                                 : "unknown statement (DESCRIBE, WALK, SELECT, INFER, EXPLAIN, SHOW, INSERT, UPDATE, "
+                                   "DELETE, BEGIN, SAVE, APPLY, COMPILE)");
 }
 
 void lql_prog_free(lql_prog *p) {
-    for (int i = 0; i < p->n; i++) free(p->s[i].text), free(p->s[i].token), free(p->s[i].nearest);
+    for (int i = 0; i < p->n; i++)
+        free(p->s[i].text), free(p->s[i].token), free(p->s[i].nearest), free(p->s[i].rel), free(p->s[i].target);
     free(p->s);
     p->s = NULL, p->n = 0;
 }

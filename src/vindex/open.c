@@ -22,6 +22,7 @@ void mf_vindex_free(mf_vindex *v) {
     if (!v) return;
     for (int f = 0; f < VX_NFILES; f++) mf_mapfile_close(&v->map[f]);
     mf_pool_free(v->pool);
+    vx_overlay_free(v);
     free(v->heap_s), free(v->heap_i), free(v->heads), free(v->deleted);
     vx_index_free(&v->ix);
     free(v->dir);
@@ -35,6 +36,7 @@ mf_status mf_vindex_open(const char *dir, mf_vindex **out) {
         free(v);
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
+    v->ov.open = -1;
     mf_status s = vx_index_load(dir, &v->ix);
     for (int f = 0; !s && f < VX_NFILES; f++) {
         if (!v->ix.files[f].present) continue;

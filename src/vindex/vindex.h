@@ -22,6 +22,7 @@
 #include "core/mapfile.h"
 #include "core/threadpool.h"
 #include "quant/types.h"
+#include "model/arch.h"
 
 #define VX_FORMAT "minfer-vindex"
 #define VX_VERSION 1
@@ -53,6 +54,44 @@ typedef struct vx_fileinfo {
     char sha256[65];
 } vx_fileinfo;
 
+/* The edit overlay (overlay.c), in memory: a log of operations grouped in
+ * patches (what SAVE PATCH writes) and the state they add up to. Inserted
+ * features of a layer are numbered n_features, n_features + 1, ... in the
+ * order they were inserted; they are f32 vectors. */
+typedef enum vx_opkind { VX_OP_DELETE = 0, VX_OP_INSERT, VX_OP_UPDATE } vx_opkind;
+
+typedef struct vx_feat {
+    float *gate, *up, *down; /* [n_embd] each; up is NULL for a non-gated FFN (gate is the up row there) */
+    float bias;              /* non-gated: the activation's bias */
+    bool dead;               /* deleted after it was inserted */
+} vx_feat;
+
+typedef struct vx_op {
+    vx_opkind kind;
+    int32_t layer, feature;
+    int32_t patch;           /* index into vx_overlay.patch */
+    float *gate, *up, *down; /* insert: all three (up NULL when non-gated); update: down; owned */
+    float bias;
+    char *note;              /* insert: JSON object text (entity, relation, target, strength); owned */
+} vx_op;
+
+typedef struct vx_patchrec {
+    char *name;              /* BEGIN PATCH's name, or the file's "name" */
+    char *file;              /* the file it was applied from, NULL for one made here */
+} vx_patchrec;
+
+typedef struct vx_overlay {
+    vx_op *op;
+    int32_t n_op, cap_op;
+    vx_patchrec *patch;
+    int32_t n_patch, cap_patch;
+    int32_t open;            /* the patch new edits go to (-1: none yet; the first edit opens one) */
+    vx_feat **ins;           /* [n_layer] inserted features */
+    int32_t *n_ins, *cap_ins;
+    float **upd;             /* [n_layer][n_features] a rewritten down vector, or NULL; NULL = none */
+    int32_t *n_edit;         /* [n_layer] live edits touching the layer (0: the dense FFN as it is) */
+} vx_overlay;
+
 /* What index.json says, validated (format.c). */
 typedef struct vx_index {
     mf_vindex_level level;
@@ -80,9 +119,10 @@ struct mf_vindex {
     float *heap_s;
     int32_t *heap_i;
     struct mf_topk *heads;     /* [n_threads][VX_QROWS] heap descriptors */
-    /* the edit overlay (patch.c): [n_layer][n_features], 1 = deleted; NULL = none */
+    /* the edit overlay (overlay.c): [n_layer][n_features], 1 = deleted; NULL = none */
     uint8_t *deleted;
     int32_t n_deleted;
+    vx_overlay ov;
 };
 
 /* format.c */
@@ -110,6 +150,42 @@ float vx_rank_key(vx_rank r, float g);
  * before the key is taken; score[] then holds the keys. */
 mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
                  int32_t *feat, float *score);
+/* overlay.c */
+void vx_overlay_free(mf_vindex *v);
+/* Appends an operation (taking ownership of its vectors and note) to the open
+ * patch and applies it to the state; on error the op's memory is freed. */
+mf_status vx_overlay_push(mf_vindex *v, vx_op *op);
+/* Starts a patch (new edits go to it); file NULL for BEGIN PATCH. */
+mf_status vx_overlay_begin(mf_vindex *v, const char *name, const char *file);
+/* Drops the last operation (an INSERT's trial feature), which must be an insert. */
+void vx_overlay_pop_insert(mf_vindex *v);
+/* Validates a (layer, feature) an op names: base or live inserted feature. */
+mf_status vx_overlay_check(const mf_vindex *v, int32_t layer, int32_t feature);
+/* The live down vector of an updated base feature, or NULL. */
+const float *vx_overlay_down(const mf_vindex *v, int layer, int feature);
+
+/* patch.c: an insert's note (JSON text, malloc'd; strings may be NULL). */
+char *vx_insert_note(const char *entity, const char *relation, const char *target, double strength);
+
+/* insert.c: the unit vector in the residual stream that raises token t's
+ * logit against the others (its output row minus the mean row, times the
+ * output norm's weight). */
+mf_status vx_target_dir(const mf_vindex *v, const struct mf_model *m, mf_token t, float *dir);
+/* The raw logit direction: token t's output row times the output norm's weight. */
+mf_status vx_logit_dir(const mf_vindex *v, const struct mf_model *m, mf_token t, float *dir);
+
+/* insert_gate.c: the gate direction of an inserted feature, from the
+ * prompt's residual xe and N reference residuals ref[N][E] at the layer. */
+mf_status vx_insert_gate(const float *xe, const float *ref, int N, int E, float *d);
+
+/* walk.c: the activation an inserted feature feeds its down vector with. */
+float vx_feat_act(const mf_vindex *v, mf_ffn_type act, const vx_feat *f, const float *x);
+
+/* walk.c: per feature of `layer` (base, then inserted) on row x: the
+ * activation and activation * (down . dir); deleted ones 0. act and contrib
+ * hold n_features + the inserted count; returns that count. */
+int32_t vx_layer_contrib(mf_walk *w, int layer, const float *x, const float *dir, float *act, float *contrib);
+
 /* A layer's rows of one sectioned file (NULL when absent). */
 const void *vx_layer_rows(const mf_vindex *v, vx_file f, int layer);
 

@@ -20,6 +20,7 @@ struct mf_walk {
     mf_vindex *v;
     const mf_model *m;
     int k, first;
+    bool dense;        /* the model's FFN plus the overlay's changes (mf_walk_new_overlay) */
     vx_dot_fn dot;
     int cap_rows;      /* scratch below holds this many rows */
     int32_t *feat;
@@ -35,6 +36,12 @@ void mf_walk_free(mf_walk *w) {
 }
 
 void mf_walk_set_first_layer(mf_walk *w, int32_t from) { w->first = from; }
+
+mf_status mf_walk_new_overlay(mf_vindex *v, const mf_model *m, mf_walk **out) {
+    mf_status s = mf_walk_new(v, m, 1, out);
+    if (!s) (*out)->dense = true;
+    return s;
+}
 
 mf_status mf_walk_new(mf_vindex *v, const mf_model *m, int32_t k, mf_walk **out) {
     *out = NULL;
@@ -89,9 +96,102 @@ static float gelu(float x) {
     return mf_fp16_to_fp32(mf_fp32_to_fp16(0.5f * h * (1.0f + tanhf(c * h * (1.0f + 0.044715f * h * h)))));
 }
 
+/* The activation a base feature f feeds its down vector with, on row x. */
+static float base_act(const mf_walk *w, int layer, int f, const float *x) {
+    const mf_vindex *v = w->v;
+    const int E = v->ix.n_embd;
+    const uint8_t *gate = vx_layer_rows(v, VX_GATE, layer), *up = vx_layer_rows(v, VX_UP, layer);
+    float g;
+    w->dot(gate + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &g, 1);
+    if (!v->ix.gated) return gelu(g + w->bias[(size_t)layer * v->ix.n_features + f]);
+    float u;
+    w->dot(up + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &u, 1);
+    return (w->m->arch->ffn == MF_FFN_GEGLU ? gelu(g) : mf_silu_ref(g)) * u;
+}
+
+static float dotf(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+float vx_feat_act(const mf_vindex *v, mf_ffn_type act, const vx_feat *f, const float *x) {
+    const int E = v->ix.n_embd;
+    const float g = dotf(f->gate, x, E);
+    if (!v->ix.gated) return gelu(g + f->bias);
+    return (act == MF_FFN_GEGLU ? gelu(g) : mf_silu_ref(g)) * dotf(f->up, x, E);
+}
+
+static void axpy(float *o, float a, const float *d, int n) {
+    for (int e = 0; e < n; e++) o[e] += a * d[e];
+}
+
+/* Adds the overlay's inserted features to one output row; in dense mode also
+ * takes out the deleted features and swaps rewritten down vectors (the
+ * model's FFN already holds their old contribution). */
+static void overlay_row(mf_walk *w, int layer, const float *x, float *o) {
+    mf_vindex *v = w->v;
+    const vx_overlay *ov = &v->ov;
+    const int E = v->ix.n_embd, F = v->ix.n_features;
+    for (int i = 0; i < ov->n_ins[layer]; i++) {
+        const vx_feat *f = &ov->ins[layer][i];
+        if (!f->dead) axpy(o, vx_feat_act(v, w->m->arch->ffn, f, x), f->down, E);
+    }
+    if (!w->dense) return;
+    const uint8_t *del = v->deleted + (size_t)layer * F;
+    float *const *upd = ov->upd ? ov->upd + (size_t)layer * F : NULL;
+    const uint8_t *down = vx_layer_rows(v, VX_DOWN, layer);
+    const mf_type_traits *tr = mf_type_traits_ref(v->ix.ftype);
+    for (int f = 0; f < F; f++) {
+        if (!del[f] && !(upd && upd[f])) continue;
+        const float a = base_act(w, layer, f, x);
+        tr->to_float(down + (size_t)f * v->row_bytes, w->row, E);
+        if (del[f]) axpy(o, -a, w->row, E);
+        else
+            for (int e = 0; e < E; e++) o[e] += a * upd[f][e] - a * w->row[e];
+    }
+}
+
+int32_t vx_layer_contrib(mf_walk *w, int layer, const float *x, const float *dir, float *act, float *contrib) {
+    mf_vindex *v = w->v;
+    const int E = v->ix.n_embd, F = v->ix.n_features;
+    const uint8_t *down = vx_layer_rows(v, VX_DOWN, layer);
+    const mf_type_traits *tr = mf_type_traits_ref(v->ix.ftype);
+    for (int f = 0; f < F; f++) {
+        if (mf_vindex_is_deleted(v, layer, f)) {
+            act[f] = contrib[f] = 0;
+            continue;
+        }
+        const float *d = vx_overlay_down(v, layer, f);
+        if (!d) {
+            tr->to_float(down + (size_t)f * v->row_bytes, w->row, E);
+            d = w->row;
+        }
+        act[f] = base_act(w, layer, f, x);
+        contrib[f] = act[f] * dotf(d, dir, E);
+    }
+    const int ni = v->ov.n_ins ? v->ov.n_ins[layer] : 0;
+    for (int i = 0; i < ni; i++) {
+        const vx_feat *f = &v->ov.ins[layer][i];
+        act[F + i] = f->dead ? 0 : vx_feat_act(v, w->m->arch->ffn, f, x);
+        contrib[F + i] = f->dead ? 0 : act[F + i] * dotf(f->down, dir, E);
+    }
+    return F + ni;
+}
+
 int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
                 void *ud) {
     mf_walk *w = ud;
+    const bool edited = w->v->ov.n_edit && w->v->ov.n_edit[layer];
+    if (w->dense) {
+        /* the model's own FFN where nothing changed, else it plus the changes */
+        if (!edited) return 0;
+        for (int r = 0; r < n_rows; r++) {
+            memset(out + (size_t)r * n_embd, 0, (size_t)n_embd * sizeof(float));
+            overlay_row(w, layer, xn + (size_t)r * n_embd, out + (size_t)r * n_embd);
+        }
+        return 2;
+    }
     if (layer < w->first) return 0;
     mf_vindex *v = w->v;
     const vx_index *ix = &v->ix;
@@ -130,8 +230,10 @@ int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, 
                 a = gelu(g + bias[f]);
             }
             if (a == 0.0f) continue;
-            const float *d;
-            if (ix->ftype == MF_TYPE_F32) {
+            const float *d = vx_overlay_down(v, layer, f);
+            if (d) {
+                /* rewritten by an UPDATE */
+            } else if (ix->ftype == MF_TYPE_F32) {
                 d = (const float *)(down + (size_t)f * v->row_bytes);
             } else {
                 tr->to_float(down + (size_t)f * v->row_bytes, w->row, E);
@@ -139,6 +241,7 @@ int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, 
             }
             for (int e = 0; e < E; e++) o[e] += a * d[e];
         }
+        if (edited) overlay_row(w, layer, x, o);
         if (L->ffn_down_b) {
             /* decoded per row: biases are tiny next to the rows */
             mf_type_traits_ref(L->ffn_down_b->type)->to_float(L->ffn_down_b->data, w->row, E);

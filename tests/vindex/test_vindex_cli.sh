@@ -1,7 +1,8 @@
 # test_vindex_cli.sh - the vindex commands end to end on stories260K: build
 # (exit 0, summary line), verify ok, run -m DIR equals run -m GGUF (greedy),
 # --ffn walk with every feature equals dense text, audit prints a row per
-# layer and K, lql -e prints tables and --json objects; bad options exit 2,
+# layer and K, lql -e prints tables and --json objects; an INSERT saved as a
+# patch makes run --patch and the compiled GGUF say the target; bad options exit 2,
 # damaged or foreign directories exit 1 with one line naming the file.
 bin=${MINFER_BIN:-build/bin/minfer}
 model=../shared/models/stories260K.gguf
@@ -28,7 +29,16 @@ out=$("$bin" lql "$tmp/v" -e 'SHOW LAYERS; DESCRIBE "girl" AT LAYER 1 TOP 2') ||
 printf '%s\n' "$out" | grep -q '^layer  features  type  labels_per_feature$' || die "lql table header: $out"
 [ "$("$bin" lql "$tmp/v" --json -e 'DESCRIBE "girl" AT LAYER 1 TOP 2' | grep -o '"layer":1' | wc -l)" = 2 ] || die "lql json"
 err=$("$bin" lql "$tmp/v" -e 'SHOW STATS; SELEKT' 2>&1 >/dev/null); rc=$?
-[ $rc = 1 ] && [ "$err" = "minfer lql: line 1, column 13: unknown statement (DESCRIBE, WALK, SELECT, INFER, SHOW, DELETE, SAVE, APPLY)" ] || die "lql syntax error ($rc): $err"
+[ $rc = 1 ] && [ "$err" = "minfer lql: line 1, column 13: unknown statement (DESCRIBE, WALK, SELECT, INFER, EXPLAIN, SHOW, INSERT, UPDATE, DELETE, BEGIN, SAVE, APPLY, COMPILE)" ] || die "lql syntax error ($rc): $err"
+
+# an edit: INSERT in lql, the patch saved; run --patch (dense) and the compiled GGUF say it
+"$bin" lql "$tmp/v" -t 2 -e "BEGIN PATCH \"$tmp/tim\"; INSERT INTO EDGES VALUES (\"Tim\", \"was a\", \"happy\"); SAVE PATCH; COMPILE INTO MODEL \"$tmp/tim.gguf\"" >/dev/null 2>"$tmp/err" || die "lql insert: $(cat "$tmp/err")"
+d=$("$bin" run -m "$tmp/v" --patch "$tmp/tim.vlp" -p "Tim was a" -n 1 --temp 0 -t 2 2>/dev/null)
+e=$("$bin" run -m "$tmp/tim.gguf" -p "Tim was a" -n 1 --temp 0 -t 2 2>/dev/null)
+[ "$d" = " happy" ] && [ "$e" = " happy" ] || die "the edit: --patch says '$d', the compiled model '$e'"
+"$bin" run -m "$model" --vindex "$tmp/v" -p x 2>/dev/null; [ $? = 2 ] || die "--vindex without --ffn walk or --patch not refused"
+printf '{"format": "minfer-vindex-patch", "version": 1, "base": "00", "ops": []}' > "$tmp/bad.vlp"
+"$bin" run -m "$tmp/v" --patch "$tmp/bad.vlp" -p x 2>"$tmp/err"; [ $? = 1 ] && grep -q "is not this vindex's model" "$tmp/err" || die "a foreign patch: $(cat "$tmp/err")"
 
 "$bin" vindex build "$model" -o "$tmp/x" --gate q4_0 2>/dev/null; [ $? = 2 ] || die "--gate q4_0 not refused with 2"
 "$bin" run -m "$model" --walk-k 5 -p x 2>/dev/null; [ $? = 2 ] || die "--walk-k without --ffn walk not refused"

@@ -220,7 +220,8 @@ int main(void) {
             static const struct { const char *find, *repl, *want; } bad[] = {
                 {"minfer-vindex-patch", "minfer-vindex", "not a vindex patch"},
                 {"\"version\": 1", "\"version\": 3", "version"},
-                {"\"delete\"", "\"insert\"", "unknown op"},
+                {"\"delete\"", "\"rename\"", "unknown op"},
+                {"\"delete\"", "\"insert\"", "\"gate\" must be an array"},
                 {"\"layer\": 2", "\"layer\": 7", "in range"},
                 {"\"layer\": 2", "\"layer\": \"2\"", "in range"},
                 {"\"base\": \"", "\"base\": \"1", "base"},

@@ -18,8 +18,14 @@ static void usage(FILE *f) {
                "                           [NEAREST TO \"x\" AT LAYER n] [LIMIT k]\n"
                "    INFER \"prompt\" [TOP k] [WALK k | DENSE | COMPARE [k]]   next-token distribution\n"
                "    SHOW LAYERS | FEATURES [AT LAYER n] [LIMIT k] | STATS | PATCHES\n"
-               "    DELETE FROM FEATURES WHERE layer = n AND feature = f     drop a feature (in memory; walk FFN and KNN)\n"
-               "    SAVE PATCH \"file.vlp\" | APPLY PATCH \"file.vlp\"          the edits as a patch naming its base model\n"
+               "    DELETE FROM FEATURES WHERE layer = n AND feature = f     drop a feature (in memory)\n"
+               "    EXPLAIN INFER \"prompt\" [TOP k]                          the features that carried the top token\n"
+               "    INSERT INTO EDGES [(entity, relation, target)] VALUES (\"e\", \"r\", \"t\") [AT LAYER n] [ALPHA a]\n"
+               "                           a new feature: the prompt (r with {} = e, else \"e r\") continues with t\n"
+               "    UPDATE FEATURES SET down = \"token\" [ALPHA a] WHERE layer = n AND feature = f\n"
+               "    BEGIN PATCH \"name\" | SAVE PATCH [\"file.vlp\"] | APPLY PATCH \"file.vlp\"\n"
+               "                           the edits as a patch naming its base model (in memory until saved)\n"
+               "    COMPILE INTO MODEL \"file.gguf\" | COMPILE INTO VINDEX \"dir\"  the edits baked into a wider FFN\n"
                "  without -e or -f, statements are read from stdin (a prompt when it is a terminal)\n");
 }
 

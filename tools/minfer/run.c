@@ -50,7 +50,8 @@ static void usage(FILE *f) {
             "  --ffn dense|walk       walk: each FFN runs over only the top-K gate features of a vindex\n"
             "  --walk-k K[%%]          features per token for --ffn walk (a count, or a percentage; default all)\n"
             "  --vindex DIR           the vindex for --ffn walk (default: -m when it names a vindex directory)\n"
-            "  --patch FILE.vlp       apply a vindex patch (deleted features) to the walk FFN\n"
+            "  --patch FILE.vlp       apply a vindex patch (deleted, inserted, rewritten features): to the walk\n"
+            "                         FFN, or without --ffn walk to the model's own dense FFN (-m or --vindex DIR)\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
             "chat mode (reads one message per line from stdin; a line ending in \\ continues):\n"
@@ -116,11 +117,12 @@ static bool walk_open(const run_opts *o, const mf_model *model) {
     mf_vindex_info vi;
     mf_vindex_get_info(g_walk_vindex, &vi);
     long k = o->walk_k_pct ? (o->walk_k * vi.n_features + 99) / 100 : o->walk_k;
-    if (mf_walk_new(g_walk_vindex, model, (int32_t)k, &g_walk)) {
+    if (o->walk ? mf_walk_new(g_walk_vindex, model, (int32_t)k, &g_walk) : mf_walk_new_overlay(g_walk_vindex, model, &g_walk)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
         return false;
     }
-    if (o->verbose)
+    if (o->verbose && !o->walk) fprintf(stderr, "minfer: dense FFN with the edits of %s\n", o->patch);
+    else if (o->verbose)
         fprintf(stderr, "minfer: walk FFN over %ld of %d features per layer from %s\n", k ? k : vi.n_features,
                 vi.n_features, dir);
     return true;
@@ -158,7 +160,7 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
         return false;
     }
     cp.threadpool = g_pool;
-    if (o->walk) {
+    if (o->walk || o->patch) {
         if (!walk_open(o, *model)) {
             mf_model_free(*model);
             *model = NULL;
@@ -279,7 +281,8 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 #undef STR_OPT
     }
     if (!o->model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
-    if ((o->patch || o->vindex || o->walk_k) && !o->walk) { fprintf(stderr, "minfer run: --walk-k, --vindex and --patch need --ffn walk\n"); return 2; }
+    if (o->walk_k && !o->walk) { fprintf(stderr, "minfer run: --walk-k needs --ffn walk\n"); return 2; }
+    if (o->vindex && !o->walk && !o->patch) { fprintf(stderr, "minfer run: --vindex needs --ffn walk or --patch\n"); return 2; }
     if (sp->repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
     if (!o->cnv && (o->system || o->chat_template || o->session || o->think >= 0)) {
         fprintf(stderr, "minfer run: -sys, --chat-template, --session and --think/--no-think need --cnv\n");
