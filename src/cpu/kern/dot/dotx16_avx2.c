@@ -27,10 +27,18 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define X16_PREFETCH 4608
-
+#include <stdlib.h>
+static long g_pf = -1; static int g_hint;
 static inline void prefetch_group(const uint8_t *g, size_t bytes) {
-    for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + X16_PREFETCH + c, _MM_HINT_T0);
+    if (g_pf < 0) { const char *e = getenv("PF"); g_pf = e ? atol(e) : 4608; e = getenv("PFH"); g_hint = e ? atoi(e) : 0; }
+    if (!g_pf) return;
+    if (g_hint == 0) for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + g_pf + c, _MM_HINT_T0);
+    else if (g_hint == 1) for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + g_pf + c, _MM_HINT_T1);
+    else for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + g_pf + c, _MM_HINT_NTA);
+}
+static inline void pf_line(const uint8_t *g, int i) {
+    if (g_pf < 0) prefetch_group(g, 0);
+    if (g_pf) _mm_prefetch((const char *)g + g_pf + 64 * i, _MM_HINT_T0);
 }
 
 /* half p (rows 8p .. 8p + 7) of line w */
@@ -88,7 +96,7 @@ static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
     __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q4_K)) {
-        prefetch_group(g, 16 * sizeof(block_q4_K));
+        for (int i = 0; i < 4; i++) pf_line(g, i);
         const block_q8_K *a = &y[b];
         /* the 8 scales of each row as bytes: sl = scales 0..3, sh = 4..7 */
         __m256i sl[2], sh[2], isum[2];
@@ -103,6 +111,7 @@ static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
             __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
             #pragma GCC unroll 1
             for (int c = 0; c < 8; c++) {
+                pf_line(g, 4 + 8 * h + c);
                 const __m256i al = bcast4(a->qs + 64 * h + 4 * c), ah = bcast4(a->qs + 64 * h + 32 + 4 * c);
                 #pragma GCC unroll 2
                 for (int p = 0; p < 2; p++) {
@@ -129,6 +138,77 @@ static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
             q4k_d(g, p, &dx, &mx);
             const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
             /* d * isum - dmin * summ, added to the row's sum, as the reference orders it */
+            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* ---------------- Q5_K ----------------
+ * As Q4_K, with qh in lines 4-11 and qs in lines 12-43: the 5th bit of the
+ * element in byte l of qs word 8h + c (low nibble) is bit 2h of qh byte l of
+ * qh word c, bit 2h + 1 for the high nibble. Levels reach 31, so a
+ * sub-block's 8 words are summed in int16 as two halves of 4. */
+
+/* bit s of every byte moved to bit 4 (s in 0..7) */
+static inline __m256i bit_to_4(__m256i v, int s) {
+    const __m256i m10 = _mm256_set1_epi8(0x10);
+    if (s < 4) return _mm256_and_si256(_mm256_slli_epi16(v, 4 - s), m10);
+    if (s > 4) return _mm256_and_si256(_mm256_srli_epi16(v, s - 4), m10);
+    return _mm256_and_si256(v, m10);
+}
+
+static void dot_x16_q5_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q5_K)) {
+        for (int i = 0; i < 12; i++) pf_line(g, i);
+        const block_q8_K *a = &y[b];
+        __m256i sl[2], sh[2], isum[2];
+        for (int p = 0; p < 2; p++) {
+            const __m256i w0 = hl(g, 1, p), w2 = hl(g, 3, p);
+            sl[p] = _mm256_and_si256(w0, m6);
+            sh[p] = _mm256_or_si256(_mm256_and_si256(w2, m4), _mm256_and_si256(_mm256_srli_epi16(w0, 2), m30));
+            isum[p] = _mm256_setzero_si256();
+        }
+        #pragma GCC unroll 4
+        for (int h = 0; h < 4; h++)
+            #pragma GCC unroll 1
+            for (int c0 = 0; c0 < 8; c0 += 4) {
+                __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
+                #pragma GCC unroll 1
+                for (int c = c0; c < c0 + 4; c++) {
+                    pf_line(g, 12 + 8 * h + c);
+                    const __m256i al = bcast4(a->qs + 64 * h + 4 * c), ah = bcast4(a->qs + 64 * h + 32 + 4 * c);
+                    #pragma GCC unroll 2
+                    for (int p = 0; p < 2; p++) {
+                        const __m256i v = hl(g, 12 + 8 * h + c, p), qh = hl(g, 4 + c, p);
+                        const __m256i wl = _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_4(qh, 2 * h));
+                        const __m256i wh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_4(qh, 2 * h + 1));
+                        lo[p] = _mm256_add_epi16(lo[p], _mm256_maddubs_epi16(wl, al));
+                        hi[p] = _mm256_add_epi16(hi[p], _mm256_maddubs_epi16(wh, ah));
+                    }
+                }
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const __m256i sc = h < 2 ? sl[p] : sh[p];
+                    isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(lo[p], rep_byte(sc, 2 * (h & 1))));
+                    isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(hi[p], rep_byte(sc, 2 * (h & 1) + 1)));
+                }
+            }
+        int bs[8];
+        for (int j = 0; j < 8; j++) bs[j] = a->bsums[2 * j] + a->bsums[2 * j + 1];
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i summ = q4k_summ(hl(g, 2, p), hl(g, 3, p), bs);
+            __m256 dx, mx;
+            q4k_d(g, p, &dx, &mx);
+            const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
             sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
                                                          _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
         }
@@ -182,7 +262,6 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
     const block_q8_K *y = vy;
     __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q6_K)) {
-        prefetch_group(g, 16 * sizeof(block_q6_K));
         const block_q8_K *a = &y[b];
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         #pragma GCC unroll 1
@@ -191,6 +270,8 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
             for (int c0 = 0; c0 < 8; c0 += 2)
                 #pragma GCC unroll 2
                 for (int p = 0; p < 2; p++) {
+                    const int k = 8 * h + c0 + p; /* 16 steps prefetch the group's 53 lines */
+                    for (int i = 4 * k; i < 4 * k + 4 && i < 53; i++) pf_line(g, i);
                     /* words c0 and c0 + 1 (both in sub-blocks 8h + 2t + c0 / 4):
                      * two maddubs per int16 pair, then the scales */
                     __m256i acc[4];
@@ -334,6 +415,7 @@ X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm256_mul_ps(_mm256_mul_ps(d
 
 void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
+    tab[MF_TYPE_Q5_K].vec_dot_x16 = dot_x16_q5_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
     tab[MF_TYPE_Q4_0].vec_dot_x16 = dot_x16_q4_0;
     tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
