@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_F16};
+static const mf_type k_types[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_F16};
 /* row lengths: 1 to 33 super-blocks; for the 32-element types also every
  * remainder of the 8-block accumulator cycle and Qwen2.5-0.5B's widths */
 static const int64_t k_kquant[] = {256, 512, 768, 1792, 2048, 4096, 8448};
@@ -54,6 +54,8 @@ static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
                 const mf_fp16 h[2] = {rand_f16(r, -14, 4), rand_f16(r, -14, 4)};
                 if (t == MF_TYPE_Q4_K || t == MF_TYPE_Q5_K) memcpy(p, h, 4);
                 else if (t == MF_TYPE_Q6_K) memcpy(&((block_q6_K *)p)->d, h, 2);
+                else if (t == MF_TYPE_Q3_K) memcpy(&((block_q3_K *)p)->d, h, 2);
+                else if (t == MF_TYPE_Q2_K) memcpy(&((block_q2_K *)p)->d, h, 4); /* d, dmin */
                 else memcpy(p, h, 2); /* Q4_0 / Q5_0 / Q8_0: d first */
             }
         return;

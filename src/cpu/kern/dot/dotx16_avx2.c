@@ -65,16 +65,17 @@ static inline __m256i rep_byte(__m256i v, int j) {
  * = qs bytes 32h + 4c ..: low nibbles are elements 64h + 4c .. of
  * sub-block 2h, high nibbles those of sub-block 2h + 1. */
 
-/* 16 rows' f16 pairs of line 0 (d low, dmin high) as two float vectors of
- * 8 rows each for half p */
-static inline void q4k_d(const uint8_t *g, int p, __m256 *d, __m256 *dmin) {
-    const __m256i v = hl(g, 0, p);
+/* the f16 pairs of line w (d low, dmin high) of the 8 rows of half p as
+ * floats */
+static inline void q_dpair(const uint8_t *g, int w, int p, __m256 *d, __m256 *dmin) {
+    const __m256i v = hl(g, w, p);
     const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff)), hi = _mm256_srli_epi32(v, 16);
     /* per 128-bit lane: d of 4 rows, dmin of the same 4 rows */
     const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
     *d = _mm256_cvtph_ps(_mm256_castsi256_si128(pk));
     *dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1));
 }
+static inline void q4k_d(const uint8_t *g, int p, __m256 *d, __m256 *dmin) { q_dpair(g, 0, p, d, dmin); }
 
 /* sum over the 8 sub-blocks of min_j * (bsum 2j + bsum 2j + 1), per lane */
 static inline __m256i q4k_summ(__m256i w1, __m256i w2, const int bs[8]) {
@@ -140,6 +141,155 @@ static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
             /* d * isum - dmin * summ, added to the row's sum, as the reference orders it */
             sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
                                                          _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* ---------------- Q2_K / Q3_K ----------------
+ * Q2_K: lines 0-3 = scales (low nibble scale, high nibble min), 4-19 = qs,
+ * 20 = d | dmin << 16. Q3_K: lines 0-7 = hmask, 8-23 = qs, 24-26 = scales,
+ * then d[16]. The 2-bit levels at bits 2k of qs word 8g + c are elements
+ * 128g + 32k + 4c .. of sub-block 8g + 2k + c / 4; Q3_K's third bit of the
+ * same elements is bit 4g + k of hmask word c. Levels reach 3 (7), so a
+ * 16-element sub-block's 4 words are summed in int16 directly. */
+
+/* bit s of every byte moved to bit 2 (s in 0..7) */
+static inline __m256i bit_to_2(__m256i v, int s) {
+    const __m256i m04 = _mm256_set1_epi8(0x04);
+    if (s < 2) return _mm256_and_si256(_mm256_slli_epi16(v, 2 - s), m04);
+    if (s > 2) return _mm256_and_si256(_mm256_srli_epi16(v, s - 2), m04);
+    return _mm256_and_si256(v, m04);
+}
+
+/* levels * activations of the 4 sub-blocks 8g + 2k + cc (k = 0..3) of half
+ * p, summed over their words c = 4cc .. 4cc + 3, in int16 pairs */
+static inline void k23_sums(const uint8_t *g, const int8_t *qs, int q0, int hm0, int gi, int cc, int p, __m256i acc[4]) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    #pragma GCC unroll 4
+    for (int c = 4 * cc; c < 4 * cc + 4; c++) {
+        const __m256i v = hl(g, q0 + 8 * gi + c, p);
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i w = _mm256_and_si256(k ? _mm256_srli_epi16(v, 2 * k) : v, m3);
+            if (hm0 >= 0) w = _mm256_or_si256(w, bit_to_2(hl(g, hm0 + c, p), 4 * gi + k));
+            const __m256i m = _mm256_maddubs_epi16(w, bcast4(qs + 128 * gi + 32 * k + 4 * c));
+            acc[k] = c == 4 * cc ? m : _mm256_add_epi16(acc[k], m);
+        }
+    }
+}
+
+/* sum over the 16 sub-blocks of mn_j * bsum_j for 4-bit mins in the high
+ * nibbles of lines 0-3 */
+static inline __m256i q2k_summ(const uint8_t *g, int p, const int16_t bsums[16]) {
+    const __m256i m = _mm256_set1_epi32(0x000f000f);
+    __m256i s = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const __m256i w = hl(g, i, p);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m), pair16(bsums[4 * i], bsums[4 * i + 2])));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 12), m), pair16(bsums[4 * i + 1], bsums[4 * i + 3])));
+    }
+    return s;
+}
+
+static void dot_x16_q2_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i m0f = _mm256_set1_epi16(0x0f);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q2_K)) {
+        const block_q8_K *a = &y[b];
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < 2; gi++)
+            #pragma GCC unroll 2
+            for (int cc = 0; cc < 2; cc++)
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const int step = 4 * gi + 2 * cc + p; /* 8 steps prefetch the group's 22 lines */
+                    for (int i = 3 * step; i < 3 * step + 3 && i < 22; i++) pf_line(g, i);
+                    __m256i acc[4];
+                    k23_sums(g, a->qs, 4, -1, gi, cc, p, acc);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const int j = 8 * gi + 2 * k + cc;
+                        const __m256i sc = _mm256_and_si256(rep_byte(hl(g, j / 4, p), j % 4), m0f);
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[k], sc));
+                    }
+                }
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i summ = q2k_summ(g, p, a->bsums);
+            __m256 dx, mx;
+            q_dpair(g, 20, p, &dx, &mx);
+            const __m256 dall = _mm256_mul_ps(yd, dx), dmin = _mm256_mul_ps(yd, mx);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum[p])),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* Q3_K's 16 six-bit scales of each row as 4 words of bytes (scales 4i .. 4i + 3
+ * in word i), unsigned (the stored value, 32 above the scale) */
+static inline void q3k_scales(const uint8_t *g, int p, __m256i S[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = hl(g, 24, p), l1 = hl(g, 25, p), t = hl(g, 26, p);
+    S[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(t, 4), m30));
+    S[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(t, 2), m30));
+    S[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(t, m30));
+    S[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(t, 2), m30));
+}
+
+static void dot_x16_q3_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i k32 = _mm256_set1_epi16(32), even = _mm256_set1_epi32(0x00ff00ff);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q3_K)) {
+        const block_q8_K *a = &y[b];
+        __m256i isum[2];
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            /* the level offset: -4 * sum_j (sc_j - 32) * bsum_j */
+            __m256i S[4], off = _mm256_setzero_si256();
+            q3k_scales(g, p, S);
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const __m256i ev = _mm256_sub_epi16(_mm256_and_si256(S[i], even), k32);
+                const __m256i od = _mm256_sub_epi16(_mm256_srli_epi16(S[i], 8), k32);
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(ev, pair16(a->bsums[4 * i], a->bsums[4 * i + 2])));
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(od, pair16(a->bsums[4 * i + 1], a->bsums[4 * i + 3])));
+            }
+            isum[p] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+        }
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < 2; gi++)
+            #pragma GCC unroll 2
+            for (int cc = 0; cc < 2; cc++)
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const int step = 4 * gi + 2 * cc + p; /* 8 steps prefetch the group's 28 lines */
+                    for (int i = 4 * step; i < 4 * step + 4 && i < 28; i++) pf_line(g, i);
+                    __m256i acc[4], S[4];
+                    k23_sums(g, a->qs, 8, 0, gi, cc, p, acc);
+                    q3k_scales(g, p, S);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const int j = 8 * gi + 2 * k + cc;
+                        const __m256i sc = _mm256_sub_epi16(rep_byte(S[j / 4], j % 4), k32);
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[k], sc));
+                    }
+                }
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 64 * 27 + 16 * p))), yd);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])));
         }
     }
     _mm256_storeu_ps(s, sum[0]);
@@ -414,6 +564,8 @@ X16_LEGACY(dot_x16_q4_0, block_q4_0, 4, q4_0_isum, _mm256_mul_ps(_mm256_mul_ps(f
 X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm256_mul_ps(_mm256_mul_ps(dx, dy), fi))
 
 void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
+    tab[MF_TYPE_Q2_K].vec_dot_x16 = dot_x16_q2_k;
+    tab[MF_TYPE_Q3_K].vec_dot_x16 = dot_x16_q3_k;
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
     tab[MF_TYPE_Q5_K].vec_dot_x16 = dot_x16_q5_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
