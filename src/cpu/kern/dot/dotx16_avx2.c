@@ -12,13 +12,16 @@
  * where the one-row kernels pay a scale step per 32 elements and a
  * reduction per block. Bounds, with activations in [-128, 127] (the
  * quantizers write [-127, 127]): a pair sum is at most 2 * L * 128 for
- * levels 0..L, so Q4_K adds 8 words (8 * 2 * 15 * 128 = 30720), Q6_K 2
- * (2 * 2 * 63 * 128 = 32256), Q4_0 8 and Q5_0 4 (4 * 2 * 31 * 128 = 31744).
+ * levels 0..L, so the int16 sums stay exact over 8 words for Q4_K and Q4_0
+ * (8 * 2 * 15 * 128 = 30720), 4 for Q5_K and Q5_0 (4 * 2 * 31 * 128 =
+ * 31744) and Q2_K / Q3_K (a 16-element sub-block), 2 for Q6_K (2 * 2 * 63 *
+ * 128 = 32256). Q8_0's signed levels use |q| * sign(a, q) per word, exact
+ * for activations without -128, as the one-row kernels do.
  *
  * Every row's float expression is evaluated per lane in its reference's
  * order (the same steps as dotx16_vnni_avx512.c), so each lane is bitwise
- * the row's vec_dot. Each block group is prefetched X16_PREFETCH bytes
- * ahead, as there. */
+ * the row's vec_dot. The AVX-512 levels inherit these kernels for the types
+ * dotx16_vnni_avx512.c does not have (Q2_K, Q3_K, Q5_K). */
 #include "cpu/kern/kernels.h"
 #include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
@@ -27,19 +30,13 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include <stdlib.h>
-static long g_pf = -1; static int g_hint;
-static inline void prefetch_group(const uint8_t *g, size_t bytes) {
-    if (g_pf < 0) { const char *e = getenv("PF"); g_pf = e ? atol(e) : 4608; e = getenv("PFH"); g_hint = e ? atoi(e) : 0; }
-    if (!g_pf) return;
-    if (g_hint == 0) for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + g_pf + c, _MM_HINT_T0);
-    else if (g_hint == 1) for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + g_pf + c, _MM_HINT_T1);
-    else for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)g + g_pf + c, _MM_HINT_NTA);
-}
-static inline void pf_line(const uint8_t *g, int i) {
-    if (g_pf < 0) prefetch_group(g, 0);
-    if (g_pf) _mm_prefetch((const char *)g + g_pf + 64 * i, _MM_HINT_T0);
-}
+#define X16_PREFETCH 4608
+
+/* Line i of a group, X16_PREFETCH bytes ahead. One prefetch per line the
+ * kernel reads, spread over its loop: a burst of a group's 36-53 lines at
+ * its start stalled on the core's miss buffers and streamed 8 GB/s from one
+ * core against 10 spread. */
+static inline void pf_line(const uint8_t *g, int i) { _mm_prefetch((const char *)g + X16_PREFETCH + 64 * i, _MM_HINT_T0); }
 
 /* half p (rows 8p .. 8p + 7) of line w */
 static inline __m256i hl(const uint8_t *g, int w, int p) { return _mm256_loadu_si256((const __m256i *)(g + 64 * w + 32 * p)); }
@@ -540,7 +537,7 @@ static inline void q5_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2
                 const int b = b0 + l;                                                                            \
                 if (b >= nb) break;                                                                              \
                 const uint8_t *gb = g + (size_t)b * gs;                                                          \
-                prefetch_group(gb, gs);                                                                          \
+                for (size_t i = 0; i < gs; i += 64) pf_line(gb, (int)(i / 64));                                \
                 __m256i is[2];                                                                                   \
                 ISUM(gb, &y[b], is);                                                                             \
                 const __m256 dy = _mm256_set1_ps(_cvtsh_ss(y[b].d));                                             \
