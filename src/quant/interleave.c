@@ -13,6 +13,9 @@
  *
  * Q4_K (144 bytes = 36 words): line 0 = d | dmin << 16, lines 1-3 = the
  * 12 scale bytes, lines 4 + q = qs bytes 4q..4q+3.
+ * Q5_K (176 bytes = 44 words): as Q4_K, with lines 4-11 = qh and 12-43 = qs.
+ * Q2_K (84 bytes = 21 words): lines 0-3 = scales, 4-19 = qs, 20 = d | dmin << 16.
+ * Q3_K (110 bytes): lines 0-7 = hmask, 8-23 = qs, 24-26 = scales, then d[16].
  * Q6_K (210 bytes): lines 0-31 = ql, 32-47 = qh, 48-51 = the 16 int8
  * scales, then d[16].
  * Q4_0 (18), Q5_0 (22), Q8_0 (34 bytes): the words after d, then d[16].
@@ -37,6 +40,9 @@ typedef struct x16_geom {
 static bool geom(mf_type t, x16_geom *g) {
     switch (t) {
     case MF_TYPE_Q4_K: *g = (x16_geom){36, 0, -1}; return true;
+    case MF_TYPE_Q5_K: *g = (x16_geom){44, 0, -1}; return true;
+    case MF_TYPE_Q2_K: *g = (x16_geom){21, 0, -1}; return true;
+    case MF_TYPE_Q3_K: *g = (x16_geom){27, 0, 108}; return true;
     case MF_TYPE_Q6_K: *g = (x16_geom){52, 0, 208}; return true;
     case MF_TYPE_Q4_0: *g = (x16_geom){4, 2, 0}; return true;
     case MF_TYPE_Q5_0: *g = (x16_geom){5, 2, 0}; return true;

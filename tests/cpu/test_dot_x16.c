@@ -5,10 +5,12 @@
  *   - the reference kernel and every SIMD level's vec_dot_x16 give, bitwise,
  *     the scalar vec_dot of each row, for rows of 1 to 33 blocks or
  *     super-blocks,
- *     weights from raw random bytes and from the quantizer at tiny / ordinary
- *     / huge scales, activations from the Q8_K / Q8_0 quantizer and raw ones,
- *     for Q4_K, Q6_K, Q4_0, Q5_0, Q8_0 and F16 (every remainder of its
- *     64-lane cycle);
+ *     weights from raw random bytes, all-0xff bytes (every level at its
+ *     maximum: the worst case of the kernels' int16 sums) and the quantizer
+ *     at tiny / ordinary / huge scales, activations from the Q8_K / Q8_0
+ *     quantizer, raw +-127 and all -127 / all +127,
+ *     for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0 and F16 (every
+ *     remainder of its 64-lane cycle);
  *   - the group and activation buffers are allocated to their exact size
  *     (the ASan build catches a kernel reading past either; the kernels'
  *     prefetches run ahead of the group by design and do not fault). */
@@ -24,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_F16};
+static const mf_type k_types[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_Q4_0, MF_TYPE_Q5_0, MF_TYPE_Q8_0, MF_TYPE_F16};
 /* row lengths: 1 to 33 super-blocks; for the 32-element types also every
  * remainder of the 8-block accumulator cycle and Qwen2.5-0.5B's widths */
 static const int64_t k_kquant[] = {256, 512, 768, 1792, 2048, 4096, 8448};
@@ -42,18 +44,21 @@ static mf_fp16 rand_f16(qrand *r, int lo, int hi) {
 static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
     const size_t rs = mf_row_size(t, k);
     const int64_t nb = k / mf_type_geom_get(t)->blck;
-    if (mode == 0 && t == MF_TYPE_F16) {
+    if ((mode == 0 || mode == 4) && t == MF_TYPE_F16) {
         for (int64_t i = 0; i < 16 * k; i++) ((mf_fp16 *)rows)[i] = rand_f16(r, -14, 8);
         return;
     }
-    if (mode == 0) {
-        for (size_t i = 0; i < 16 * rs; i++) rows[i] = (uint8_t)(qrand_uniform(r) * 256);
+    if (mode == 0 || mode == 4) {
+        /* mode 4: every level at its maximum, the int16 sums' worst case */
+        for (size_t i = 0; i < 16 * rs; i++) rows[i] = mode == 4 ? 0xff : (uint8_t)(qrand_uniform(r) * 256);
         for (int row = 0; row < 16; row++)
             for (int64_t b = 0; b < nb; b++) {
                 uint8_t *p = rows + row * rs + (size_t)b * (size_t)mf_type_geom_get(t)->size;
                 const mf_fp16 h[2] = {rand_f16(r, -14, 4), rand_f16(r, -14, 4)};
-                if (t == MF_TYPE_Q4_K) memcpy(p, h, 4);
+                if (t == MF_TYPE_Q4_K || t == MF_TYPE_Q5_K) memcpy(p, h, 4);
                 else if (t == MF_TYPE_Q6_K) memcpy(&((block_q6_K *)p)->d, h, 2);
+                else if (t == MF_TYPE_Q3_K) memcpy(&((block_q3_K *)p)->d, h, 2);
+                else if (t == MF_TYPE_Q2_K) memcpy(&((block_q2_K *)p)->d, h, 4); /* d, dmin */
                 else memcpy(p, h, 2); /* Q4_0 / Q5_0 / Q8_0: d first */
             }
         return;
@@ -68,8 +73,9 @@ static void make_rows(qrand *r, mf_type t, int64_t k, int mode, uint8_t *rows) {
     free(x);
 }
 
-/* an activation row of type vt (Q8_K or Q8_0) from the quantizer; raw: then
- * every quant set to +-127 (Q8_K bsums kept consistent) */
+/* an activation row of type vt (Q8_K or Q8_0) from the quantizer; raw 1:
+ * then every quant set to +-127, raw 2 / 3: all -127 / all +127 (Q8_K bsums
+ * kept consistent) */
 static void make_act(qrand *r, mf_type vt, int64_t k, int raw, uint8_t *y) {
     float *x = malloc((size_t)k * sizeof(float));
     qrand_fill(r, x, k, QDATA_HEAVY, 1.0);
@@ -82,12 +88,12 @@ static void make_act(qrand *r, mf_type vt, int64_t k, int raw, uint8_t *y) {
     }
     if (vt == MF_TYPE_Q8_0) {
         for (int64_t b = 0; b < k / 32; b++)
-            for (int i = 0; i < 32; i++) ((block_q8_0 *)y)[b].qs[i] = (int8_t)(qrand_uniform(r) < 0.5 ? -127 : 127);
+            for (int i = 0; i < 32; i++) ((block_q8_0 *)y)[b].qs[i] = (int8_t)(raw == 2 ? -127 : raw == 3 ? 127 : qrand_uniform(r) < 0.5 ? -127 : 127);
         return;
     }
     block_q8_K *q = (block_q8_K *)y;
     for (int64_t b = 0; b < k / QK_K; b++) {
-        for (int i = 0; i < QK_K; i++) q[b].qs[i] = (int8_t)(qrand_uniform(r) < 0.5 ? -127 : 127);
+        for (int i = 0; i < QK_K; i++) q[b].qs[i] = (int8_t)(raw == 2 ? -127 : raw == 3 ? 127 : qrand_uniform(r) < 0.5 ? -127 : 127);
         for (int j = 0; j < QK_K / 16; j++) {
             int s = 0;
             for (int i = 0; i < 16; i++) s += q[b].qs[16 * j + i];
@@ -114,7 +120,7 @@ int main(void) {
         for (size_t bi = 0; bi < nks; bi++) {
             const int64_t k = ks[bi];
             const size_t rs = mf_row_size(t, k);
-            for (int mode = 0; mode < 4; mode++) {
+            for (int mode = 0; mode < 5; mode++) {
                 uint8_t *rows = malloc(16 * rs), *group = malloc(16 * rs), *back = malloc(rs);
                 uint8_t *y = malloc(mf_row_size(vt, k));
                 make_rows(&r, t, k, mode, rows);
@@ -124,7 +130,7 @@ int main(void) {
                     CHECK(!memcmp(back, rows + row * rs, rs), "%s k=%lld mode %d: row %d does not unpack to its bytes",
                           mf_type_name(t), (long long)k, mode, row);
                 }
-                for (int raw = 0; raw < 2; raw++) {
+                for (int raw = 0; raw < 4; raw++) {
                     make_act(&r, vt, k, raw, y);
                     float want[16], got[16];
                     for (int row = 0; row < 16; row++) ref->vec_dot((int)k, &want[row], rows + row * rs, y);
@@ -150,8 +156,8 @@ int main(void) {
             }
         }
     }
-    if (top >= MF_CPU_AVX512_VNNI) CHECK(kernels_run > 0, "the CPU has AVX-512 VNNI but no x16 kernel ran");
-    else printf("test_dot_x16: this CPU has %s; only the layout and the reference kernel were checked\n", mf_cpu_level_name(top));
+    if (top >= MF_CPU_AVX2) CHECK(kernels_run > 0, "the CPU has %s but no x16 kernel ran", mf_cpu_level_name(top));
+    else printf("test_dot_x16: this CPU has no AVX2; only the layout and the reference kernel were checked\n");
     printf("test_dot_x16: %d SIMD kernel runs\n", kernels_run);
     return test_summary("test_dot_x16");
 }

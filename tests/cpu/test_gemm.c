@@ -444,6 +444,9 @@ static void x16_tests(void) {
     const mf_type k6[] = {MF_TYPE_Q6_K, MF_TYPE_Q4_K};
     const int n6[] = {16, 96};
     x16_case(k6, 2, 2048, n6, &r);
+    const mf_type k23[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_Q5_K};
+    const int n23[] = {32, 48, 16};
+    x16_case(k23, 3, 768, n23, &r);
     const mf_type leg[] = {MF_TYPE_Q8_0, MF_TYPE_Q5_0, MF_TYPE_Q4_0};
     const int nleg[] = {64, 48, 32};
     x16_case(leg, 3, 896, nleg, &r);

@@ -40,6 +40,7 @@ static void build_tables(void) {
             mf_cpu_reg_quantize_avx2(tab);
             mf_cpu_reg_dequant_avx2(tab);
             mf_cpu_reg_dotrows_avx2(tab);
+            mf_cpu_reg_dotx16_avx2(tab);
             break;
         case MF_CPU_AVX512:
             mf_cpu_reg_dot_float_avx512(tab);

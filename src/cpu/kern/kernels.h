@@ -14,6 +14,7 @@ void mf_cpu_reg_dot_kquant_avx2(mf_type_traits *tab);
 void mf_cpu_reg_quantize_avx2(mf_type_traits *tab);
 void mf_cpu_reg_dequant_avx2(mf_type_traits *tab);
 void mf_cpu_reg_dotrows_avx2(mf_type_traits *tab); /* vec_dot_rows */
+void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab);  /* vec_dot_x16 */
 
 /* AVX-512 F/BW/VL/DQ, without VNNI */
 void mf_cpu_reg_dot_float_avx512(mf_type_traits *tab);

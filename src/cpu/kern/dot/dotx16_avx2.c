@@ -1,0 +1,572 @@
+/* dotx16_avx2.c - AVX2 decode kernels for weights in the x16 layout
+ * (quant/interleave.h): 16 rows against one activation row. A 64-byte line
+ * holds word w of the 16 rows; its low 256 bits are rows 0-7 and its high
+ * 256 bits rows 8-15, each row in one 32-bit lane, so every activation
+ * broadcast feeds both halves and no row ever needs a horizontal reduction.
+ *
+ * Without vpdpbusd, a word's 4 levels times 4 activation bytes is vpmaddubsw
+ * (two int16 pair sums per lane). Those are added in int16 over as many
+ * words as the bounds below allow, then one vpmaddwd with the sub-block
+ * scale repeated in both int16 halves of the lane gives scale * sum in
+ * int32: a multiply-add per word and one scale step per sub-block and 8 rows,
+ * where the one-row kernels pay a scale step per 32 elements and a
+ * reduction per block. Bounds, with activations in [-128, 127] (the
+ * quantizers write [-127, 127]): a pair sum is at most 2 * L * 128 for
+ * levels 0..L, so the int16 sums stay exact over 8 words for Q4_K and Q4_0
+ * (8 * 2 * 15 * 128 = 30720), 4 for Q5_K and Q5_0 (4 * 2 * 31 * 128 =
+ * 31744) and Q2_K / Q3_K (a 16-element sub-block), 2 for Q6_K (2 * 2 * 63 *
+ * 128 = 32256). Q8_0's signed levels use |q| * sign(a, q) per word, exact
+ * for activations without -128, as the one-row kernels do.
+ *
+ * Every row's float expression is evaluated per lane in its reference's
+ * order (the same steps as dotx16_vnni_avx512.c), so each lane is bitwise
+ * the row's vec_dot. The AVX-512 levels inherit these kernels for the types
+ * dotx16_vnni_avx512.c does not have (Q2_K, Q3_K, Q5_K). */
+#include "cpu/kern/kernels.h"
+#include "cpu/kern/simd_avx2.h"
+#include "quant/blocks.h"
+#include "quant/interleave.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define X16_PREFETCH 4608
+
+/* Line i of a group, X16_PREFETCH bytes ahead. One prefetch per line the
+ * kernel reads, spread over its loop: a burst of a group's 36-53 lines at
+ * its start stalled on the core's miss buffers and streamed 8 GB/s from one
+ * core against 10 spread. */
+static inline void pf_line(const uint8_t *g, int i) { _mm_prefetch((const char *)g + X16_PREFETCH + 64 * i, _MM_HINT_T0); }
+
+/* half p (rows 8p .. 8p + 7) of line w */
+static inline __m256i hl(const uint8_t *g, int w, int p) { return _mm256_loadu_si256((const __m256i *)(g + 64 * w + 32 * p)); }
+
+static inline __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* two int16 values as the pair of every 32-bit lane */
+static inline __m256i pair16(int lo, int hi) { return _mm256_set1_epi32((int)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16)); }
+
+/* byte j of every lane, zero-extended, in both int16 halves of the lane */
+static inline __m256i rep_byte(__m256i v, int j) {
+    const char a = (char)j, b = (char)(4 + j), c = (char)(8 + j), d = (char)(12 + j), z = (char)0x80;
+    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(a, z, a, z, b, z, b, z, c, z, c, z, d, z, d, z,
+                                                   a, z, a, z, b, z, b, z, c, z, c, z, d, z, d, z));
+}
+
+/* ---------------- Q4_K ----------------
+ * line 0 = d | dmin << 16, lines 1-3 = the 12 scale bytes, lines 4 + 8h + c
+ * = qs bytes 32h + 4c ..: low nibbles are elements 64h + 4c .. of
+ * sub-block 2h, high nibbles those of sub-block 2h + 1. */
+
+/* the f16 pairs of line w (d low, dmin high) of the 8 rows of half p as
+ * floats */
+static inline void q_dpair(const uint8_t *g, int w, int p, __m256 *d, __m256 *dmin) {
+    const __m256i v = hl(g, w, p);
+    const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff)), hi = _mm256_srli_epi32(v, 16);
+    /* per 128-bit lane: d of 4 rows, dmin of the same 4 rows */
+    const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+    *d = _mm256_cvtph_ps(_mm256_castsi256_si128(pk));
+    *dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(pk, 1));
+}
+static inline void q4k_d(const uint8_t *g, int p, __m256 *d, __m256 *dmin) { q_dpair(g, 0, p, d, dmin); }
+
+/* sum over the 8 sub-blocks of min_j * (bsum 2j + bsum 2j + 1), per lane */
+static inline __m256i q4k_summ(__m256i w1, __m256i w2, const int bs[8]) {
+    const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30),
+                  even = _mm256_set1_epi32(0x00ff00ff);
+    /* bytes: mins 0..3 and mins 4..7 of each row */
+    const __m256i ml = _mm256_and_si256(w1, m6);
+    const __m256i mh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w2, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(w1, 2), m30));
+    __m256i s = _mm256_madd_epi16(_mm256_and_si256(ml, even), pair16(bs[0], bs[2]));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_srli_epi16(ml, 8), pair16(bs[1], bs[3])));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_and_si256(mh, even), pair16(bs[4], bs[6])));
+    return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_srli_epi16(mh, 8), pair16(bs[5], bs[7])));
+}
+
+static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q4_K)) {
+        for (int i = 0; i < 4; i++) pf_line(g, i);
+        const block_q8_K *a = &y[b];
+        /* the 8 scales of each row as bytes: sl = scales 0..3, sh = 4..7 */
+        __m256i sl[2], sh[2], isum[2];
+        for (int p = 0; p < 2; p++) {
+            const __m256i w0 = hl(g, 1, p), w2 = hl(g, 3, p);
+            sl[p] = _mm256_and_si256(w0, m6);
+            sh[p] = _mm256_or_si256(_mm256_and_si256(w2, m4), _mm256_and_si256(_mm256_srli_epi16(w0, 2), m30));
+            isum[p] = _mm256_setzero_si256();
+        }
+        #pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
+            #pragma GCC unroll 1
+            for (int c = 0; c < 8; c++) {
+                pf_line(g, 4 + 8 * h + c);
+                const __m256i al = bcast4(a->qs + 64 * h + 4 * c), ah = bcast4(a->qs + 64 * h + 32 + 4 * c);
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const __m256i v = hl(g, 4 + 8 * h + c, p);
+                    lo[p] = _mm256_add_epi16(lo[p], _mm256_maddubs_epi16(_mm256_and_si256(v, m4), al));
+                    hi[p] = _mm256_add_epi16(hi[p], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah));
+                }
+            }
+            /* sub-blocks 2h and 2h + 1: bytes h % 2 * 2 (+ 1) of sl (h < 2) or sh */
+            #pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                const __m256i sc = h < 2 ? sl[p] : sh[p];
+                isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(lo[p], rep_byte(sc, 2 * (h & 1))));
+                isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(hi[p], rep_byte(sc, 2 * (h & 1) + 1)));
+            }
+        }
+        int bs[8];
+        for (int j = 0; j < 8; j++) bs[j] = a->bsums[2 * j] + a->bsums[2 * j + 1];
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i summ = q4k_summ(hl(g, 2, p), hl(g, 3, p), bs);
+            __m256 dx, mx;
+            q4k_d(g, p, &dx, &mx);
+            const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
+            /* d * isum - dmin * summ, added to the row's sum, as the reference orders it */
+            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* ---------------- Q2_K / Q3_K ----------------
+ * Q2_K: lines 0-3 = scales (low nibble scale, high nibble min), 4-19 = qs,
+ * 20 = d | dmin << 16. Q3_K: lines 0-7 = hmask, 8-23 = qs, 24-26 = scales,
+ * then d[16]. The 2-bit levels at bits 2k of qs word 8g + c are elements
+ * 128g + 32k + 4c .. of sub-block 8g + 2k + c / 4; Q3_K's third bit of the
+ * same elements is bit 4g + k of hmask word c. Levels reach 3 (7), so a
+ * 16-element sub-block's 4 words are summed in int16 directly. */
+
+/* bit s of every byte moved to bit 2 (s in 0..7) */
+static inline __m256i bit_to_2(__m256i v, int s) {
+    const __m256i m04 = _mm256_set1_epi8(0x04);
+    if (s < 2) return _mm256_and_si256(_mm256_slli_epi16(v, 2 - s), m04);
+    if (s > 2) return _mm256_and_si256(_mm256_srli_epi16(v, s - 2), m04);
+    return _mm256_and_si256(v, m04);
+}
+
+/* levels * activations of the 4 sub-blocks 8g + 2k + cc (k = 0..3) of half
+ * p, summed over their words c = 4cc .. 4cc + 3, in int16 pairs */
+static inline void k23_sums(const uint8_t *g, const int8_t *qs, int q0, int hm0, int gi, int cc, int p, __m256i acc[4]) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    #pragma GCC unroll 4
+    for (int c = 4 * cc; c < 4 * cc + 4; c++) {
+        const __m256i v = hl(g, q0 + 8 * gi + c, p);
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i w = _mm256_and_si256(k ? _mm256_srli_epi16(v, 2 * k) : v, m3);
+            if (hm0 >= 0) w = _mm256_or_si256(w, bit_to_2(hl(g, hm0 + c, p), 4 * gi + k));
+            const __m256i m = _mm256_maddubs_epi16(w, bcast4(qs + 128 * gi + 32 * k + 4 * c));
+            acc[k] = c == 4 * cc ? m : _mm256_add_epi16(acc[k], m);
+        }
+    }
+}
+
+/* sum over the 16 sub-blocks of mn_j * bsum_j for 4-bit mins in the high
+ * nibbles of lines 0-3 */
+static inline __m256i q2k_summ(const uint8_t *g, int p, const int16_t bsums[16]) {
+    const __m256i m = _mm256_set1_epi32(0x000f000f);
+    __m256i s = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const __m256i w = hl(g, i, p);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m), pair16(bsums[4 * i], bsums[4 * i + 2])));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 12), m), pair16(bsums[4 * i + 1], bsums[4 * i + 3])));
+    }
+    return s;
+}
+
+static void dot_x16_q2_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i m0f = _mm256_set1_epi16(0x0f);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q2_K)) {
+        const block_q8_K *a = &y[b];
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < 2; gi++)
+            #pragma GCC unroll 2
+            for (int cc = 0; cc < 2; cc++)
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const int step = 4 * gi + 2 * cc + p; /* 8 steps prefetch the group's 22 lines */
+                    for (int i = 3 * step; i < 3 * step + 3 && i < 22; i++) pf_line(g, i);
+                    __m256i acc[4];
+                    k23_sums(g, a->qs, 4, -1, gi, cc, p, acc);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const int j = 8 * gi + 2 * k + cc;
+                        const __m256i sc = _mm256_and_si256(rep_byte(hl(g, j / 4, p), j % 4), m0f);
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[k], sc));
+                    }
+                }
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i summ = q2k_summ(g, p, a->bsums);
+            __m256 dx, mx;
+            q_dpair(g, 20, p, &dx, &mx);
+            const __m256 dall = _mm256_mul_ps(yd, dx), dmin = _mm256_mul_ps(yd, mx);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum[p])),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* Q3_K's 16 six-bit scales of each row as 4 words of bytes (scales 4i .. 4i + 3
+ * in word i), unsigned (the stored value, 32 above the scale) */
+static inline void q3k_scales(const uint8_t *g, int p, __m256i S[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = hl(g, 24, p), l1 = hl(g, 25, p), t = hl(g, 26, p);
+    S[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(t, 4), m30));
+    S[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(t, 2), m30));
+    S[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(t, m30));
+    S[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(t, 2), m30));
+}
+
+static void dot_x16_q3_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i k32 = _mm256_set1_epi16(32), even = _mm256_set1_epi32(0x00ff00ff);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q3_K)) {
+        const block_q8_K *a = &y[b];
+        __m256i isum[2];
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            /* the level offset: -4 * sum_j (sc_j - 32) * bsum_j */
+            __m256i S[4], off = _mm256_setzero_si256();
+            q3k_scales(g, p, S);
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const __m256i ev = _mm256_sub_epi16(_mm256_and_si256(S[i], even), k32);
+                const __m256i od = _mm256_sub_epi16(_mm256_srli_epi16(S[i], 8), k32);
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(ev, pair16(a->bsums[4 * i], a->bsums[4 * i + 2])));
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(od, pair16(a->bsums[4 * i + 1], a->bsums[4 * i + 3])));
+            }
+            isum[p] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+        }
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < 2; gi++)
+            #pragma GCC unroll 2
+            for (int cc = 0; cc < 2; cc++)
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const int step = 4 * gi + 2 * cc + p; /* 8 steps prefetch the group's 28 lines */
+                    for (int i = 4 * step; i < 4 * step + 4 && i < 28; i++) pf_line(g, i);
+                    __m256i acc[4], S[4];
+                    k23_sums(g, a->qs, 8, 0, gi, cc, p, acc);
+                    q3k_scales(g, p, S);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const int j = 8 * gi + 2 * k + cc;
+                        const __m256i sc = _mm256_sub_epi16(rep_byte(S[j / 4], j % 4), k32);
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[k], sc));
+                    }
+                }
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 64 * 27 + 16 * p))), yd);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* ---------------- Q5_K ----------------
+ * As Q4_K, with qh in lines 4-11 and qs in lines 12-43: the 5th bit of the
+ * element in byte l of qs word 8h + c (low nibble) is bit 2h of qh byte l of
+ * qh word c, bit 2h + 1 for the high nibble. Levels reach 31, so a
+ * sub-block's 8 words are summed in int16 as two halves of 4. */
+
+/* bit s of every byte moved to bit 4 (s in 0..7) */
+static inline __m256i bit_to_4(__m256i v, int s) {
+    const __m256i m10 = _mm256_set1_epi8(0x10);
+    if (s < 4) return _mm256_and_si256(_mm256_slli_epi16(v, 4 - s), m10);
+    if (s > 4) return _mm256_and_si256(_mm256_srli_epi16(v, s - 4), m10);
+    return _mm256_and_si256(v, m10);
+}
+
+static void dot_x16_q5_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q5_K)) {
+        for (int i = 0; i < 12; i++) pf_line(g, i);
+        const block_q8_K *a = &y[b];
+        __m256i sl[2], sh[2], isum[2];
+        for (int p = 0; p < 2; p++) {
+            const __m256i w0 = hl(g, 1, p), w2 = hl(g, 3, p);
+            sl[p] = _mm256_and_si256(w0, m6);
+            sh[p] = _mm256_or_si256(_mm256_and_si256(w2, m4), _mm256_and_si256(_mm256_srli_epi16(w0, 2), m30));
+            isum[p] = _mm256_setzero_si256();
+        }
+        #pragma GCC unroll 4
+        for (int h = 0; h < 4; h++)
+            #pragma GCC unroll 1
+            for (int c0 = 0; c0 < 8; c0 += 4) {
+                __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
+                #pragma GCC unroll 1
+                for (int c = c0; c < c0 + 4; c++) {
+                    pf_line(g, 12 + 8 * h + c);
+                    const __m256i al = bcast4(a->qs + 64 * h + 4 * c), ah = bcast4(a->qs + 64 * h + 32 + 4 * c);
+                    #pragma GCC unroll 2
+                    for (int p = 0; p < 2; p++) {
+                        const __m256i v = hl(g, 12 + 8 * h + c, p), qh = hl(g, 4 + c, p);
+                        const __m256i wl = _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_4(qh, 2 * h));
+                        const __m256i wh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_4(qh, 2 * h + 1));
+                        lo[p] = _mm256_add_epi16(lo[p], _mm256_maddubs_epi16(wl, al));
+                        hi[p] = _mm256_add_epi16(hi[p], _mm256_maddubs_epi16(wh, ah));
+                    }
+                }
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const __m256i sc = h < 2 ? sl[p] : sh[p];
+                    isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(lo[p], rep_byte(sc, 2 * (h & 1))));
+                    isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(hi[p], rep_byte(sc, 2 * (h & 1) + 1)));
+                }
+            }
+        int bs[8];
+        for (int j = 0; j < 8; j++) bs[j] = a->bsums[2 * j] + a->bsums[2 * j + 1];
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i summ = q4k_summ(hl(g, 2, p), hl(g, 3, p), bs);
+            __m256 dx, mx;
+            q4k_d(g, p, &dx, &mx);
+            const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* ---------------- Q6_K ----------------
+ * lines 0-31 = ql, 32-47 = qh, 48-51 = the 16 int8 scales, then d[16].
+ * For word c of half h, A = ql word 16h + c, B = ql word 16h + 8 + c and
+ * C = qh word 8h + c give the 6-bit levels of 4 elements in each of the
+ * sub-blocks 8h + 2t + c / 4 (t = 0..3), as in the reference's dequant. */
+
+static inline void q6k_levels(__m256i A, __m256i B, __m256i C, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    q[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi16(C, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi16(C, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(C, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4), _mm256_and_si256(_mm256_srli_epi16(C, 2), m30));
+}
+
+/* sum over the 16 sub-blocks of scale_j * bsum_j, per lane */
+static inline __m256i q6k_off(const uint8_t *g, int p, const int16_t bsums[16]) {
+    __m256i s = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const __m256i w = hl(g, 48 + i, p);
+        const __m256i ev = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), od = _mm256_srai_epi16(w, 8);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(ev, pair16(bsums[4 * i], bsums[4 * i + 2])));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(od, pair16(bsums[4 * i + 1], bsums[4 * i + 3])));
+    }
+    return s;
+}
+
+/* in both int16 halves of every lane, sign-extended: scale byte j % 4 of
+ * the lane's word (pshufb masks, so loops over j need not be unrolled) */
+static const int8_t k_rep_s8[4][32] = {
+#define R(j) {-1, j, -1, j, -1, 4 + j, -1, 4 + j, -1, 8 + j, -1, 8 + j, -1, 12 + j, -1, 12 + j, \
+               -1, j, -1, j, -1, 4 + j, -1, 4 + j, -1, 8 + j, -1, 8 + j, -1, 12 + j, -1, 12 + j}
+    R(0), R(1), R(2), R(3)
+#undef R
+};
+
+static inline __m256i rep_s8(__m256i w, int j) {
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(w, _mm256_loadu_si256((const __m256i *)k_rep_s8[j])), 8);
+}
+
+static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q6_K)) {
+        const block_q8_K *a = &y[b];
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        #pragma GCC unroll 1
+        for (int h = 0; h < 2; h++)
+            #pragma GCC unroll 1
+            for (int c0 = 0; c0 < 8; c0 += 2)
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const int k = 8 * h + c0 + p; /* 16 steps prefetch the group's 53 lines */
+                    for (int i = 4 * k; i < 4 * k + 4 && i < 53; i++) pf_line(g, i);
+                    /* words c0 and c0 + 1 (both in sub-blocks 8h + 2t + c0 / 4):
+                     * two maddubs per int16 pair, then the scales */
+                    __m256i acc[4];
+                    #pragma GCC unroll 2
+                    for (int c = c0; c < c0 + 2; c++) {
+                        __m256i q[4];
+                        q6k_levels(hl(g, 16 * h + c, p), hl(g, 16 * h + 8 + c, p), hl(g, 32 + 8 * h + c, p), q);
+                        #pragma GCC unroll 4
+                        for (int t = 0; t < 4; t++) {
+                            const __m256i m = _mm256_maddubs_epi16(q[t], bcast4(a->qs + 128 * h + 32 * t + 4 * c));
+                            acc[t] = c == c0 ? m : _mm256_add_epi16(acc[t], m);
+                        }
+                    }
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) {
+                        const int j = 8 * h + 2 * t + c0 / 4;
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[t], rep_s8(hl(g, 48 + j / 4, p), j % 4)));
+                    }
+                }
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            /* scale * (sum of levels * a - 32 * bsum), exact in int32 */
+            const __m256i is = _mm256_sub_epi32(isum[p], _mm256_slli_epi32(q6k_off(g, p, a->bsums), 5));
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 64 * 52 + 16 * p))), yd);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_mul_ps(d, _mm256_cvtepi32_ps(is)));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
+/* ---------------- 32-element block types ----------------
+ * Block b's value (its exact int32 sum, then the reference's scale products)
+ * goes into accumulator b % 8 of each half; the eight are folded at the end
+ * as mf_lanes_fold does (quant/lanes.h), per lane. Each ISUM gives both
+ * halves' exact sums of block b: is[p] for rows 8p .. 8p + 7. */
+
+static inline __m256i ones16(void) { return _mm256_set1_epi16(1); }
+
+/* the sum of a Q8_0 activation block's 32 quants, in every lane */
+static inline __m256i act_sum(const block_q8_0 *a) {
+    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)a->qs)), ones16());
+    return _mm256_set1_epi32(mf_hsum_i32_8(s));
+}
+
+/* the stored bytes are q + 128: back to q, then |q| * sign(a, q) */
+static inline void q8_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+    const __m256i m80 = _mm256_set1_epi8((char)0x80);
+    is[0] = is[1] = _mm256_setzero_si256();
+    #pragma GCC unroll 8
+    for (int w = 0; w < 8; w++) {
+        const __m256i act = bcast4(a->qs + 4 * w);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i q = _mm256_xor_si256(hl(g, w, p), m80);
+            const __m256i m = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(act, q));
+            is[p] = _mm256_add_epi32(is[p], _mm256_madd_epi16(m, ones16()));
+        }
+    }
+}
+
+static inline void q4_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i al = bcast4(a->qs + 4 * c), ah = bcast4(a->qs + 16 + 4 * c);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i v = hl(g, c, p);
+            p16[p] = _mm256_add_epi16(p16[p], _mm256_maddubs_epi16(_mm256_and_si256(v, m4), al));
+            p16[p] = _mm256_add_epi16(p16[p], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah));
+        }
+    }
+    const __m256i off = _mm256_slli_epi32(act_sum(a), 3);
+    for (int p = 0; p < 2; p++) is[p] = _mm256_sub_epi32(_mm256_madd_epi16(p16[p], ones16()), off);
+}
+
+static inline void q5_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
+    __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i al = bcast4(a->qs + 4 * c), ah = bcast4(a->qs + 16 + 4 * c);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            /* line 0, regrouped: bit t of byte i = 5th bit of element 4t + i;
+             * elements 4c.. take bit c, elements 16 + 4c.. bit 4 + c */
+            const __m256i qh = hl(g, 0, p), v = hl(g, 1 + c, p);
+            const __m256i hlo = _mm256_and_si256(_mm256_slli_epi16(qh, 4 - c), m10);
+            const __m256i hhi = _mm256_and_si256(c ? _mm256_srli_epi16(qh, c) : qh, m10);
+            lo[p] = _mm256_add_epi16(lo[p], _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(v, m4), hlo), al));
+            hi[p] = _mm256_add_epi16(
+                hi[p], _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hhi), ah));
+        }
+    }
+    const __m256i off = _mm256_slli_epi32(act_sum(a), 4);
+    for (int p = 0; p < 2; p++)
+        is[p] = _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(lo[p], ones16()), _mm256_madd_epi16(hi[p], ones16())), off);
+}
+
+/* One kernel body per type: ISUM gives block b's exact sums, VALUE its float
+ * value exactly as the type's reference writes it (dx: 8 rows' scales, dy:
+ * the activation block's, fi: the sums as floats). */
+#define X16_LEGACY(name, block_t, WORDS, ISUM, VALUE)                                                            \
+    static void name(int n, float *s, const void *vg, const void *vy) {                                         \
+        const uint8_t *g = vg;                                                                                   \
+        const block_q8_0 *y = vy;                                                                                \
+        const size_t gs = 16 * sizeof(block_t);                                                                  \
+        const int nb = n / 32;                                                                                   \
+        __m256 acc[8][2];                                                                                        \
+        for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();                                \
+        for (int b0 = 0; b0 < nb; b0 += 8) {                                                                     \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                                \
+                const int b = b0 + l;                                                                            \
+                if (b >= nb) break;                                                                              \
+                const uint8_t *gb = g + (size_t)b * gs;                                                          \
+                for (size_t i = 0; i < gs; i += 64) pf_line(gb, (int)(i / 64));                                \
+                __m256i is[2];                                                                                   \
+                ISUM(gb, &y[b], is);                                                                             \
+                const __m256 dy = _mm256_set1_ps(_cvtsh_ss(y[b].d));                                             \
+                _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {                                            \
+                    const __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 64 * (WORDS) + 16 * p))); \
+                    const __m256 fi = _mm256_cvtepi32_ps(is[p]);                                                 \
+                    acc[l][p] = _mm256_add_ps(acc[l][p], VALUE);                                                 \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int p = 0; p < 2; p++) {                                                                            \
+            for (int i = 0; i < 4; i++) acc[i][p] = _mm256_add_ps(acc[i][p], acc[i + 4][p]);                     \
+            for (int i = 0; i < 2; i++) acc[i][p] = _mm256_add_ps(acc[i][p], acc[i + 2][p]);                     \
+            _mm256_storeu_ps(s + 8 * p, _mm256_add_ps(acc[0][p], acc[1][p]));                                    \
+        }                                                                                                        \
+    }
+
+/* references: Q8_0 (float)sumi * (dx * dy); Q4_0 (float)sumi * dx * dy; Q5_0 (dx * dy) * (float)sumi */
+X16_LEGACY(dot_x16_q8_0, block_q8_0, 8, q8_0_isum, _mm256_mul_ps(fi, _mm256_mul_ps(dx, dy)))
+X16_LEGACY(dot_x16_q4_0, block_q4_0, 4, q4_0_isum, _mm256_mul_ps(_mm256_mul_ps(fi, dx), dy))
+X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm256_mul_ps(_mm256_mul_ps(dx, dy), fi))
+
+void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
+    tab[MF_TYPE_Q2_K].vec_dot_x16 = dot_x16_q2_k;
+    tab[MF_TYPE_Q3_K].vec_dot_x16 = dot_x16_q3_k;
+    tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
+    tab[MF_TYPE_Q5_K].vec_dot_x16 = dot_x16_q5_k;
+    tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
+    tab[MF_TYPE_Q4_0].vec_dot_x16 = dot_x16_q4_0;
+    tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
+    tab[MF_TYPE_Q8_0].vec_dot_x16 = dot_x16_q8_0;
+}
