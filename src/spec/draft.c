@@ -15,6 +15,13 @@
  * long as the shared ids name the same tokens; so do we. */
 #define VOCAB_MAX_DIFF 128
 
+/* Per request while drafting: the draft's next candidate. */
+typedef struct cand {
+    mf_token tok;
+    float p;
+    bool live;
+} cand;
+
 struct mf_drafter {
     mf_model *model;
     mf_context *ctx;
@@ -22,6 +29,8 @@ struct mf_drafter {
     mf_token **kv;   /* per sequence: the tokens its cache holds */
     int32_t *n_kv, *cap;
     mf_batch b;
+    cand *cand;      /* per request (at most n_seq), reused: drafting allocates nothing */
+    int32_t *req_of; /* batch entry -> request */
 };
 
 mf_status mf_vocab_check_same(const mf_model *draft, const mf_model *target) {
@@ -58,7 +67,9 @@ mf_status mf_drafter_new(mf_model *draft, const mf_model *target, const mf_conte
     d->kv = calloc((size_t)d->n_seq, sizeof *d->kv);
     d->n_kv = calloc((size_t)d->n_seq, sizeof *d->n_kv);
     d->cap = calloc((size_t)d->n_seq, sizeof *d->cap);
-    if (!d->kv || !d->n_kv || !d->cap) {
+    d->cand = calloc((size_t)d->n_seq, sizeof *d->cand);
+    d->req_of = malloc(sizeof *d->req_of * (size_t)d->n_batch);
+    if (!d->kv || !d->n_kv || !d->cap || !d->cand || !d->req_of) {
         mf_drafter_free(d);
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
@@ -77,6 +88,8 @@ void mf_drafter_free(mf_drafter *d) {
     free(d->kv);
     free(d->n_kv);
     free(d->cap);
+    free(d->cand);
+    free(d->req_of);
     mf_batch_free(&d->b);
     free(d);
 }
@@ -109,13 +122,6 @@ static mf_token top1(const float *l, int32_t n, bool want_p, float *p) {
     return best;
 }
 
-/* Per request while drafting: the draft's next candidate. */
-typedef struct cand {
-    mf_token tok;
-    float p;
-    bool live;
-} cand;
-
 /* Runs the batch; each flagged entry's request gets its row's top token. */
 static mf_status run(mf_drafter *d, const mf_draft_req *r, const int32_t *req_of, cand *c) {
     mf_status st = mf_decode_batch(d->ctx, &d->b);
@@ -131,13 +137,12 @@ static mf_status run(mf_drafter *d, const mf_draft_req *r, const int32_t *req_of
 }
 
 mf_status mf_drafter_propose_batch(mf_drafter *d, mf_draft_req *r, int32_t n) {
+    if (n < 0 || n > d->n_seq)
+        return mf_err(MF_ERR_INVALID_ARG, "drafter: %d requests, at most one per sequence (%d)", n, d->n_seq);
     mf_status st = MF_OK;
-    cand *c = calloc((size_t)(n ? n : 1), sizeof *c);
-    int32_t *req_of = malloc(sizeof *req_of * (size_t)d->n_batch);
-    if (!c || !req_of) {
-        st = mf_err(MF_ERR_NOMEM, "out of memory");
-        goto out;
-    }
+    cand *c = d->cand;
+    int32_t *req_of = d->req_of;
+    memset(c, 0, sizeof *c * (size_t)n);
     /* catch each sequence's cache up with its history, all in shared batches;
      * the common prefix stays, at least one token runs (for logits) */
     mf_batch_clear(&d->b);
@@ -199,8 +204,6 @@ out:
                 mf_kv_seq_rm(d->ctx, r[q].seq, 0, -1);
                 d->n_kv[r[q].seq] = 0;
             }
-    free(c);
-    free(req_of);
     return st;
 }
 
