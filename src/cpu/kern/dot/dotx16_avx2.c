@@ -88,6 +88,24 @@ static inline __m256i q4k_summ(__m256i w1, __m256i w2, const int bs[8]) {
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_srli_epi16(mh, 8), pair16(bs[5], bs[7])));
 }
 
+/* The end of a Q4_K / Q5_K super-block (same scale and min layout): the mins
+ * against the activation's block sums, then d * isum - dmin * summ added to
+ * each row's sum, as the reference orders it. */
+static inline void q4k_block_end(const uint8_t *g, const block_q8_K *a, const __m256i isum[2], __m256 sum[2]) {
+    int bs[8];
+    for (int j = 0; j < 8; j++) bs[j] = a->bsums[2 * j] + a->bsums[2 * j + 1];
+    const __m256 yd = _mm256_set1_ps(a->d);
+    #pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) {
+        const __m256i summ = q4k_summ(hl(g, 2, p), hl(g, 3, p), bs);
+        __m256 dx, mx;
+        q4k_d(g, p, &dx, &mx);
+        const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
+        sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
+                                                     _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
+    }
+}
+
 static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
     const uint8_t *g = vg;
     const block_q8_K *y = vy;
@@ -126,19 +144,7 @@ static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
                 isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(hi[p], rep_byte(sc, 2 * (h & 1) + 1)));
             }
         }
-        int bs[8];
-        for (int j = 0; j < 8; j++) bs[j] = a->bsums[2 * j] + a->bsums[2 * j + 1];
-        const __m256 yd = _mm256_set1_ps(a->d);
-        #pragma GCC unroll 2
-        for (int p = 0; p < 2; p++) {
-            const __m256i summ = q4k_summ(hl(g, 2, p), hl(g, 3, p), bs);
-            __m256 dx, mx;
-            q4k_d(g, p, &dx, &mx);
-            const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
-            /* d * isum - dmin * summ, added to the row's sum, as the reference orders it */
-            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
-                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
-        }
+        q4k_block_end(g, a, isum, sum);
     }
     _mm256_storeu_ps(s, sum[0]);
     _mm256_storeu_ps(s + 8, sum[1]);
@@ -347,18 +353,7 @@ static void dot_x16_q5_k(int n, float *s, const void *vg, const void *vy) {
                     isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(hi[p], rep_byte(sc, 2 * (h & 1) + 1)));
                 }
             }
-        int bs[8];
-        for (int j = 0; j < 8; j++) bs[j] = a->bsums[2 * j] + a->bsums[2 * j + 1];
-        const __m256 yd = _mm256_set1_ps(a->d);
-        #pragma GCC unroll 2
-        for (int p = 0; p < 2; p++) {
-            const __m256i summ = q4k_summ(hl(g, 2, p), hl(g, 3, p), bs);
-            __m256 dx, mx;
-            q4k_d(g, p, &dx, &mx);
-            const __m256 d = _mm256_mul_ps(dx, yd), dmin = _mm256_mul_ps(mx, yd);
-            sum[p] = _mm256_add_ps(sum[p], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[p])),
-                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ))));
-        }
+        q4k_block_end(g, a, isum, sum);
     }
     _mm256_storeu_ps(s, sum[0]);
     _mm256_storeu_ps(s + 8, sum[1]);
