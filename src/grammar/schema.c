@@ -418,17 +418,27 @@ static bool has_any(json_t *s, const char *const *keys) {
     return false;
 }
 
+/* Bound keyword k of s: 1 with its value in *x, 0 when absent, -1 after
+ * failing (not a number, or beyond what the digit ranges express). */
+static int read_bound(conv *c, json_t *s, const char *path, const char *k, double *x) {
+    json_t *v = json_object_get(s, k);
+    if (!v) return 0;
+    if (!json_is_number(v)) { fail(c, MF_ERR_FORMAT, path, "%s must be a number", k); return -1; }
+    *x = json_number_value(v);
+    if (!(fabs(*x) < 1e15)) { fail(c, MF_ERR_UNSUPPORTED, path, "%s beyond +-10^15 is not supported", k); return -1; }
+    return 1;
+}
+
 /* An integer under minimum / maximum / exclusiveMinimum / exclusiveMaximum:
  * the bounds become the inclusive integer range they allow. */
 static void gen_integer(conv *c, json_t *s, const char *path, sbuf *out) {
     bool has_lo = false, has_hi = false;
     long long lo = 0, hi = 0;
     for (const char *const *k = bounds; *k; k++) {
-        json_t *v = json_object_get(s, *k);
-        if (!v) continue;
-        if (!json_is_number(v)) { fail(c, MF_ERR_FORMAT, path, "%s must be a number", *k); return; }
-        double x = json_number_value(v);
-        if (!(fabs(x) < 1e15)) { fail(c, MF_ERR_UNSUPPORTED, path, "%s beyond +-10^15 is not supported", *k); return; }
+        double x;
+        const int got = read_bound(c, s, path, *k, &x);
+        if (got < 0) return;
+        if (!got) continue;
         bool upper = strstr(*k, "aximum") != NULL, excl = !strncmp(*k, "exclusive", 9);
         long long b = upper ? (long long)floor(x) : (long long)ceil(x);
         if (excl && (double)b == x) b += upper ? -1 : 1;
@@ -446,11 +456,10 @@ static void gen_number(conv *c, json_t *s, const char *path, sbuf *out) {
     bool has_lo = false, has_hi = false, lo_ex = false, hi_ex = false;
     long long lo = 0, hi = 0;
     for (const char *const *k = bounds; *k; k++) {
-        json_t *v = json_object_get(s, *k);
-        if (!v) continue;
-        if (!json_is_number(v)) { fail(c, MF_ERR_FORMAT, path, "%s must be a number", *k); return; }
-        double x = json_number_value(v);
-        if (!(fabs(x) < 1e15)) { fail(c, MF_ERR_UNSUPPORTED, path, "%s beyond +-10^15 is not supported", *k); return; }
+        double x;
+        const int got = read_bound(c, s, path, *k, &x);
+        if (got < 0) return;
+        if (!got) continue;
         if (x != floor(x)) {
             fail(c, MF_ERR_UNSUPPORTED, path, "%s that is not a whole number is not supported on type number", *k);
             return;
