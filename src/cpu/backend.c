@@ -181,7 +181,8 @@ static mf_backend *cpu_new(bool ref, int n_threads, int max_rows, int max_width,
     if (verbose && ref)
         mf_log(MF_LOG_INFO, "minfer: cpu-ref backend, %d threads, scalar reference kernels, no GEMM", cpu->n_threads);
     else if (verbose)
-        mf_log(MF_LOG_INFO, "minfer: cpu backend, %d threads, %s\n", cpu->n_threads, mf_cpu_kernels_note());
+        mf_log(MF_LOG_INFO, "minfer: cpu backend, %d threads, %s; prefill: %s\n", cpu->n_threads, mf_cpu_kernels_note(),
+               mf_cpu_init() == MF_CPU_AVX512_VNNI ? mf_amx_note() : "no AMX: needs the AVX-512 VNNI level");
     return &cpu->base;
 fail:
     cpu_destroy(&cpu->base);

@@ -376,7 +376,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
         t.out[i] = out[i];
         /* each kind's own crossover with vec_dot (gemm.h): below it, decoding
          * a weight block per token is cheaper than packing the panels */
-        const mf_gemm_kind *g = rows > 1 && !cpu->ref ? mf_gemm_get(w[i]->type) : NULL;
+        const mf_gemm_kind *g = rows > 1 && !cpu->ref ? mf_gemm_pick(w[i]->type, rows) : NULL;
         if (g && (t.n_in % g->k_multiple || rows < g->min_rows)) g = NULL;
         if (g && !g->pack_x16 && mf_cpu_x16(w[i]) && rows < x16_gemm_min()) g = NULL;
         t.g[i] = g;

@@ -202,10 +202,11 @@ static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, 
     }
     len += snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
     static const mf_cpu_level lv[] = {MF_CPU_AVX2, MF_CPU_AVX512, MF_CPU_AVX512_VNNI};
-    for (int l = 0; l < 3; l++) {
-        const mf_gemm_kind *g = mf_gemm_get_level(t, lv[l]);
+    for (int l = 0; l < 4; l++) {
+        /* l == 3: the AMX tile kernels, where the CPU grants them */
+        const mf_gemm_kind *g = l < 3 ? mf_gemm_get_level(t, lv[l]) : mf_gemm_get_amx(t, 0);
         if (!g || k % g->k_multiple) {
-            len += snprintf(line + len, sizeof line - (size_t)len, " %7s |", "-");
+            len += snprintf(line + len, sizeof line - (size_t)len, l == 3 ? " %7s | %5s |" : " %7s |", "-", "-");
             continue;
         }
         best = 1e30;
@@ -215,7 +216,7 @@ static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, 
             if (d < best) best = d, share = s;
         }
         len += snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
-        if (l == 2 || (l == 1 && mf_cpu_level_supported() == MF_CPU_AVX512))
+        if (l >= 2 || (l == 1 && mf_cpu_level_supported() == MF_CPU_AVX512))
             len += snprintf(line + len, sizeof line - (size_t)len, " %4.1f%% |", 100 * share);
     }
     /* the op on a 2-thread backend, wall time, best of reps */
@@ -258,9 +259,10 @@ int main(int argc, char **argv) {
         printf("peak, one core: vpdpbusd %.0f GOP/s (int8), fma512 %.0f GFLOP/s (f32)\n", peak_vpdpbusd(), peak_fma512());
     if (peaks_only) return 0;
     printf("\nGFLOP/s; single-thread columns by thread CPU time, op 2t by wall time (best of %d)\n\n", reps);
-    printf("| type   | k x n_out     | tok | scalar vec_dot | vec_dot %s | GEMM AVX2 | GEMM AVX-512 | GEMM VNNI | pack %% | op 2t |\n",
+    printf("%s\n", mf_amx_note());
+    printf("| type   | k x n_out     | tok | scalar vec_dot | vec_dot %s | GEMM AVX2 | GEMM AVX-512 | GEMM VNNI | pack %% | GEMM AMX | pack %% | op 2t |\n",
            mf_cpu_level_name(lv));
-    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     static const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_F16,  MF_TYPE_Q5_0,
                                     MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS};
     /* (k, n_out): Qwen2.5-0.5B's ffn_up (896 x 4864; for K-quants, whose rows

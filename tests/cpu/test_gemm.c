@@ -95,13 +95,22 @@ static void make_acts(qrand *r, int amode, int64_t k, int ntok, float *x) {
     }
 }
 
-static int g_checked[N_TYPES][3];
+/* columns of g_checked: the three levels, then the AMX kernels over the C
+ * model of the tile instructions, then on the tile instructions */
+#define N_KINDS 5
+static int g_checked[N_TYPES][N_KINDS];
+static const char *const k_kind_names[N_KINDS] = {"AVX2", "AVX-512", "AVX-512 VNNI", "AMX (emulated)", "AMX"};
+
+static const mf_gemm_kind *kind_of(mf_type t, int li) {
+    if (li < 3) return mf_gemm_get_level(t, k_levels[li]);
+    return mf_gemm_get_amx(t, li == 3);
+}
 
 /* The kernel of (type, level) on n_out rows x ntok tokens against the
  * reference vec_dot; returns the number of mismatching outputs. */
 static int kernel_case(int ti, int li, int64_t k, int n_out, int ntok, int wmode, int amode, qrand *r) {
     const mf_type t = k_types[ti];
-    const mf_gemm_kind *g = mf_gemm_get_level(t, k_levels[li]);
+    const mf_gemm_kind *g = kind_of(t, li);
     if (!g || k % g->k_multiple) return 0;
     const mf_type at = mf_gemm_act_type(g->act);
     const mf_type_traits *live_act = level_traits(at);
@@ -180,8 +189,8 @@ static void kernel_tests(void) {
         else if (blk == 32) ks[0] = 32, ks[1] = 96, ks[2] = 288, ks[3] = 800, ks[4] = 4096, nk = 5;
         else ks[0] = 1, ks[1] = 33, ks[2] = 64, ks[3] = 200, ks[4] = 896, ks[5] = 1000, nk = 6;
         static const int shapes[][2] = {{1, 1}, {17, 5}, {16, 6}, {33, 7}, {40, 13}, {77, 49}, {5, 50}};
-        for (int li = 0; li < 3; li++) {
-            if (k_levels[li] > mf_cpu_level_supported()) continue;
+        for (int li = 0; li < N_KINDS; li++) {
+            if (li < 3 && k_levels[li] > mf_cpu_level_supported()) continue;
             for (int ki = 0; ki < nk; ki++)
                 for (int si = 0; si < 7; si++) {
                     if (ks[ki] >= 2304 && si != 4) continue; /* long rows: one shape is enough */
@@ -195,12 +204,15 @@ static void kernel_tests(void) {
         }
     }
     for (int ti = 0; ti < N_TYPES; ti++)
-        for (int li = 0; li < 3; li++) {
-            if (k_levels[li] > mf_cpu_level_supported()) printf("note: %s level absent on this CPU, skipped\n", mf_cpu_level_name(k_levels[li]));
+        for (int li = 0; li < N_KINDS; li++) {
+            if (li < 3 && k_levels[li] > mf_cpu_level_supported()) printf("note: %s level absent on this CPU, skipped\n", k_kind_names[li]);
+            else if (li == 3 && mf_cpu_level_supported() < MF_CPU_AVX512_VNNI)
+                printf("note: AMX model needs AVX-512 VNNI, skipped\n");
+            else if (li == 4 && !mf_amx_init()) printf("note: AMX kernels not run (%s)\n", mf_amx_note());
             else if (!g_checked[ti][li])
-                printf("note: no %s GEMM at %s (vec_dot)\n", mf_type_name(k_types[ti]), mf_cpu_level_name(k_levels[li]));
-            else printf("%-7s %-13s %3d kernel cases bitwise equal\n", mf_type_name(k_types[ti]),
-                        mf_cpu_level_name(k_levels[li]), g_checked[ti][li]);
+                printf("note: no %s GEMM at %s (vec_dot)\n", mf_type_name(k_types[ti]), k_kind_names[li]);
+            else printf("%-7s %-14s %3d kernel cases bitwise equal\n", mf_type_name(k_types[ti]), k_kind_names[li],
+                        g_checked[ti][li]);
         }
 }
 

@@ -51,6 +51,14 @@ static uint32_t detect(void) {
             cpuid(7, 1, r);
             if (r[0] & (1u << 5)) f |= MF_CPUF_AVX512BF16;
         }
+        /* AMX: CPUID.7.0 EDX bits 22 (BF16), 24 (TILE), 25 (INT8); XCR0
+         * bits 17-18 (XTILECFG, XTILEDATA) say the OS manages the tiles */
+        cpuid(7, 0, r);
+        if ((xcr0 & 0x60000) == 0x60000 && (r[3] & (1u << 24))) {
+            f |= MF_CPUF_AMX_TILE;
+            if (r[3] & (1u << 25)) f |= MF_CPUF_AMX_INT8;
+            if (r[3] & (1u << 22)) f |= MF_CPUF_AMX_BF16;
+        }
     }
     return f;
 }

@@ -27,6 +27,11 @@ enum {
     MF_CPUF_AVX512DQ = 1u << 7,
     MF_CPUF_AVX512VNNI = 1u << 8,
     MF_CPUF_AVX512BF16 = 1u << 9,
+    /* AMX: the instructions (CPUID) and the tile state in XCR0; using them
+     * also needs the kernel's per-process permission (mf_amx_init) */
+    MF_CPUF_AMX_TILE = 1u << 10,
+    MF_CPUF_AMX_INT8 = 1u << 11,
+    MF_CPUF_AMX_BF16 = 1u << 12,
 };
 
 typedef enum mf_cpu_level {
@@ -63,5 +68,15 @@ const mf_type_traits *mf_cpu_traits_for_level(int type, mf_cpu_level level);
  * "AVX-512 VNNI kernels", or "AVX2 kernels (MINFER_NO_AVX512 set; the CPU has
  * AVX-512 VNNI)" when the environment lowered the level. */
 const char *mf_cpu_kernels_note(void);
+
+
+/* AMX tiles for the prefill GEMM (kern/gemm/amx.c): whether this process
+ * may use them (the CPU has AMX-INT8, the OS saves the tile state, the kernel
+ * granted the tile permission, MINFER_NO_AMX is not set). Asks the kernel
+ * once; safe from several threads. */
+int mf_amx_init(void);
+/* Why AMX is or is not used, for --verbose ("AMX int8 tiles", "no AMX: the
+ * CPU has no AMX-INT8", "no AMX: MINFER_NO_AMX set", ...). */
+const char *mf_amx_note(void);
 
 #endif

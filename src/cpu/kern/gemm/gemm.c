@@ -12,6 +12,7 @@
 #include <string.h>
 
 static const mf_gemm_kind *g_tab[MF_CPU_LEVELS][MF_TYPE_COUNT];
+static const mf_gemm_kind *g_amx[2][MF_TYPE_COUNT]; /* [emulated][type] */
 static mf_cpu_level g_supported;
 static int g_off; /* MINFER_NO_GEMM */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -26,6 +27,10 @@ static void build(void) {
         else if (lv == MF_CPU_AVX512) mf_gemm_reg_avx512(g_tab[lv]);
         else if (lv == MF_CPU_AVX512_VNNI) mf_gemm_reg_vnni_avx512(g_tab[lv]);
     }
+    if (g_supported == MF_CPU_AVX512_VNNI) {
+        mf_gemm_reg_amxemu(g_amx[1]);
+        if (mf_amx_init()) mf_gemm_reg_amx(g_amx[0]);
+    }
     const char *e = getenv("MINFER_NO_GEMM");
     g_off = e && *e && strcmp(e, "0") != 0;
 }
@@ -36,18 +41,35 @@ const mf_gemm_kind *mf_gemm_get_level(mf_type type, mf_cpu_level level) {
     return g_tab[level][type];
 }
 
+const mf_gemm_kind *mf_gemm_get_amx(mf_type type, int emulated) {
+    pthread_once(&g_once, build);
+    if ((int)type < 0 || type >= MF_TYPE_COUNT) return NULL;
+    return g_amx[emulated != 0][type];
+}
+
 const mf_gemm_kind *mf_gemm_get(mf_type type) {
     const mf_cpu_level lv = mf_cpu_init();
     pthread_once(&g_once, build);
-    return g_off ? NULL : mf_gemm_get_level(type, lv);
+    if (g_off) return NULL;
+    /* at the VNNI level the tile kernels replace the VNNI ones where they exist */
+    if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amx[0][type]) return g_amx[0][type];
+    return mf_gemm_get_level(type, lv);
+}
+
+const mf_gemm_kind *mf_gemm_pick(mf_type type, int rows) {
+    const mf_gemm_kind *g = mf_gemm_get(type);
+    if (g && rows < g->min_rows && g == mf_gemm_get_amx(type, 0)) return mf_gemm_get_level(type, mf_cpu_init());
+    return g;
 }
 
 void mf_gemm_fence(void) { _mm_sfence(); }
 
 mf_type mf_gemm_act_type(mf_gemm_act act) {
     switch (act) {
-    case MF_GEMM_ACT_Q8K: return MF_TYPE_Q8_K;
-    case MF_GEMM_ACT_Q80: return MF_TYPE_Q8_0;
+    case MF_GEMM_ACT_Q8K:
+    case MF_GEMM_ACT_Q8K_AMX: return MF_TYPE_Q8_K;
+    case MF_GEMM_ACT_Q80:
+    case MF_GEMM_ACT_Q80_AMX: return MF_TYPE_Q8_0;
     default: return MF_TYPE_F16;
     }
 }
@@ -56,6 +78,8 @@ size_t mf_gemm_tile_bytes(mf_gemm_act act, int nt, int64_t k) {
     switch (act) {
     case MF_GEMM_ACT_Q8K: return (size_t)(k / QK_K) * MF_T8K_WORDS * 4 * (size_t)nt;
     case MF_GEMM_ACT_Q80: return (size_t)(k / QK8_0) * MF_T80_WORDS * 4 * (size_t)nt;
+    case MF_GEMM_ACT_Q8K_AMX: return mf_gemm_tile_bytes(MF_GEMM_ACT_Q8K, nt, k) + (size_t)(k / QK_K) * MF_TAMX_SB_BYTES;
+    case MF_GEMM_ACT_Q80_AMX: return mf_gemm_tile_bytes(MF_GEMM_ACT_Q80, nt, k) + (size_t)(k / QK8_0) * MF_TAMX_B_BYTES;
     default: return (size_t)k * 2 * (size_t)nt;
     }
 }
@@ -174,9 +198,21 @@ void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int 
         return;
     }
     if (ntok < nt) memset(tile, 0, mf_gemm_tile_bytes(act, nt, k));
+    const int k8 = act == MF_GEMM_ACT_Q8K || act == MF_GEMM_ACT_Q8K_AMX;
+    /* the token-major quants of the AMX layouts, after the plain tile */
+    uint8_t *amx = act == MF_GEMM_ACT_Q8K_AMX ? tile + mf_gemm_tile_bytes(MF_GEMM_ACT_Q8K, nt, k)
+                   : act == MF_GEMM_ACT_Q80_AMX ? tile + mf_gemm_tile_bytes(MF_GEMM_ACT_Q80, nt, k)
+                                                : NULL;
     for (int t = 0; t < ntok; t++) {
         from_float(x + (size_t)t * ld, tmp, k);
-        if (act == MF_GEMM_ACT_Q8K) tile_q8k((const block_q8_K *)tmp, t, nt, k, tile);
+        if (k8) tile_q8k((const block_q8_K *)tmp, t, nt, k, tile);
         else tile_q80((const block_q8_0 *)tmp, t, nt, k, tile);
+        if (amx && k8)
+            for (int64_t sb = 0; sb < k / QK_K; sb++)
+                memcpy(amx + (size_t)sb * MF_TAMX_SB_BYTES + (size_t)t * 256, ((const block_q8_K *)tmp)[sb].qs, 256);
+        else if (amx)
+            for (int64_t b = 0, nb = k / QK8_0; b < nb; b++)
+                memcpy(amx + (size_t)mf_gemm_lane_pos(b, nb) * MF_TAMX_B_BYTES + (size_t)t * 32,
+                       ((const block_q8_0 *)tmp)[b].qs, 32);
     }
 }

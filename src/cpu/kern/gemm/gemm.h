@@ -36,6 +36,10 @@ typedef enum mf_gemm_act {
     MF_GEMM_ACT_Q8K, /* K-quants: Q8_K */
     MF_GEMM_ACT_Q80, /* 32-element block types: Q8_0 */
     MF_GEMM_ACT_F16, /* F16 */
+    /* AMX kernels: the Q8K / Q80 tile followed by the activation bytes
+     * token-major, the operand a tile multiply loads (gemm_layout.h) */
+    MF_GEMM_ACT_Q8K_AMX,
+    MF_GEMM_ACT_Q80_AMX,
     MF_GEMM_ACT_COUNT
 } mf_gemm_act;
 
@@ -74,6 +78,10 @@ typedef struct mf_gemm_kind {
 /* The GEMM of weight type `type` at the SIMD level mf_cpu_init chose; NULL
  * when there is none (the matmul then uses vec_dot) or MINFER_NO_GEMM is set. */
 const mf_gemm_kind *mf_gemm_get(mf_type type);
+/* The kind for a batch of `rows` tokens: mf_gemm_get's, or below the AMX
+ * kind's min_rows the VNNI kind it replaces (the caller still checks the
+ * result's min_rows against vec_dot). */
+const mf_gemm_kind *mf_gemm_pick(mf_type type, int rows);
 /* The GEMM that `level` would use (NULL if none or the CPU lacks the level);
  * for tests and benchmarks that compare levels in one process. */
 const mf_gemm_kind *mf_gemm_get_level(mf_type type, mf_cpu_level level);
@@ -93,9 +101,18 @@ void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int 
 /* Orders the kernels' non-temporal stores before later stores (sfence). */
 void mf_gemm_fence(void);
 
+/* The AMX kinds (gemm_amx.h): the tile-multiply kernel of `type`, NULL if
+ * none; with `emulated`, the same kernels over a C model of the tile
+ * instructions (any AVX-512 VNNI CPU: tests of the data flow where there is
+ * no AMX). The real ones only where mf_amx_init() is true. mf_gemm_get
+ * returns the real kind at the VNNI level when AMX is usable. */
+const mf_gemm_kind *mf_gemm_get_amx(mf_type type, int emulated);
+
 /* Per-level tables, filled by the ISA files (gemm_*_avx2.c / *_avx512.c). */
 void mf_gemm_reg_avx2(const mf_gemm_kind **tab);
 void mf_gemm_reg_avx512(const mf_gemm_kind **tab);
 void mf_gemm_reg_vnni_avx512(const mf_gemm_kind **tab);
+void mf_gemm_reg_amx(const mf_gemm_kind **tab);
+void mf_gemm_reg_amxemu(const mf_gemm_kind **tab);
 
 #endif

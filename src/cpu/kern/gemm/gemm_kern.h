@@ -960,6 +960,9 @@ AI void f16_kernel(const uint8_t *panel, const uint8_t *tile, int64_t k, float *
 
 /* ======================= the kinds ======================= */
 
+/* MF_GEMM_PACK_ONLY: the includer (gemm_amx.h) takes the packers and helpers
+ * and defines kinds of its own */
+#ifndef MF_GEMM_PACK_ONLY
 #if MF_GEMM_VNNI
 #define LVL_NAME "AVX-512 VNNI"
 #elif MF_GEMM_W == 512
@@ -1166,3 +1169,4 @@ static void register_gemm(const mf_gemm_kind **tab) {
 #endif
     tab[MF_TYPE_F16] = &kind_f16;
 }
+#endif /* MF_GEMM_PACK_ONLY */

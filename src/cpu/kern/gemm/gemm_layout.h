@@ -35,6 +35,15 @@ static inline int64_t mf_gemm_lane_pos(int64_t b, int64_t nb) {
     return before + b / 8;
 }
 
+/* ---- MF_GEMM_ACT_Q8K_AMX / MF_GEMM_ACT_Q80_AMX (nt = 16) ----
+ * The Q8K / Q80 tile of 16 tokens, then the activation quants token-major:
+ * per super-block 16 tokens x 256 bytes (Q8K), per 32-element block in lane
+ * order 16 tokens x 32 bytes (Q80), so the 16 x K operand of a tile multiply
+ * is one strided load. */
+#define MF_TAMX_NT 16
+#define MF_TAMX_SB_BYTES (MF_TAMX_NT * 256)
+#define MF_TAMX_B_BYTES (MF_TAMX_NT * 32)
+
 /* ---- MF_GEMM_ACT_F16: per column, nt f16 values (2 bytes each) ----
  * The F16 kernel keeps tokens in vector lanes and broadcasts weights, so a
  * tile entry is the column's nt values side by side. Columns are stored lane

@@ -1,0 +1,341 @@
+/* gemm_amx.h - the prefill GEMM on AMX int8 tiles, written once and compiled
+ * twice: gemm_amx.c with the tile instructions, gemm_amxemu_avx512.c with a
+ * C model of them (TL_* below), so the data flow is tested on every AVX-512
+ * VNNI CPU and the instructions wherever the CPU has AMX.
+ *
+ * One tile multiply (TDPBSSD / TDPBSUD) of A = 16 tokens x KB activation
+ * bytes (token-major, the AMX part of the tile, gemm_layout.h) with B = KB/4
+ * panel records (16 weight rows x 4 bytes per step: the VNNI panel, read as
+ * it is) gives C[token][row], the exact int32 sums of one scale unit (KB
+ * columns) for 16 rows and 16 tokens; a row of C is then one vector with
+ * the rows in its lanes, the layout of the VNNI kernels' accumulators. From
+ * there the AVX-512 code applies the unit scales in integers and the float
+ * steps of the VNNI kernels, in the same order, so the results are bitwise
+ * those of the VNNI GEMM (and of vec_dot): integer sums are exact in any
+ * order, and the float expressions are unchanged.
+ *
+ * Units and their integer steps (activation bytes are in [-127, 127]):
+ *   Q4_K: levels - 8 (signed, -8..7), 32 columns: |C| <= 8*127*32 = 32512
+ *         fits int16, so vpdpwssd with the (sc, 0) record scales it; the
+ *         8 * sc * (32-column activation sum) the offset leaves goes in as
+ *         4 pre pairs (8 sc, 8 sc') against the tile's 32-sum pairs.
+ *   Q5_K: levels 0..31 (unsigned), 32 columns, scale by 32-bit multiply.
+ *   Q6_K: levels - 32 (signed), 16 columns (the scale groups), 32-bit multiply.
+ *   Q4_0 / Q5_0 / Q8_0 / IQ4_NL: levels minus their offset (signed), one
+ *         32-element block per multiply: C is the reference's sumi.
+ * Tiles: tmm0/tmm1 C, tmm2/tmm3 A, tmm4/tmm5 B, two sets used alternately so
+ * the multiply of unit u + 1 runs while the vector code reads unit u's sums. */
+#ifndef TL_CONFIG
+#error "define the TL_* tile operations before including gemm_amx.h"
+#endif
+
+#define MF_GEMM_W 512
+#define MF_GEMM_VNNI 1
+#define MF_GEMM_PACK_ONLY 1
+/* the packers of types without a tile kernel stay unused here */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cpu/kern/gemm/gemm_kern.h"
+
+/* ---- tile configurations ---- */
+
+/* The 64-byte operand of ldtilecfg (palette 1). Static tables: the
+ * intrinsic's asm names only the first 8 bytes as its input, so a local
+ * struct could be stored only partly before it. */
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+_Static_assert(sizeof(amx_cfg) == 64, "ldtilecfg reads 64 bytes");
+
+#define AMX_CFG(KB)                                                                                      \
+    {1, 0, {0}, {64, 64, KB, KB, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, KB / 4, KB / 4, 0, 0, \
+                                                                       0, 0, 0, 0, 0, 0, 0, 0}}
+/* folded K-quants: every tile 16 rows x 64 bytes */
+static const amx_cfg g_cfg64 __attribute__((aligned(64))) = {
+    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
+/* 32-element blocks: C 16 x 64 (tmm0-1), A 16 x 32 (tmm2-3), B 8 x 64 (tmm4-5) */
+static const amx_cfg g_cfg32 __attribute__((aligned(64))) = AMX_CFG(32);
+
+/* The configuration is per thread and stays loaded between calls: load it
+ * only when a kernel needs the other shape. */
+static _Thread_local int tl_kb;
+AI void amx_config(const int KB) {
+    if (tl_kb == KB) return;
+    TL_CONFIG(KB == 64 ? &g_cfg64 : &g_cfg32);
+    tl_kb = KB;
+}
+
+/* Unit u into C set S (0 or 1): A from a (stride as), B from b (stride 64),
+ * C stored to cb. */
+#define AMX_UNIT(S, SIGNED, a, as, b, cb)                                                                 \
+    do {                                                                                                 \
+        if (S == 0) {                                                                                    \
+            TL_LOAD(2, a, as);                                                                  \
+            TL_LOAD(4, b, REC);                                                                  \
+            TL_ZERO(0);                                           \
+            if (SIGNED) TL_DPBSSD(0, 2, 4);                                                              \
+            else TL_DPBSUD(0, 2, 4);                                                                     \
+            TL_STORE(0, cb, 64);                                                                         \
+        } else {                                                                                         \
+            TL_LOAD(3, a, as);                                                                  \
+            TL_LOAD(5, b, REC);                                                                  \
+            TL_ZERO(1);                                           \
+            if (SIGNED) TL_DPBSSD(1, 3, 5);                                                              \
+            else TL_DPBSUD(1, 3, 5);                                                                     \
+            TL_STORE(1, cb, 64);                                                                         \
+        }                                                                                                \
+    } while (0)
+
+/* ======================= K-quant kernel ======================= */
+
+/* K-quant panels are folded: each level times its unit's scale (minus the
+ * type's level offset first) is an int16 w, stored as two planes of 64 step
+ * records per super-block, lo = w & 255 (unsigned) and hi = w >> 8 (signed),
+ * so sum(w * a) = sum(lo * a) + 256 * sum(hi * a) and a super-block's
+ * integer sum accumulates in the tiles over all its 256 columns: four K=64
+ * multiplies per plane, no stores between them (a tile store read back by
+ * vector loads costs about as much as the multiply it follows: the first
+ * design stored every 32-column unit and ran no faster than VNNI).
+ * |w| <= 31*63 (Q5_K), 32*128 (Q6_K), 127*32 (IQ4_XS): int16. Q2_K's
+ * w <= 3*15 needs only the lo plane. Then per super-block
+ * [min records][d record][dmin record], as the VNNI panel has them. */
+AI size_t amx_sbf(const int NPL, const int NMIN) { return (size_t)REC * (64 * NPL + NMIN + 1 + (NMIN > 0)); }
+
+/* The VNNI panel (sbv bytes per super-block) rewritten in place as the
+ * folded one: packed at the end of the buffer (the larger of the two sizes),
+ * each super-block copied out before its folded form overwrites anything. */
+AI void amx_fold(uint8_t *panel, int64_t k, const size_t SBV, const int NSC, const int OFF, const int NPL,
+                 const int NMIN, const size_t MN_V, const size_t D_V) {
+    const int64_t nsb = k / QK_K;
+    const size_t SBF = amx_sbf(NPL, NMIN), big = SBF > SBV ? SBF : SBV;
+    const size_t src0 = (size_t)nsb * (big - SBV);
+    const int per_sc = 64 / NSC; /* steps per scale record */
+    __m512i idx[2]; /* int16 lane j of rows 8h..8h+7: the scale word of row 8h + j / 4 */
+    for (int h = 0; h < 2; h++) {
+        _Alignas(64) int16_t ix[32];
+        for (int j = 0; j < 32; j++) ix[j] = (int16_t)(2 * (8 * h + j / 4));
+        idx[h] = _mm512_load_si512(ix);
+    }
+    _Alignas(64) uint8_t v[96 * REC];
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        memcpy(v, panel + src0 + (size_t)sb * SBV, SBV);
+        uint8_t *o = panel + (size_t)sb * SBF;
+        for (int s = 0; s < 64; s++) {
+            const __m512i sc = _mm512_load_si512(v + (size_t)(64 + s / per_sc) * REC);
+            for (int h = 0; h < 2; h++) {
+                const __m512i lv = _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(v + (size_t)s * REC + 32 * h))),
+                                                    _mm512_set1_epi16((short)OFF));
+                const __m512i w = _mm512_mullo_epi16(lv, _mm512_permutexvar_epi16(idx[h], sc));
+                _mm256_storeu_si256((__m256i *)(o + (size_t)s * REC + 32 * h), _mm512_cvtepi16_epi8(w));
+                if (NPL == 2)
+                    _mm256_storeu_si256((__m256i *)(o + (size_t)(64 + s) * REC + 32 * h), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
+            }
+        }
+        memcpy(o + (size_t)64 * NPL * REC, v + MN_V, (size_t)NMIN * REC);
+        memcpy(o + (size_t)(64 * NPL + NMIN) * REC, v + D_V, (size_t)(1 + (NMIN > 0)) * REC);
+    }
+}
+
+/* One call: two panels (32 rows) x the 16 tokens of one tile. Tiles: tmm0
+ * A, tmm1-3 B, tmm4/tmm5 panel 0's lo/hi sums, tmm6/tmm7 panel 1's. The
+ * vector code finishes super-block sb - 1 (from the other store buffer)
+ * after the multiplies of sb are issued. NMIN min records against tile
+ * entries MIN_T; the float steps are the VNNI kernel's. */
+AI void amx_kf(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, int nrows,
+               int ntok, const int NPL, const int NMIN, const int MIN_T) {
+    const int64_t nsb = k / QK_K;
+    const size_t tsb = (size_t)MF_T8K_WORDS * 4 * MF_TAMX_NT, SBF = amx_sbf(NPL, NMIN);
+    const uint8_t *a0 = tile + (size_t)nsb * tsb;
+    _Alignas(64) float f[2 * MF_TAMX_NT * 16];
+    _Alignas(64) int32_t cb[2][4][16 * 16];
+    for (int i = 0; i < 2 * MF_TAMX_NT * 16; i++) f[i] = 0.0f;
+    amx_config(64);
+    for (int64_t sb = 0; sb <= nsb; sb++) {
+        if (sb < nsb) {
+            const uint8_t *a = a0 + (size_t)sb * MF_TAMX_SB_BYTES;
+            const uint8_t *w0 = panels + (size_t)sb * SBF, *w1 = panels + pb + (size_t)sb * SBF;
+            TL_ZERO(4);
+            TL_ZERO(6);
+            if (NPL == 2) {
+                TL_ZERO(5);
+                TL_ZERO(7);
+            }
+#pragma GCC unroll 4
+            for (int kk = 0; kk < 4; kk++) {
+                TL_LOAD(0, a + 64 * kk, 256);
+                TL_LOAD(1, w0 + (size_t)16 * kk * REC, REC);
+                TL_DPBSUD(4, 0, 1);
+                if (NPL == 2) {
+                    TL_LOAD(2, w0 + (size_t)(64 + 16 * kk) * REC, REC);
+                    TL_DPBSSD(5, 0, 2);
+                }
+                TL_LOAD(3, w1 + (size_t)16 * kk * REC, REC);
+                TL_DPBSUD(6, 0, 3);
+                if (NPL == 2) {
+                    TL_LOAD(1, w1 + (size_t)(64 + 16 * kk) * REC, REC);
+                    TL_DPBSSD(7, 0, 1);
+                }
+            }
+            int32_t(*c)[256] = cb[sb & 1];
+            TL_STORE(4, c[0], 64);
+            TL_STORE(6, c[2], 64);
+            if (NPL == 2) {
+                TL_STORE(5, c[1], 64);
+                TL_STORE(7, c[3], 64);
+            }
+        }
+        if (sb == 0) continue;
+        const int64_t ps = sb - 1;
+        const uint8_t *ts = tile + (size_t)ps * tsb;
+        for (int p = 0; p < 2; p++) {
+            const uint8_t *w = panels + (size_t)p * pb + (size_t)ps * SBF;
+            const int32_t *lo = cb[ps & 1][2 * p], *hi = cb[ps & 1][2 * p + 1];
+            const vf xd = VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN) * REC));
+            const vf xm = NMIN ? VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN + 1) * REC)) : VF_ZERO();
+            vi mv[8];
+            for (int m = 0; m < NMIN && m < 8; m++) mv[m] = VI_LOAD(w + (size_t)(64 * NPL + m) * REC);
+#pragma GCC unroll 16
+            for (int t = 0; t < MF_TAMX_NT; t++) {
+                vi is = VI_LOAD(lo + 16 * t);
+                if (NPL == 2) is = VI_ADD32(is, VI_SLLI32(VI_LOAD(hi + 16 * t), 8));
+                const vf yd = VF_BCAST(ts + ((size_t)MF_T8K_D * MF_TAMX_NT + t) * 4);
+                vf term = VF_MUL(VF_MUL(xd, yd), VF_CVT(is));
+                if (NMIN) {
+                    vi mn = VI_ZERO();
+                    for (int m = 0; m < NMIN && m < 8; m++)
+                        mn = VI_DPWSSD(mn, mv[m], VI_BCAST(ts + ((size_t)(MIN_T + m) * MF_TAMX_NT + t) * 4));
+                    term = VF_SUB(term, VF_MUL(VF_MUL(xm, yd), VF_CVT(mn)));
+                }
+                float *fp = f + ((size_t)p * MF_TAMX_NT + t) * 16;
+                VF_STORE(fp, VF_ADD(VF_LOAD(fp), term));
+            }
+        }
+    }
+    store_rows(out, ldo, f, 2, MF_TAMX_NT, 0, nrows, ntok);
+}
+
+/* Per type: the VNNI packer, then the fold. (VNNI layout: [64 levels][NSC
+ * scales][pre][mins][d][dmin]; the pre records are not needed here.) */
+#define AMX_KQ(NAME, SBV, NSC, OFF, NPL, NMIN, MN_V, D_V, MIN_T)                                               \
+    static size_t amx_panel_bytes_##NAME(int64_t k) {                                                          \
+        const size_t f = amx_sbf(NPL, NMIN);                                                                   \
+        return (size_t)(k / QK_K) * (f > (SBV) ? f : (SBV));                                                   \
+    }                                                                                                          \
+    static void amx_pack_##NAME(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) {           \
+        const size_t f = amx_sbf(NPL, NMIN), big = f > (SBV) ? f : (SBV);                                      \
+        pack_##NAME(w, rb, nrows, k, panel + (size_t)(k / QK_K) * (big - (SBV)));                              \
+        amx_fold(panel, k, SBV, NSC, OFF, NPL, NMIN, MN_V, D_V);                                               \
+    }                                                                                                          \
+    static void amx_kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, \
+                                size_t ldo, int nrows, int ntok) {                                             \
+        amx_kf(panels, pb, tile, k, out, ldo, nrows, ntok, NPL, NMIN, MIN_T);                                  \
+    }
+AMX_KQ(q4k, Q4K_SB, 8, 0, 2, 4, (size_t)(64 + 8) * REC, (size_t)(64 + 8 + 4) * REC, MF_T8K_BS32P)
+AMX_KQ(q5k, Q5K_SB, 8, 0, 2, 4, (size_t)(64 + 8 + Q5K_NPRE) * REC, (size_t)(64 + 8 + Q5K_NPRE + 4) * REC, MF_T8K_BS32P)
+AMX_KQ(q6k, Q6K_SB, 16, 32, 2, 0, 0, (size_t)(64 + 16) * REC, 0)
+AMX_KQ(q3k, Q3K_SB, 16, 4, 2, 0, 0, (size_t)(64 + 16 + Q3K_NPRE) * REC, 0)
+AMX_KQ(q2k, Q2K_SB, 16, 0, 1, 8, (size_t)(64 + 16) * REC, (size_t)(64 + 16 + 8) * REC, MF_T8K_BSP)
+AMX_KQ(iq4xs, IQ4XS_SB, 8, 128, 2, 0, 0, (size_t)(64 + 8) * REC, 0)
+
+/* ======================= 32-element block kernel ======================= */
+
+/* Blocks in lane order (gemm.h): lane l's blocks into one float chain per
+ * (row, token), then the lanes folded as mf_lanes_fold does. SUMI_FIRST as
+ * in b32_kernel. */
+AI void amx_b32(const uint8_t *panel, const uint8_t *tile, int64_t k, float *out, size_t ldo, int nrows, int ntok,
+                const int SUMI_FIRST) {
+    const int64_t nb = k / 32;
+    const size_t tb = (size_t)MF_T80_WORDS * 4 * MF_TAMX_NT;
+    const uint8_t *a0 = tile + (size_t)nb * tb;
+    _Alignas(64) float lanes[8][MF_TAMX_NT * 16];
+    _Alignas(64) int32_t cb[2][16 * 16];
+    amx_config(32);
+    int64_t p = 0;
+    for (int l = 0; l < 8; l++) {
+        vf acc[MF_TAMX_NT];
+#pragma GCC unroll 16
+        for (int t = 0; t < MF_TAMX_NT; t++) acc[t] = VF_ZERO();
+        const int64_t n = l < nb ? (nb - l + 7) / 8 : 0;
+        if (n) AMX_UNIT(0, 1, a0 + (size_t)p * MF_TAMX_B_BYTES, 32, panel + (size_t)p * B32_BYTES, cb[0]);
+        for (int64_t e = 0; e < n; e++, p++) {
+            if (e + 1 < n) {
+                const uint8_t *an = a0 + (size_t)(p + 1) * MF_TAMX_B_BYTES, *bn = panel + (size_t)(p + 1) * B32_BYTES;
+                if (e % 2) AMX_UNIT(0, 1, an, 32, bn, cb[0]);
+                else AMX_UNIT(1, 1, an, 32, bn, cb[1]);
+            }
+            const int32_t *c = cb[e % 2];
+            const vf dx = VF_LOAD((const float *)(panel + (size_t)p * B32_BYTES + 8 * REC));
+            const uint8_t *ts = tile + (size_t)p * tb;
+#pragma GCC unroll 16
+            for (int t = 0; t < MF_TAMX_NT; t++) {
+                const vf dy = VF_BCAST(ts + ((size_t)MF_T80_D * MF_TAMX_NT + t) * 4);
+                const vf sf = VF_CVT(VI_LOAD(c + 16 * t));
+                acc[t] = VF_ADD(acc[t], SUMI_FIRST ? VF_MUL(VF_MUL(sf, dx), dy) : VF_MUL(VF_MUL(dx, dy), sf));
+            }
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < MF_TAMX_NT; t++) VF_STORE(&lanes[l][(size_t)t * 16], acc[t]);
+    }
+    for (int h = 4; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++)
+            for (int i = 0; i < MF_TAMX_NT; i++)
+                VF_STORE(&lanes[l][(size_t)i * 16], VF_ADD(VF_LOAD(&lanes[l][(size_t)i * 16]), VF_LOAD(&lanes[l + h][(size_t)i * 16])));
+    store_rows(out, ldo, lanes[0], 1, MF_TAMX_NT, 0, nrows, ntok);
+}
+
+/* ======================= panels ======================= */
+
+/* Levels minus `off` in place (mod 256), the steps [0, nsteps) of a record
+ * run: the signed levels TDPBSSD reads. */
+static void amx_sub_levels(uint8_t *rec, int nsteps, int off) {
+    const __m512i o = _mm512_set1_epi8((char)off);
+    for (int s = 0; s < nsteps; s++) _mm512_storeu_si512(rec + (size_t)s * REC, _mm512_sub_epi8(_mm512_loadu_si512(rec + (size_t)s * REC), o));
+}
+
+/* 32-element blocks: the VNNI panel with levels minus their offset */
+#define AMX_B32(NAME, OFF, SUMI_FIRST)                                                                          \
+    static void amx_pack_##NAME(const uint8_t *w, size_t rb, int n, int64_t k, uint8_t *p) {                    \
+        pack_##NAME(w, rb, n, k, p);                                                                            \
+        for (int64_t b = 0; b < k / 32; b++) amx_sub_levels(p + (size_t)b * B32_BYTES, 8, OFF);                 \
+    }                                                                                                           \
+    static void amx_kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out,  \
+                                size_t ldo, int nrows, int ntok) {                                              \
+        amx_b32(panels, tile, k, out, ldo, nrows, ntok, SUMI_FIRST);                                            \
+    }
+AMX_B32(q4_0, 8, 1)
+AMX_B32(q5_0, 16, 0)
+AMX_B32(q8_0, 128, 0)
+AMX_B32(iq4_nl, 128, 0)
+
+/* ======================= the kinds ======================= */
+
+/* K-quants: two panels x 16 tokens per call; 32-element blocks: one
+ * panel. min_rows: below 16 tokens a tile is mostly padding, and the VNNI
+ * kernel takes those batches (mf_gemm_pick). */
+#define AMX_KIND(TNAME, NAME, ACT, KM, RPC, PB)                                                                 \
+    static const mf_gemm_kind amx_kind_##NAME = {TNAME " " #RPC "x16 " AMX_LVL_NAME, ACT, MF_TAMX_NT, 16, RPC, KM, \
+                                                 16, PB, amx_pack_##NAME, amx_kern_##NAME, NULL};
+AMX_KIND("q4_K", q4k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q4k)
+AMX_KIND("q5_K", q5k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q5k)
+AMX_KIND("q6_K", q6k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q6k)
+AMX_KIND("q3_K", q3k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q3k)
+AMX_KIND("q2_K", q2k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q2k)
+AMX_KIND("iq4_xs", iq4xs, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_iq4xs)
+AMX_KIND("q4_0", q4_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
+AMX_KIND("q5_0", q5_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
+AMX_KIND("q8_0", q8_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
+AMX_KIND("iq4_nl", iq4_nl, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
+
+static void register_amx(const mf_gemm_kind **tab) {
+    tab[MF_TYPE_Q4_K] = &amx_kind_q4k;
+    tab[MF_TYPE_Q5_K] = &amx_kind_q5k;
+    tab[MF_TYPE_Q6_K] = &amx_kind_q6k;
+    tab[MF_TYPE_Q3_K] = &amx_kind_q3k;
+    tab[MF_TYPE_Q2_K] = &amx_kind_q2k;
+    tab[MF_TYPE_IQ4_XS] = &amx_kind_iq4xs;
+    tab[MF_TYPE_Q4_0] = &amx_kind_q4_0;
+    tab[MF_TYPE_Q5_0] = &amx_kind_q5_0;
+    tab[MF_TYPE_Q8_0] = &amx_kind_q8_0;
+    tab[MF_TYPE_IQ4_NL] = &amx_kind_iq4_nl;
+}
