@@ -128,6 +128,18 @@ static void convert_rows(void *arg, int ith, int nth) {
 #define MF_GEMM_CHUNK_BYTES (256 * 1024)
 #define MF_GEMM_CHUNKS_PER_THREAD 4
 
+/* MINFER_GEMM_CHUNK_KB=N overrides the chunk size, for A/B. */
+static size_t gemm_chunk_bytes(void) {
+    static atomic_long v; /* 0: not read yet */
+    long n = atomic_load(&v);
+    if (!n) {
+        const char *e = getenv("MINFER_GEMM_CHUNK_KB");
+        n = e && atol(e) > 0 ? atol(e) * 1024 : MF_GEMM_CHUNK_BYTES;
+        atomic_store(&v, n);
+    }
+    return (size_t)n;
+}
+
 /* One chunk: pack up to chunk_groups panel groups of weight wi, then sweep
  * every tile over them. */
 static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels) {
@@ -439,7 +451,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
         t.min_units = vd_units ? (long)(VD_MIN_BYTES / (vd_bytes / vd_units + 1)) : 1;
         if (t.min_units < 1) t.min_units = 1;
         t.tmp_bytes = align64(tmp_bytes);
-        t.chunk_groups = group_bytes ? (long)(MF_GEMM_CHUNK_BYTES / group_bytes) : 1;
+        t.chunk_groups = group_bytes ? (long)(gemm_chunk_bytes() / group_bytes) : 1;
         const long fair = (t.unit0[nw] + (long)MF_GEMM_CHUNKS_PER_THREAD * cpu->n_threads - 1) /
                           ((long)MF_GEMM_CHUNKS_PER_THREAD * cpu->n_threads);
         if (t.chunk_groups > fair) t.chunk_groups = fair;

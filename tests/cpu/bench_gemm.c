@@ -6,7 +6,8 @@
  *
  *   bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p]
  *     default: the 896 x 4864 and 2048 x 8192 weights (k x n_out) against 512
- *     tokens, all types; -p: only the peaks.
+ *     tokens, all types; -p: only the peaks; -K: also the VNNI and AMX kernels
+ *     alone in two loop orders (kernel_only).
  *
  * Columns: the scalar reference vec_dot (quant/ref_*.c, on 4 tokens) and
  * the live level's vec_dot, each one vec_dot per output after converting the
@@ -149,8 +150,9 @@ static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
     const mf_type at = mf_gemm_act_type(g->act);
     const int ntiles = (tok + g->nt - 1) / g->nt;
     const size_t tb = mf_gemm_tile_bytes(g->act, g->nt, k), pb = g->panel_bytes(k), rb = mf_row_size(t, k);
-    uint8_t *tiles = malloc(tb * (size_t)ntiles), *tmp = malloc(mf_gemm_tile_tmp_bytes(g->act, g->nt, k));
-    uint8_t *panels = malloc(pb * (size_t)(g->rows_per_call / g->panel_rows));
+    /* 64-byte aligned, as the matmul's buffers (tile loads split across lines run at half speed) */
+    uint8_t *tiles = aligned_alloc(64, (tb * (size_t)ntiles + 63) & ~(size_t)63), *tmp = malloc(mf_gemm_tile_tmp_bytes(g->act, g->nt, k));
+    uint8_t *panels = aligned_alloc(64, (pb * (size_t)(g->rows_per_call / g->panel_rows) + 63) & ~(size_t)63);
     double t_pack = 0;
     const double t0 = now_cpu();
     for (int i = 0; i < ntiles; i++) {
@@ -177,6 +179,53 @@ static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
     free(tiles), free(tmp), free(panels);
     return dt;
 }
+
+/* -K: the kernel alone, panels and tiles packed beforehand, in two loop
+ * orders: per group of rows every tile (the panels stay in cache, the tiles
+ * stream) and per tile every group (the tile stays, the panels stream);
+ * GFLOP/s by thread CPU time */
+static void kernel_only(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int64_t k, int64_t n_out, const float *x,
+                        int tok, float *out) {
+    const mf_type at = mf_gemm_act_type(g->act);
+    const int ntiles = (tok + g->nt - 1) / g->nt;
+    const size_t tb = mf_gemm_tile_bytes(g->act, g->nt, k), pb = g->panel_bytes(k), rb = mf_row_size(t, k);
+    const int npan = g->rows_per_call / g->panel_rows;
+    const int64_t ngroups = (n_out + g->rows_per_call - 1) / g->rows_per_call;
+    const size_t gb = pb * (size_t)npan;
+    uint8_t *tiles = aligned_alloc(64, (tb * (size_t)ntiles + 63) & ~(size_t)63), *tmp = malloc(mf_gemm_tile_tmp_bytes(g->act, g->nt, k));
+    uint8_t *panels = aligned_alloc(64, (gb * (size_t)ngroups + 63) & ~(size_t)63);
+    for (int i = 0; i < ntiles; i++) {
+        const int n = tok - i * g->nt < g->nt ? tok - i * g->nt : g->nt;
+        mf_gemm_tile_build(g->act, g->nt, x + (size_t)i * g->nt * k, (size_t)k, n, k, level_traits(at)->from_float, tmp,
+                           tiles + (size_t)i * tb);
+    }
+    for (int64_t u = 0; u < ngroups; u++)
+        for (int p = 0; p < npan; p++) {
+            const int64_t r0 = u * g->rows_per_call + (int64_t)p * g->panel_rows;
+            int n = (int)(n_out - r0 < g->panel_rows ? n_out - r0 : g->panel_rows);
+            n = n < 0 ? 0 : n;
+            g->pack(n ? w + (size_t)r0 * rb : w, rb, n, k, panels + (size_t)u * gb + (size_t)p * pb);
+        }
+    double dt[2];
+    for (int order = 0; order < 2; order++) {
+        const double t0 = now_cpu();
+        for (int64_t a = 0; a < (order ? ntiles : ngroups); a++)
+            for (int64_t b = 0; b < (order ? ngroups : ntiles); b++) {
+                const int64_t u = order ? b : a, i = order ? a : b;
+                const int64_t r0 = u * g->rows_per_call;
+                const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+                const int n = tok - (int)i * g->nt < g->nt ? tok - (int)i * g->nt : g->nt;
+                g->kernel(panels + (size_t)u * gb, pb, tiles + (size_t)i * tb, k, out + (size_t)i * g->nt * n_out + r0,
+                          (size_t)n_out, nrows, n);
+            }
+        dt[order] = now_cpu() - t0;
+    }
+    const double flop = 2.0 * (double)k * (double)n_out * tok;
+    printf("  kernel only, %s: %.1f GFLOP/s rows-outer (panels %.0f KiB per group), %.1f tiles-outer\n", g->name,
+           flop / dt[0] * 1e-9, gb / 1024.0, flop / dt[1] * 1e-9);
+    free(tiles), free(tmp), free(panels);
+}
+static int g_kernel_only;
 
 static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, qrand *r) {
     const mf_type_traits *tr = level_traits(t);
@@ -233,6 +282,11 @@ static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, 
     be->ops->destroy(be);
     snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
     puts(line);
+    if (g_kernel_only)
+        for (int l = 2; l < 4; l++) {
+            const mf_gemm_kind *g = l == 2 ? mf_gemm_get_level(t, MF_CPU_AVX512_VNNI) : mf_gemm_get_amx(t, 0);
+            if (g && k % g->k_multiple == 0) kernel_only(g, t, w, k, n_out, x, tok, out);
+        }
     fflush(stdout);
     free(w), free(x), free(out);
 }
@@ -248,8 +302,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-p")) peaks_only = 1;
+        else if (!strcmp(argv[i], "-K")) g_kernel_only = 1;
         else {
-            fprintf(stderr, "usage: bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p]\n");
+            fprintf(stderr, "usage: bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p] [-K]\n");
             return 2;
         }
     }

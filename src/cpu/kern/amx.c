@@ -19,8 +19,8 @@
 #define XFEATURE_XTILEDATA 18
 #endif
 
-static int g_ok;
-static char g_note[96];
+static int g_ok, g_on;
+static char g_note[160];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
@@ -28,7 +28,6 @@ static void init_once(void) {
     const char *no = NULL;
     if (!(f & MF_CPUF_AMX_INT8)) no = "the CPU (or the OS) has no AMX-INT8";
     else if (mf_cpu_level_supported() < MF_CPU_AVX512_VNNI) no = "no AVX-512 VNNI beside it";
-    else if (mf_env_on("MINFER_NO_AMX")) no = "MINFER_NO_AMX set";
     else {
 #if defined(ARCH_REQ_XCOMP_PERM)
         unsigned long perm = 0;
@@ -41,13 +40,22 @@ static void init_once(void) {
 #endif
     }
     g_ok = no == NULL;
+    g_on = g_ok && mf_env_on("MINFER_AMX");
     if (no) snprintf(g_note, sizeof g_note, "no AMX: %s", no);
-    else snprintf(g_note, sizeof g_note, "AMX int8 tiles");
+    else if (g_on) snprintf(g_note, sizeof g_note, "AMX int8 tiles (MINFER_AMX set)");
+    else
+        snprintf(g_note, sizeof g_note, "AMX int8 tiles available but off (MINFER_AMX=1 turns them on: not yet "
+                                        "faster than VNNI, docs/PERFORMANCE.md)");
 }
 
 int mf_amx_init(void) {
     pthread_once(&g_once, init_once);
     return g_ok;
+}
+
+int mf_amx_enabled(void) {
+    pthread_once(&g_once, init_once);
+    return g_on;
 }
 
 const char *mf_amx_note(void) {

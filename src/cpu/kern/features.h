@@ -70,13 +70,17 @@ const mf_type_traits *mf_cpu_traits_for_level(int type, mf_cpu_level level);
 const char *mf_cpu_kernels_note(void);
 
 
-/* AMX tiles for the prefill GEMM (kern/gemm/amx.c): whether this process
- * may use them (the CPU has AMX-INT8, the OS saves the tile state, the kernel
- * granted the tile permission, MINFER_NO_AMX is not set). Asks the kernel
- * once; safe from several threads. */
+/* AMX tiles for the prefill GEMM (kern/amx.c): whether this process may use
+ * them (the CPU has AMX-INT8, the OS saves the tile state, the kernel granted
+ * the tile permission). Asks the kernel once; safe from several threads. */
 int mf_amx_init(void);
-/* Why AMX is or is not used, for --verbose ("AMX int8 tiles", "no AMX: the
- * CPU has no AMX-INT8", "no AMX: MINFER_NO_AMX set", ...). */
+/* Whether the matmul uses them: usable and MINFER_AMX=1. Off by default:
+ * on the one AMX machine measured, the tile GEMM was 1.2-1.35x the VNNI
+ * kernel alone but no faster end to end, and slower at 8-16 threads
+ * (docs/PERFORMANCE.md). */
+int mf_amx_enabled(void);
+/* Why AMX is or is not used, for --verbose ("no AMX: the CPU (or the OS) has
+ * no AMX-INT8", "AMX int8 tiles (MINFER_AMX set)", ...). */
 const char *mf_amx_note(void);
 
 #endif

@@ -52,7 +52,8 @@ const mf_gemm_kind *mf_gemm_get(mf_type type) {
     pthread_once(&g_once, build);
     if (g_off) return NULL;
     /* at the VNNI level the tile kernels replace the VNNI ones where they exist */
-    if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amx[0][type]) return g_amx[0][type];
+    if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amx[0][type] && mf_amx_enabled())
+        return g_amx[0][type];
     return mf_gemm_get_level(type, lv);
 }
 

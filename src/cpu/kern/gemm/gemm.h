@@ -105,7 +105,7 @@ void mf_gemm_fence(void);
  * none; with `emulated`, the same kernels over a C model of the tile
  * instructions (any AVX-512 VNNI CPU: tests of the data flow where there is
  * no AMX). The real ones only where mf_amx_init() is true. mf_gemm_get
- * returns the real kind at the VNNI level when AMX is usable. */
+ * returns the real kind at the VNNI level when mf_amx_enabled(). */
 const mf_gemm_kind *mf_gemm_get_amx(mf_type type, int emulated);
 
 /* Per-level tables, filled by the ISA files (gemm_*_avx2.c / *_avx512.c). */

@@ -3,30 +3,31 @@
  * C model of them (TL_* below), so the data flow is tested on every AVX-512
  * VNNI CPU and the instructions wherever the CPU has AMX.
  *
- * One tile multiply (TDPBSSD / TDPBSUD) of A = 16 tokens x KB activation
- * bytes (token-major, the AMX part of the tile, gemm_layout.h) with B = KB/4
- * panel records (16 weight rows x 4 bytes per step: the VNNI panel, read as
- * it is) gives C[token][row], the exact int32 sums of one scale unit (KB
- * columns) for 16 rows and 16 tokens; a row of C is then one vector with
- * the rows in its lanes, the layout of the VNNI kernels' accumulators. From
- * there the AVX-512 code applies the unit scales in integers and the float
- * steps of the VNNI kernels, in the same order, so the results are bitwise
- * those of the VNNI GEMM (and of vec_dot): integer sums are exact in any
- * order, and the float expressions are unchanged.
- *
- * Units and their integer steps (activation bytes are in [-127, 127]):
- *   Q4_K: levels - 8 (signed, -8..7), 32 columns: |C| <= 8*127*32 = 32512
- *         fits int16, so vpdpwssd with the (sc, 0) record scales it; the
- *         8 * sc * (32-column activation sum) the offset leaves goes in as
- *         4 pre pairs (8 sc, 8 sc') against the tile's 32-sum pairs.
- *   Q5_K: levels 0..31 (unsigned), 32 columns, scale by 32-bit multiply.
- *   Q6_K: levels - 32 (signed), 16 columns (the scale groups), 32-bit multiply.
- *   Q4_0 / Q5_0 / Q8_0 / IQ4_NL: levels minus their offset (signed), one
- *         32-element block per multiply: C is the reference's sumi.
- * Tiles: tmm0/tmm1 C, tmm2/tmm3 A, tmm4/tmm5 B, two sets used alternately so
- * the multiply of unit u + 1 runs while the vector code reads unit u's sums. */
+ * A tile multiply of A = 16 tokens x K activation bytes (token-major: the
+ * AMX part of the tile, gemm_layout.h) with B = K/4 panel records (16 weight
+ * rows x 4 bytes per step, the VNNI panel's record format) gives C[token][row]:
+ * exact int32 sums, a row of C one vector with the weight rows in its lanes,
+ * the layout of the VNNI kernels' accumulators. From there the AVX-512 code
+ * takes the VNNI kernels' float steps in the same order, so results are
+ * bitwise those of the VNNI GEMM and of vec_dot (integer sums are exact in
+ * any order; the float expressions are unchanged).
+ *   K-quants: levels pre-multiplied by their unit scale (folded panels,
+ *     below), a super-block's 256 columns summed inside the tiles, one store
+ *     per super-block; mins and float terms as in kq_kernel.
+ *   32-element blocks (Q4_0, Q5_0, Q8_0, IQ4_NL): levels minus their offset
+ *     (signed), one multiply per block (its float scale needs the block's
+ *     own sum), 16 x 16 x 32 per store.
+ * Measured (docs/PERFORMANCE.md): the tile half alone runs at about half the
+ * instruction's rate (the A operand reloads serialize on one tile register)
+ * and the vector half alone near 1 TFLOP/s; together 1.2-1.35x the VNNI
+ * kernel, which is why mf_amx_enabled() wants MINFER_AMX=1. */
 #ifndef TL_CONFIG
 #error "define the TL_* tile operations before including gemm_amx.h"
+#endif
+
+/* benchmarks only (bench_amx_vec.c): time the tile half alone */
+#ifndef AMX_SKIP_VECTOR
+#define AMX_SKIP_VECTOR 0
 #endif
 
 #define MF_GEMM_W 512
@@ -185,7 +186,7 @@ AI void amx_kf(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k,
                 TL_STORE(7, c[3], 64);
             }
         }
-        if (sb == 0) continue;
+        if (sb == 0 || AMX_SKIP_VECTOR) continue;
         const int64_t ps = sb - 1;
         const uint8_t *ts = tile + (size_t)ps * tsb;
         for (int p = 0; p < 2; p++) {
