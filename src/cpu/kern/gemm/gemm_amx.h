@@ -17,10 +17,7 @@
  *   32-element blocks (Q4_0, Q5_0, Q8_0, IQ4_NL): levels minus their offset
  *     (signed), one multiply per block (its float scale needs the block's
  *     own sum), 16 x 16 x 32 per store.
- * Measured (docs/PERFORMANCE.md): the tile half alone runs at about half the
- * instruction's rate (the A operand reloads serialize on one tile register)
- * and the vector half alone near 1 TFLOP/s; together 1.2-1.35x the VNNI
- * kernel, which is why mf_amx_enabled() wants MINFER_AMX=1. */
+ * Measured figures and why AMX is off by default: docs/PERFORMANCE.md. */
 #ifndef TL_CONFIG
 #error "define the TL_* tile operations before including gemm_amx.h"
 #endif
@@ -138,11 +135,62 @@ AI void amx_fold(uint8_t *panel, int64_t k, const size_t SBV, const int NSC, con
     }
 }
 
-/* One call: two panels (32 rows) x the 16 tokens of one tile. Tiles: tmm0
- * A, tmm1-3 B, tmm4/tmm5 panel 0's lo/hi sums, tmm6/tmm7 panel 1's. The
- * vector code finishes super-block sb - 1 (from the other store buffer)
- * after the multiplies of sb are issued. NMIN min records against tile
- * entries MIN_T; the float steps are the VNNI kernel's. */
+/* The vector steps of super-block ps for tokens t0 .. t0 + 3 of both
+ * panels, from the sums the tiles stored in lo/hi (cb[ps & 1]). */
+AI void amx_kf_finish(const uint8_t *panels, size_t pb, const uint8_t *ts, const int32_t (*c)[256], int64_t ps,
+                      int t0, float *f, const int NPL, const int NMIN, const int MIN_T) {
+    const size_t SBF = amx_sbf(NPL, NMIN);
+    for (int p = 0; p < 2; p++) {
+        const uint8_t *w = panels + (size_t)p * pb + (size_t)ps * SBF;
+        const int32_t *lo = c[2 * p], *hi = c[2 * p + 1];
+        const vf xd = VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN) * REC));
+        const vf xm = NMIN ? VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN + 1) * REC)) : VF_ZERO();
+        vi mv[8];
+        for (int m = 0; m < NMIN && m < 8; m++) mv[m] = VI_LOAD(w + (size_t)(64 * NPL + m) * REC);
+#pragma GCC unroll 4
+        for (int t = t0; t < t0 + 4; t++) {
+            vi is = VI_LOAD(lo + 16 * t);
+            if (NPL == 2) is = VI_ADD32(is, VI_SLLI32(VI_LOAD(hi + 16 * t), 8));
+            const vf yd = VF_BCAST(ts + ((size_t)MF_T8K_D * MF_TAMX_NT + t) * 4);
+            vf term = VF_MUL(VF_MUL(xd, yd), VF_CVT(is));
+            if (NMIN) {
+                vi mn = VI_ZERO();
+                for (int m = 0; m < NMIN && m < 8; m++)
+                    mn = VI_DPWSSD(mn, mv[m], VI_BCAST(ts + ((size_t)(MIN_T + m) * MF_TAMX_NT + t) * 4));
+                term = VF_SUB(term, VF_MUL(VF_MUL(xm, yd), VF_CVT(mn)));
+            }
+            float *fp = f + ((size_t)p * MF_TAMX_NT + t) * 16;
+            VF_STORE(fp, VF_ADD(VF_LOAD(fp), term));
+        }
+    }
+}
+
+/* Step kk (64 columns) of super-block sb: A into tmm0 / tmm1 by the parity
+ * of kk (the next load need not wait for the multiplies reading the last),
+ * B alternately in tmm2 / tmm3; tmm4/tmm5 panel 0's lo/hi sums, tmm6/tmm7
+ * panel 1's. */
+#define AMX_KF_STEP(AT, a, w0, w1, kk, NPL)                                 \
+    do {                                                                    \
+        TL_LOAD(AT, (a) + 64 * (kk), 256);                                  \
+        TL_LOAD(2, (w0) + (size_t)16 * (kk) * REC, REC);                    \
+        TL_DPBSUD(4, AT, 2);                                                \
+        if (NPL == 2) {                                                     \
+            TL_LOAD(3, (w0) + (size_t)(64 + 16 * (kk)) * REC, REC);         \
+            TL_DPBSSD(5, AT, 3);                                            \
+        }                                                                   \
+        TL_LOAD(2, (w1) + (size_t)16 * (kk) * REC, REC);                    \
+        TL_DPBSUD(6, AT, 2);                                                \
+        if (NPL == 2) {                                                     \
+            TL_LOAD(3, (w1) + (size_t)(64 + 16 * (kk)) * REC, REC);         \
+            TL_DPBSSD(7, AT, 3);                                            \
+        }                                                                   \
+    } while (0)
+
+/* One call: two panels (32 rows) x the 16 tokens of one tile. The vector
+ * steps of super-block sb - 1 are interleaved, a quarter of the tokens at a
+ * time, with the four multiply steps of sb, so the core always has vector
+ * work beside the tile instructions in flight. NMIN min records against
+ * tile entries MIN_T; the float steps are the VNNI kernel's. */
 AI void amx_kf(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, int nrows,
                int ntok, const int NPL, const int NMIN, const int MIN_T) {
     const int64_t nsb = k / QK_K;
@@ -153,63 +201,34 @@ AI void amx_kf(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k,
     for (int i = 0; i < 2 * MF_TAMX_NT * 16; i++) f[i] = 0.0f;
     amx_config(64);
     for (int64_t sb = 0; sb <= nsb; sb++) {
-        if (sb < nsb) {
-            const uint8_t *a = a0 + (size_t)sb * MF_TAMX_SB_BYTES;
-            const uint8_t *w0 = panels + (size_t)sb * SBF, *w1 = panels + pb + (size_t)sb * SBF;
+        const int live = sb < nsb, fin = sb > 0;
+        const uint8_t *a = a0 + (size_t)sb * MF_TAMX_SB_BYTES;
+        const uint8_t *w0 = panels + (size_t)sb * SBF, *w1 = panels + pb + (size_t)sb * SBF;
+        const uint8_t *ts = tile + (size_t)(sb - fin) * tsb;
+        const int32_t(*c)[256] = (const int32_t(*)[256])cb[(sb - 1) & 1];
+        if (live) {
             TL_ZERO(4);
             TL_ZERO(6);
             if (NPL == 2) {
                 TL_ZERO(5);
                 TL_ZERO(7);
             }
-#pragma GCC unroll 4
-            for (int kk = 0; kk < 4; kk++) {
-                TL_LOAD(0, a + 64 * kk, 256);
-                TL_LOAD(1, w0 + (size_t)16 * kk * REC, REC);
-                TL_DPBSUD(4, 0, 1);
-                if (NPL == 2) {
-                    TL_LOAD(2, w0 + (size_t)(64 + 16 * kk) * REC, REC);
-                    TL_DPBSSD(5, 0, 2);
-                }
-                TL_LOAD(3, w1 + (size_t)16 * kk * REC, REC);
-                TL_DPBSUD(6, 0, 3);
-                if (NPL == 2) {
-                    TL_LOAD(1, w1 + (size_t)(64 + 16 * kk) * REC, REC);
-                    TL_DPBSSD(7, 0, 1);
-                }
-            }
-            int32_t(*c)[256] = cb[sb & 1];
-            TL_STORE(4, c[0], 64);
-            TL_STORE(6, c[2], 64);
-            if (NPL == 2) {
-                TL_STORE(5, c[1], 64);
-                TL_STORE(7, c[3], 64);
-            }
+            AMX_KF_STEP(0, a, w0, w1, 0, NPL);
         }
-        if (sb == 0 || AMX_SKIP_VECTOR) continue;
-        const int64_t ps = sb - 1;
-        const uint8_t *ts = tile + (size_t)ps * tsb;
-        for (int p = 0; p < 2; p++) {
-            const uint8_t *w = panels + (size_t)p * pb + (size_t)ps * SBF;
-            const int32_t *lo = cb[ps & 1][2 * p], *hi = cb[ps & 1][2 * p + 1];
-            const vf xd = VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN) * REC));
-            const vf xm = NMIN ? VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN + 1) * REC)) : VF_ZERO();
-            vi mv[8];
-            for (int m = 0; m < NMIN && m < 8; m++) mv[m] = VI_LOAD(w + (size_t)(64 * NPL + m) * REC);
-#pragma GCC unroll 16
-            for (int t = 0; t < MF_TAMX_NT; t++) {
-                vi is = VI_LOAD(lo + 16 * t);
-                if (NPL == 2) is = VI_ADD32(is, VI_SLLI32(VI_LOAD(hi + 16 * t), 8));
-                const vf yd = VF_BCAST(ts + ((size_t)MF_T8K_D * MF_TAMX_NT + t) * 4);
-                vf term = VF_MUL(VF_MUL(xd, yd), VF_CVT(is));
-                if (NMIN) {
-                    vi mn = VI_ZERO();
-                    for (int m = 0; m < NMIN && m < 8; m++)
-                        mn = VI_DPWSSD(mn, mv[m], VI_BCAST(ts + ((size_t)(MIN_T + m) * MF_TAMX_NT + t) * 4));
-                    term = VF_SUB(term, VF_MUL(VF_MUL(xm, yd), VF_CVT(mn)));
-                }
-                float *fp = f + ((size_t)p * MF_TAMX_NT + t) * 16;
-                VF_STORE(fp, VF_ADD(VF_LOAD(fp), term));
+        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 0, f, NPL, NMIN, MIN_T);
+        if (live) AMX_KF_STEP(1, a, w0, w1, 1, NPL);
+        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 4, f, NPL, NMIN, MIN_T);
+        if (live) AMX_KF_STEP(0, a, w0, w1, 2, NPL);
+        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 8, f, NPL, NMIN, MIN_T);
+        if (live) AMX_KF_STEP(1, a, w0, w1, 3, NPL);
+        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 12, f, NPL, NMIN, MIN_T);
+        if (live) {
+            int32_t(*o)[256] = cb[sb & 1];
+            TL_STORE(4, o[0], 64);
+            TL_STORE(6, o[2], 64);
+            if (NPL == 2) {
+                TL_STORE(5, o[1], 64);
+                TL_STORE(7, o[3], 64);
             }
         }
     }
