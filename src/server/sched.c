@@ -290,6 +290,13 @@ static void slot_release(srv_sched *s, slot *sl, srv_finish f, int status, const
     pthread_mutex_lock(&j->mu);
     j->n_gen = sl->n_gen;
     pthread_mutex_unlock(&j->mu);
+    /* /slots shows the slot idle before the client has its reply: a client
+     * that asks right after must not see its own finished task running */
+    pthread_mutex_lock(&s->mu);
+    s->info[sl->id].busy = false;
+    s->info[sl->id].n_remain = 0;
+    s->info[sl->id].n_gen = sl->n_gen;
+    pthread_mutex_unlock(&s->mu);
     srv_job_finish(j, f, status, err);
     srv_metrics_tokens(j->n_prompt, j->n_cached, sl->n_gen);
     if (f == SRV_FIN_CANCEL || f == SRV_FIN_ERROR) {
