@@ -324,21 +324,21 @@ int main(void) {
      * or off), the activation-rounding difference the golden README
      * describes, so it gets TOL_GQ like the golden/quant files */
     static const struct { const char *path; int f32; int q8; } files[] = {
-        {"../shared/models/stories260K.gguf", true},
-        {"../shared/models/stories260K-f16.gguf", false},
-        {"../shared/models/stories260K-bf16.gguf", false},
-        {"../shared/models/stories260K-q4_k_m.gguf", false},
-        {"../shared/models/zoo/llama.gguf", false},
+        {"../shared/models/stories260K.gguf", true, false},
+        {"../shared/models/stories260K-f16.gguf", false, false},
+        {"../shared/models/stories260K-bf16.gguf", false, false},
+        {"../shared/models/stories260K-q4_k_m.gguf", false, false},
+        {"../shared/models/zoo/llama.gguf", false, false},
         {"../shared/models/zoo/llama-q8_0.gguf", false, true},
-        {"../shared/models/zoo/qwen2.gguf", false},
-        {"../shared/models/zoo/qwen3.gguf", false},
-        {"../shared/models/zoo/gemma2.gguf", false},
-        {"../shared/models/zoo/gemma3.gguf", false},
-        {"../shared/models/zoo/phi3.gguf", false},
-        {"../shared/models/zoo/granite.gguf", false},
-        {"../shared/models/zoo/gpt2.gguf", false},
-        {"../shared/models/zoo/starcoder2.gguf", false},
-        {"../shared/models/zoo/qwen3moe.gguf", false},
+        {"../shared/models/zoo/qwen2.gguf", false, false},
+        {"../shared/models/zoo/qwen3.gguf", false, false},
+        {"../shared/models/zoo/gemma2.gguf", false, false},
+        {"../shared/models/zoo/gemma3.gguf", false, false},
+        {"../shared/models/zoo/phi3.gguf", false, false},
+        {"../shared/models/zoo/granite.gguf", false, false},
+        {"../shared/models/zoo/gpt2.gguf", false, false},
+        {"../shared/models/zoo/starcoder2.gguf", false, false},
+        {"../shared/models/zoo/qwen3moe.gguf", false, false},
     };
     fprintf(stderr, "test_cuda: parity with the cpu backend\n");
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) parity(files[i].path, files[i].f32 ? TOL_F32 : files[i].q8 ? TOL_GQ : TOL_Q);
