@@ -935,6 +935,8 @@ mf_status mf_vindex_compile_vindex(mf_vindex *v, const char *dir, mf_vindex_comp
 typedef struct mf_lql mf_lql;
 mf_status mf_lql_open(const char *dir, int32_t n_threads, mf_lql **out);
 void      mf_lql_free(mf_lql *q);
+/* The session's vindex (to set its KNN: mf_vindex_set_hnsw). */
+mf_vindex *mf_lql_vindex(mf_lql *q);
 mf_status mf_lql_run(mf_lql *q, const char *text, size_t len, bool json, char **out);
 
 /* ==== end of vindex ===================================================== */

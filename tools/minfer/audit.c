@@ -68,8 +68,15 @@ static bool decode_all(mf_context *ctx, const mf_token *t, int n) {
 int cmd_vindex_audit(int argc, char **argv) {
     const char *dir = NULL, *file = NULL, *prompt = NULL, *klist = "5%,10%,25%,50%";
     long n_threads = 0;
+    cli_hnsw hn = CLI_HNSW_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int h = cli_hnsw_opt("vindex audit", a, v, &hn);
+        if (h < 0) return 2;
+        if (h) {
+            i += h - 1;
+            continue;
+        }
         if (!strcmp(a, "-f") && v) file = v, i++;
         else if (!strcmp(a, "-p") && v) prompt = v, i++;
         else if (!strcmp(a, "--walk-k") && v) klist = v, i++;
@@ -105,6 +112,8 @@ int cmd_vindex_audit(int argc, char **argv) {
         fprintf(stderr, "minfer vindex audit: %s\n", mf_last_error());
         goto done;
     }
+    /* the reference walk (K = all) is exact either way: HNSW with ef >= features is exhaustive */
+    if (!cli_hnsw_apply("vindex audit", &hn, v)) goto done;
     mf_vindex_info vi;
     mf_vindex_get_info(v, &vi);
     const int V = mf_model_n_vocab(model), L = vi.n_layer;
