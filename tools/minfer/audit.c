@@ -93,6 +93,7 @@ int cmd_vindex_audit(int argc, char **argv) {
         fprintf(stderr, "minfer vindex audit: needs DIR and -f prompts.txt or -p TEXT\n");
         return 2;
     }
+    if (!cli_hnsw_check("vindex audit", &hn)) return 2;
     char *text = file ? cli_read_file(file, NULL) : strdup(prompt);
     if (!text) {
         fprintf(stderr, "minfer vindex audit: cannot read %s\n", file ? file : "the prompt");

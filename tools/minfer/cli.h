@@ -63,6 +63,8 @@ typedef struct cli_hnsw {
 /* 1: a was --hnsw, 2: a and v were one of the others (the caller skips v),
  * 0: not one, -1: bad value (message printed) */
 int cli_hnsw_opt(const char *cmd, const char *a, const char *v, cli_hnsw *h);
+/* false (message printed) for tuning flags without --hnsw: check before loading */
+bool cli_hnsw_check(const char *cmd, const cli_hnsw *h);
 /* Sets the vindex's KNN as asked; false (message printed) on a bad combination. */
 bool cli_hnsw_apply(const char *cmd, const cli_hnsw *h, mf_vindex *v);
 

@@ -156,14 +156,17 @@ int cli_hnsw_opt(const char *cmd, const char *a, const char *v, cli_hnsw *h) {
     return cli_int(cmd, a, v, lo, hi, dst) ? 2 : -1;
 }
 
-bool cli_hnsw_apply(const char *cmd, const cli_hnsw *h, mf_vindex *v) {
-    if (!h->on) {
-        if (h->m || h->ef || h->efc) {
-            fprintf(stderr, "minfer %s: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw\n", cmd);
-            return false;
-        }
-        return true;
+bool cli_hnsw_check(const char *cmd, const cli_hnsw *h) {
+    if (!h->on && (h->m || h->ef || h->efc)) {
+        fprintf(stderr, "minfer %s: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw\n", cmd);
+        return false;
     }
+    return true;
+}
+
+bool cli_hnsw_apply(const char *cmd, const cli_hnsw *h, mf_vindex *v) {
+    if (!cli_hnsw_check(cmd, h)) return false;
+    if (!h->on) return true;
     mf_vindex_hnsw_params p = mf_vindex_default_hnsw_params();
     if (h->m) p.m = (int32_t)h->m;
     if (h->ef) p.ef = (int32_t)h->ef;

@@ -76,6 +76,7 @@ int cmd_lql(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (!cli_hnsw_check("lql", &hn)) return 2;
     mf_lql *q;
     if (mf_lql_open(dir, (int32_t)threads, &q)) {
         fprintf(stderr, "minfer lql: %s\n", mf_last_error());
