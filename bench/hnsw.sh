@@ -11,7 +11,7 @@
 set -e
 bin=${MINFER_BIN:-build/bin/minfer}
 bench=${BENCH_HNSW:-build/tests/bench_hnsw}
-efs=${EFS:-10,32,64,128,256,512}
+efs=${EFS:-10,32,64,128,256,512,1024,2048}
 q=${QUERIES:-200}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/minfer-hnsw.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
