@@ -838,6 +838,7 @@ typedef struct mf_vindex_hnsw_stats {
     int32_t unreachable;     /* nodes level 0 does not reach from the entry */
     int64_t n_links;
     uint64_t evals;          /* gate rows scored by all searches so far */
+    uint64_t fallbacks;      /* walk rows scanned in full: their k-th |activation| was in reach of a negative score */
     size_t bytes;            /* the graph's memory */
     double build_ms;
 } mf_vindex_hnsw_stats;

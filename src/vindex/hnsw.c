@@ -35,7 +35,9 @@
  * so it is exact. Deleted features are walked through but never returned.
  * The walk FFN ranks by |act(score)|: the search is by score (the top
  * activations are the top scores, except negative scores whose |act| is
- * small: |silu| <= 0.28 there), then the ef found are re-ranked by the key. */
+ * small: |silu| <= 0.28 there), then the ef found are re-ranked by the key;
+ * a row whose k-th |act| is below what a negative score can reach is not a
+ * MIPS any more and is scanned instead (counted in the stats' fallbacks). */
 #include "vindex/vindex.h"
 #include "vindex/knn_kern.h"
 #include "vindex/topk.h"
@@ -72,7 +74,7 @@ struct vx_hscratch {
     float *ws;
     int32_t *wi;
     float *q, *tmp;
-    uint64_t evals;
+    uint64_t evals, fallbacks;
 };
 
 static uint64_t splitmix(uint64_t x) {
@@ -640,7 +642,7 @@ mf_status mf_vindex_hnsw_get_stats(mf_vindex *v, int32_t layer, mf_vindex_hnsw_s
             if (sc->seen[lk[i]] != sc->epoch) sc->seen[lk[i]] = sc->epoch, queue[tail++] = lk[i];
     }
     out->unreachable = g->n - tail;
-    for (int t = 0; t < v->n_hscr; t++) out->evals += v->hscr[t].evals;
+    for (int t = 0; t < v->n_hscr; t++) out->evals += v->hscr[t].evals, out->fallbacks += v->hscr[t].fallbacks;
     return MF_OK;
 }
 
@@ -691,6 +693,18 @@ static void search_task(void *arg, int ith, int nth) {
         for (int i = 0; i < w.n; i++) {
             if (hq.skip && hq.skip[w.id[i]]) continue;
             mf_topk_push(&out, j->rank == VX_RANK_DOT ? w.score[i] : vx_rank_key(j->rank, w.score[i]), w.id[i]);
+        }
+        /* |act| of a negative score is at most neg (|silu| 0.2785 at -1.28,
+         * |gelu| 0.1701 at -0.75) and the graph only finds large scores:
+         * when the k-th key is below that, a negative score could belong,
+         * so this row is scanned in full instead */
+        const float neg = j->rank == VX_RANK_SILU_ABS ? 0.2785f : 0.1701f;
+        if (j->rank != VX_RANK_DOT && (out.n < j->k || out.score[0] < neg)) {
+            s->fallbacks++;
+            mf_topk_reset(&out, j->k, j->score + (size_t)q * j->k, j->feat + (size_t)q * j->k);
+            for (int32_t f = 0; f < F; f++)
+                if (!(hq.skip && hq.skip[f])) mf_topk_push(&out, vx_rank_key(j->rank, score(&hq, E, f)), f);
+            s->evals += (uint64_t)F;
         }
         mf_topk_sort(&out);
         for (int i = out.n; i < j->k; i++) out.score[i] = -INFINITY, out.id[i] = -1;

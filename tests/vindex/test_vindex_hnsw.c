@@ -1,7 +1,8 @@
 /* test_vindex_hnsw.c - the optional HNSW gate KNN: recall@10 on random rows
  * above a stated bound (M 16, ef 64); with ef >= the feature count the
  * answer equals brute force bit for bit (f32, f16, q8_0; the gate score and
- * the walk's |activation| ranking); the graph and every answer are the same
+ * the walk's |activation| ranking, which also falls back to the scan when
+ * its k-th key is in reach of negative scores); the graph and every answer are the same
  * for 1 and 3 threads and for a layer built alone or with others; deleted
  * features are never returned; bad parameters are refused. */
 #include "testutil.h"
@@ -92,6 +93,21 @@ static void test_exact(const char *tmp) {
                       "%s k=%d rank %d: HNSW with ef = features differs from brute force", types[it], k, rank);
             }
         }
+        /* the walk's key with k past the positive scores: the k-th |silu| is in
+         * reach of negative scores, which the graph does not find, so the rows
+         * are scanned (fallbacks) and equal brute force even at a small ef */
+        const int kw = F * 6 / 10;
+        mf_vindex_set_hnsw(v, NULL);
+        vx_knn(v, 0, x, nq, kw, VX_RANK_SILU_ABS, NULL, fa, sa);
+        mf_vindex_hnsw_params p = params(8, 16);
+        mf_vindex_set_hnsw(v, &p);
+        CHECK(vx_knn(v, 0, x, nq, kw, VX_RANK_SILU_ABS, NULL, fb, sb) == MF_OK, "walk-key knn: %s", mf_last_error());
+        mf_vindex_hnsw_stats st;
+        mf_vindex_hnsw_get_stats(v, 0, &st);
+        CHECK(st.fallbacks == (uint64_t)nq, "%s: %llu of %d rows fell back to the scan", types[it],
+              (unsigned long long)st.fallbacks, nq);
+        CHECK(!memcmp(fa, fb, (size_t)nq * kw * sizeof *fa) && !memcmp(sa, sb, (size_t)nq * kw * sizeof *sa),
+              "%s: the walk key's fallback differs from brute force", types[it]);
         free(x), free(fa), free(fb), free(sa), free(sb);
         mf_vindex_free(v);
     }
