@@ -856,8 +856,9 @@ mf_status mf_vindex_feature_row(const mf_vindex *v, int32_t which, int32_t layer
 mf_status mf_vindex_embedding(const mf_vindex *v, mf_token tok, float *out);
 
 /* Walk FFN: an mf_ffn_fn replacing every dense FFN of `model` by a sparse one
- * over the top-k gate features of each row (exact KNN), with the up and down
- * rows read feature-major from the vindex. Set ctx params ffn_cb =
+ * over the top-k gate features of each row (exact KNN, or the vindex's HNSW
+ * graphs once mf_vindex_set_hnsw is on), with the up and down rows read
+ * feature-major from the vindex. Set ctx params ffn_cb =
  * mf_walk_ffn and ffn_ud = the walk. The vindex must be of level inference,
  * of the same architecture and shapes as the model, with a dense FFN. k = 0 or
  * k >= n_features: every feature (the dense FFN in another sum order). */
