@@ -814,6 +814,37 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads);
 mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_rows, int32_t k, int32_t *feat,
                         float *score);
 
+/* Optional HNSW gate KNN (src/vindex/hnsw.c): once set, mf_vindex_knn and
+ * the walk FFN search a per-layer graph instead of scanning every gate row:
+ * approximate (recall below 1), exact when ef >= n_features. A layer's graph
+ * is built on its first query (its searches spread over the vindex's
+ * threads) or by mf_vindex_hnsw_build; it depends on m, ef_construction and
+ * mips_transform only, never on the thread count. */
+typedef struct mf_vindex_hnsw_params {
+    int32_t m;               /* links per node and level, 2..128 (level 0: 2m); default 16 */
+    int32_t ef;              /* search beam (raised to k), 1..2^24; default 64 */
+    int32_t ef_construction; /* build beam, m..4096; default 128 */
+    bool mips_transform;     /* link rows in the MIPS-to-Euclidean transform's space instead of by their
+                                plain dot (measured worse; kept for comparison) */
+} mf_vindex_hnsw_params;
+mf_vindex_hnsw_params mf_vindex_default_hnsw_params(void);
+/* params NULL: back to brute force (graphs freed). Built graphs are kept
+ * when only ef changes. MF_ERR_INVALID_ARG for a parameter out of range. */
+mf_status mf_vindex_set_hnsw(mf_vindex *v, const mf_vindex_hnsw_params *params);
+/* Builds the graphs of layers l0..l1 now (several layers: one thread each). */
+mf_status mf_vindex_hnsw_build(mf_vindex *v, int32_t l0, int32_t l1);
+typedef struct mf_vindex_hnsw_stats {
+    int32_t n_levels;
+    int32_t unreachable;     /* nodes level 0 does not reach from the entry */
+    int64_t n_links;
+    uint64_t evals;          /* gate rows scored by all searches so far */
+    uint64_t fallbacks;      /* walk rows scanned in full: their k-th |activation| was in reach of a negative score */
+    size_t bytes;            /* the graph's memory */
+    double build_ms;
+} mf_vindex_hnsw_stats;
+/* The layer's graph (built if need be). */
+mf_status mf_vindex_hnsw_get_stats(mf_vindex *v, int32_t layer, mf_vindex_hnsw_stats *out);
+
 /* The tokens feature `feature` of `layer` writes, best first: up to cap
  * (token, score) pairs; returns how many (down_top_k at most), -1 if out of range. */
 int32_t mf_vindex_feature_tokens(const mf_vindex *v, int32_t layer, int32_t feature, mf_token *tok, float *score,
@@ -825,8 +856,9 @@ mf_status mf_vindex_feature_row(const mf_vindex *v, int32_t which, int32_t layer
 mf_status mf_vindex_embedding(const mf_vindex *v, mf_token tok, float *out);
 
 /* Walk FFN: an mf_ffn_fn replacing every dense FFN of `model` by a sparse one
- * over the top-k gate features of each row (exact KNN), with the up and down
- * rows read feature-major from the vindex. Set ctx params ffn_cb =
+ * over the top-k gate features of each row (exact KNN, or the vindex's HNSW
+ * graphs once mf_vindex_set_hnsw is on), with the up and down rows read
+ * feature-major from the vindex. Set ctx params ffn_cb =
  * mf_walk_ffn and ffn_ud = the walk. The vindex must be of level inference,
  * of the same architecture and shapes as the model, with a dense FFN. k = 0 or
  * k >= n_features: every feature (the dense FFN in another sum order). */
@@ -905,6 +937,8 @@ mf_status mf_vindex_compile_vindex(mf_vindex *v, const char *dir, mf_vindex_comp
 typedef struct mf_lql mf_lql;
 mf_status mf_lql_open(const char *dir, int32_t n_threads, mf_lql **out);
 void      mf_lql_free(mf_lql *q);
+/* The session's vindex (to set its KNN: mf_vindex_set_hnsw). */
+mf_vindex *mf_lql_vindex(mf_lql *q);
 mf_status mf_lql_run(mf_lql *q, const char *text, size_t len, bool json, char **out);
 
 /* ==== end of vindex ===================================================== */

@@ -94,6 +94,7 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
         return mf_err(MF_ERR_INVALID_ARG, "top-k %d is out of range (1..%d)", k,
                       v->ix.n_features < VX_MAX_K ? v->ix.n_features : VX_MAX_K);
     if (n_rows < 0) return mf_err(MF_ERR_INVALID_ARG, "n_rows %d", n_rows);
+    if (v->hnsw_on) return vx_hnsw_knn(v, layer, x, n_rows, k, rank, bias, feat, score);
     knn_job j;
     j.v = v;
     j.rank = rank;

@@ -32,6 +32,8 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
 }
 static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
+mf_vindex *mf_lql_vindex(mf_lql *q) { return q->v; }
+
 mf_status mf_lql_open(const char *dir, int32_t n_threads, mf_lql **out) {
     *out = NULL;
     mf_lql *q = calloc(1, sizeof *q);

@@ -21,6 +21,7 @@ bool mf_vindex_is_dir(const char *path) {
 void mf_vindex_free(mf_vindex *v) {
     if (!v) return;
     for (int f = 0; f < VX_NFILES; f++) mf_mapfile_close(&v->map[f]);
+    vx_hnsw_release(v);
     mf_pool_free(v->pool);
     vx_overlay_free(v);
     free(v->heap_s), free(v->heap_i), free(v->heads), free(v->deleted);

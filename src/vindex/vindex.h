@@ -123,6 +123,12 @@ struct mf_vindex {
     uint8_t *deleted;
     int32_t n_deleted;
     vx_overlay ov;
+    /* HNSW (hnsw.c): on when hnsw_on; graphs built per layer on first use */
+    bool hnsw_on;
+    mf_vindex_hnsw_params hnsw_p;
+    struct vx_hnsw **hnsw;     /* [n_layer], NULL until built */
+    struct vx_hscratch *hscr;  /* [n_hscr] per-thread search scratch */
+    int n_hscr;
 };
 
 /* format.c */
@@ -150,6 +156,13 @@ float vx_rank_key(vx_rank r, float g);
  * before the key is taken; score[] then holds the keys. */
 mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
                  int32_t *feat, float *score);
+/* hnsw.c: vx_knn through the layer's graph (built first if need be). */
+typedef struct vx_hnsw vx_hnsw;
+typedef struct vx_hscratch vx_hscratch;
+mf_status vx_hnsw_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                      int32_t *feat, float *score);
+/* Frees every graph and the scratch. */
+void vx_hnsw_release(mf_vindex *v);
 /* overlay.c */
 void vx_overlay_free(mf_vindex *v);
 /* Appends an operation (taking ownership of its vectors and note) to the open

@@ -1,10 +1,11 @@
 /* walk.c - the walk FFN: a layer's FFN evaluated over only the top-k
- * features of each row (exact KNN over the vindex's gate
- * rows), with the up rows and the down vectors read feature-major from the
- * vindex: out = sum over the selected f of act(g_f) * (up_f . x) * down_f
- * (gated), or act(g_f + b_f) * down_f (non-gated, the "gate" being the up
- * row), plus the down bias. Features are summed in rank order. It plugs in
- * as the context's ffn_cb, so the rest of the forward pass is the model's. */
+ * features of each row (exact KNN over the vindex's gate rows, or its HNSW
+ * graphs when set: hnsw.c), with the up rows and the down vectors read
+ * feature-major from the vindex: out = sum over the selected f of
+ * act(g_f) * (up_f . x) * down_f (gated), or act(g_f + b_f) * down_f
+ * (non-gated, the "gate" being the up row), plus the down bias. Features
+ * are summed in rank order. It plugs in as the context's ffn_cb, so the rest
+ * of the forward pass is the model's. */
 #include "vindex/vindex.h"
 #include "vindex/knn_kern.h"
 #include "core/error.h"

@@ -1,6 +1,7 @@
 # test_vindex_cli.sh - the vindex commands end to end on stories260K: build
 # (exit 0, summary line), verify ok, run -m DIR equals run -m GGUF (greedy),
-# --ffn walk with every feature equals dense text, audit prints a row per
+# --ffn walk with every feature equals dense text, so do the walk and DESCRIBE
+# via HNSW with ef >= features, bad --hnsw options exit 2, audit prints a row per
 # layer and K, lql -e prints tables and --json objects; an INSERT saved as a
 # patch makes run --patch and the compiled GGUF say the target; bad options exit 2,
 # damaged or foreign directories exit 1 with one line naming the file.
@@ -20,6 +21,21 @@ b=$("$bin" run -m "$tmp/v" -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null
 c=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 100% -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] || die "run from the vindex: '$b' vs '$a'"
 [ "$a" = "$c" ] || die "walk over every feature: '$c' vs '$a'"
+
+# HNSW: with ef >= the 172 features it is exhaustive, so the walk and DESCRIBE equal brute force's
+a=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 10% -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null)
+b=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 10% --hnsw --hnsw-ef 172 -p "Once upon a time" -n 16 --temp 0 -t 2 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] || die "walk via HNSW with ef = features: '$b' vs '$a'"
+a=$("$bin" lql "$tmp/v" -e 'DESCRIBE "girl" LAYERS 0-4 TOP 5')
+b=$("$bin" lql "$tmp/v" --hnsw --hnsw-m 4 --hnsw-ef 1000 -e 'DESCRIBE "girl" LAYERS 0-4 TOP 5')
+[ -n "$a" ] && [ "$a" = "$b" ] || die "lql DESCRIBE via HNSW with ef >= features differs"
+"$bin" vindex audit "$tmp/v" -p "Once upon a time" --walk-k 10% --hnsw -t 2 >/dev/null || die "audit --hnsw exit"
+err=$("$bin" lql "$tmp/v" --hnsw --hnsw-m 1 -e 'SHOW STATS' 2>&1); rc=$?
+[ $rc = 2 ] && [ "$err" = "minfer lql: --hnsw-m expects an integer in [2, 128], got '1'" ] || die "--hnsw-m 1 ($rc): $err"
+err=$("$bin" vindex audit "$tmp/v" -p x --hnsw-ef 8 2>&1); rc=$?
+[ $rc = 2 ] && [ "$err" = "minfer vindex audit: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw" ] || die "--hnsw-ef without --hnsw ($rc): $err"
+"$bin" run -m "$tmp/v" --hnsw -p x 2>/dev/null; [ $? = 2 ] || die "run --hnsw without --ffn walk not refused"
+"$bin" run -m "$tmp/v" --ffn walk --hnsw --hnsw-efc 0 -p x 2>/dev/null; [ $? = 2 ] || die "--hnsw-efc 0 not refused"
 
 out=$("$bin" vindex audit "$tmp/v" -p "Once upon a time there was a dog" --walk-k 10%,100% -t 2) || die "audit exit"
 [ "$(printf '%s\n' "$out" | grep -cE '^ +(18|172) +[0-4] ')" = 10 ] || die "audit rows: $out"

@@ -68,8 +68,15 @@ static bool decode_all(mf_context *ctx, const mf_token *t, int n) {
 int cmd_vindex_audit(int argc, char **argv) {
     const char *dir = NULL, *file = NULL, *prompt = NULL, *klist = "5%,10%,25%,50%";
     long n_threads = 0;
+    cli_hnsw hn = CLI_HNSW_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int h = cli_hnsw_opt("vindex audit", a, v, &hn);
+        if (h < 0) return 2;
+        if (h) {
+            i += h - 1;
+            continue;
+        }
         if (!strcmp(a, "-f") && v) file = v, i++;
         else if (!strcmp(a, "-p") && v) prompt = v, i++;
         else if (!strcmp(a, "--walk-k") && v) klist = v, i++;
@@ -86,6 +93,7 @@ int cmd_vindex_audit(int argc, char **argv) {
         fprintf(stderr, "minfer vindex audit: needs DIR and -f prompts.txt or -p TEXT\n");
         return 2;
     }
+    if (!cli_hnsw_check("vindex audit", &hn)) return 2;
     char *text = file ? cli_read_file(file, NULL) : strdup(prompt);
     if (!text) {
         fprintf(stderr, "minfer vindex audit: cannot read %s\n", file ? file : "the prompt");
@@ -105,6 +113,8 @@ int cmd_vindex_audit(int argc, char **argv) {
         fprintf(stderr, "minfer vindex audit: %s\n", mf_last_error());
         goto done;
     }
+    /* the reference walk (K = all) is exact either way: HNSW with ef >= features is exhaustive */
+    if (!cli_hnsw_apply("vindex audit", &hn, v)) goto done;
     mf_vindex_info vi;
     mf_vindex_get_info(v, &vi);
     const int V = mf_model_n_vocab(model), L = vi.n_layer;

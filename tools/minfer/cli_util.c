@@ -144,3 +144,36 @@ bool cli_dev_check(const char *cmd, const cli_dev *d, const mf_model *m) {
     }
     return true;
 }
+
+int cli_hnsw_opt(const char *cmd, const char *a, const char *v, cli_hnsw *h) {
+    if (!strcmp(a, "--hnsw")) {
+        h->on = true;
+        return 1;
+    }
+    long *dst = !strcmp(a, "--hnsw-m") ? &h->m : !strcmp(a, "--hnsw-ef") ? &h->ef : !strcmp(a, "--hnsw-efc") ? &h->efc : NULL;
+    if (!dst) return 0;
+    const long lo = dst == &h->m ? 2 : 1, hi = dst == &h->m ? 128 : dst == &h->ef ? 1L << 24 : 4096;
+    return cli_int(cmd, a, v, lo, hi, dst) ? 2 : -1;
+}
+
+bool cli_hnsw_check(const char *cmd, const cli_hnsw *h) {
+    if (!h->on && (h->m || h->ef || h->efc)) {
+        fprintf(stderr, "minfer %s: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw\n", cmd);
+        return false;
+    }
+    return true;
+}
+
+bool cli_hnsw_apply(const char *cmd, const cli_hnsw *h, mf_vindex *v) {
+    if (!cli_hnsw_check(cmd, h)) return false;
+    if (!h->on) return true;
+    mf_vindex_hnsw_params p = mf_vindex_default_hnsw_params();
+    if (h->m) p.m = (int32_t)h->m;
+    if (h->ef) p.ef = (int32_t)h->ef;
+    if (h->efc) p.ef_construction = (int32_t)h->efc;
+    if (mf_vindex_set_hnsw(v, &p)) {
+        fprintf(stderr, "minfer %s: %s\n", cmd, mf_last_error());
+        return false;
+    }
+    return true;
+}

@@ -11,6 +11,8 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: minfer lql DIR [-e 'STATEMENT; ...'] [-f FILE.lql] [--json] [-t N]\n"
+               "                 [--hnsw [--hnsw-m M] [--hnsw-ef EF] [--hnsw-efc N]]\n"
+               CLI_HNSW_USAGE
                "  statements (keywords in any case; ';' separates them; -- comments):\n"
                "    DESCRIBE \"entity\" [AT LAYER n | LAYERS a-b] [TOP k]   features the entity's embedding activates\n"
                "    WALK \"prompt\" [LAYERS a-b] [TOP k]                    per layer the top features of the last position\n"
@@ -46,8 +48,15 @@ int cmd_lql(int argc, char **argv) {
     const char *dir = NULL, *expr = NULL, *file = NULL;
     bool json = false;
     long threads = 0;
+    cli_hnsw hn = CLI_HNSW_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int h = cli_hnsw_opt("lql", a, v, &hn);
+        if (h < 0) return 2;
+        if (h) {
+            i += h - 1;
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -67,10 +76,15 @@ int cmd_lql(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (!cli_hnsw_check("lql", &hn)) return 2;
     mf_lql *q;
     if (mf_lql_open(dir, (int32_t)threads, &q)) {
         fprintf(stderr, "minfer lql: %s\n", mf_last_error());
         return 1;
+    }
+    if (!cli_hnsw_apply("lql", &hn, mf_lql_vindex(q))) {
+        mf_lql_free(q);
+        return 2;
     }
     int rc = 0;
     if (expr || file) {

@@ -52,6 +52,9 @@ static void usage(FILE *f) {
             "  --vindex DIR           the vindex for --ffn walk (default: -m when it names a vindex directory)\n"
             "  --patch FILE.vlp       apply a vindex patch (deleted, inserted, rewritten features): to the walk\n"
             "                         FFN, or without --ffn walk to the model's own dense FFN (-m or --vindex DIR)\n"
+            "  --hnsw, --hnsw-m M, --hnsw-ef EF, --hnsw-efc N\n"
+            "                         --ffn walk's top-K through per-layer HNSW graphs (approximate; built on first\n"
+            "                         use; M links per node, default 16; beam EF, default 64, at least K; build beam N)\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
             "chat mode (reads one message per line from stdin; a line ending in \\ continues):\n"
@@ -110,6 +113,7 @@ static bool walk_open(const run_opts *o, const mf_model *model) {
     }
     atexit(walk_free);
     if (o->n_threads) mf_vindex_set_threads(g_walk_vindex, (int32_t)o->n_threads);
+    if (!cli_hnsw_apply("run", &o->hnsw, g_walk_vindex)) return false;
     if (o->patch && mf_vindex_apply_patch(g_walk_vindex, o->patch)) {
         fprintf(stderr, "minfer run: --patch: %s\n", mf_last_error());
         return false;
@@ -198,6 +202,12 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 #define INT_OPT(lo, hi, dst) do { if (!cli_int("run", a, v, lo, hi, &iv)) return 2; dst = iv; i++; } while (0)
 #define FLT_OPT(dst) do { if (!cli_float("run", a, v, &dv)) return 2; dst = (float)dv; i++; } while (0)
 #define STR_OPT(dst) do { if (!v) goto missing; dst = v; i++; } while (0)
+        const int hn = cli_hnsw_opt("run", a, v, &o->hnsw);
+        if (hn < 0) return 2;
+        if (hn) {
+            i += hn - 1;
+            continue;
+        }
         const int dev_opt = cli_dev_opt("run", a, v, &o->dev);
         if (dev_opt < 0) return 2;
         if (dev_opt) { i++; continue; }
@@ -282,6 +292,10 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     }
     if (!o->model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
     if (o->walk_k && !o->walk) { fprintf(stderr, "minfer run: --walk-k needs --ffn walk\n"); return 2; }
+    if ((o->hnsw.on || o->hnsw.m || o->hnsw.ef || o->hnsw.efc) && !o->walk) {
+        fprintf(stderr, "minfer run: --hnsw and its options need --ffn walk\n");
+        return 2;
+    }
     if (o->vindex && !o->walk && !o->patch) { fprintf(stderr, "minfer run: --vindex needs --ffn walk or --patch\n"); return 2; }
     if (sp->repeat_penalty <= 0) { fprintf(stderr, "minfer run: --repeat-penalty must be > 0\n"); return 2; }
     if (!o->cnv && (o->system || o->chat_template || o->session || o->think >= 0)) {

@@ -26,6 +26,7 @@ typedef struct run_opts {
     long walk_k;            /* features per row; 0 = all */
     bool walk_k_pct;        /* walk_k is a percentage of the features */
     const char *patch;      /* --patch FILE.vlp applied to the walk's vindex */
+    cli_hnsw hnsw;          /* --hnsw ...: the walk's top-K through HNSW graphs */
     /* chat mode */
     bool cnv;
     const char *system;        /* -sys: system message */

@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "       minfer vindex verify DIR\n"
             "       minfer vindex info DIR\n"
             "       minfer vindex audit DIR [-f prompts.txt | -p TEXT] --walk-k K[,K...|%%] [-t N]\n"
+            "                         [--hnsw [--hnsw-m M] [--hnsw-ef EF] [--hnsw-efc N]]\n"
             "  build   write the FFN of every layer as features: gate rows, the down projection feature-major,\n"
             "          the tokens each down vector writes (top K, default 10; 0 = none), embeddings, tokenizer;\n"
             "          --level inference (or all) adds the up rows and the model's weights so DIR runs the model\n"
@@ -23,7 +24,8 @@ static void usage(FILE *f) {
             "  verify  check index.json and every file's size and sha256\n"
             "  info    print what the vindex holds\n"
             "  audit   per layer, cosine and relative L2 of the walk FFN's output against the dense FFN's,\n"
-            "          and top-1 / top-5 agreement of the final logits, for each K (a count or N%% of features)\n");
+            "          and top-1 / top-5 agreement of the final logits, for each K (a count or N%% of features)\n"
+            CLI_HNSW_USAGE);
 }
 
 static bool g_tty;
