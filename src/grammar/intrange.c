@@ -7,9 +7,10 @@
  * the plain integer rule). Negative ranges are "-" and the range of their
  * magnitudes; "-0" is never produced.
  *
- * Numbers with integer bounds split the same way on the integer part I of
- * I.F: inside the bounds any fraction F will do, at an inclusive upper
- * bound only a zero one, at an exclusive lower bound only a non-zero one. */
+ * Numbers split the same way on the integer part I of I.F: strictly
+ * between the bounds' integer parts any fraction F will do; where I equals
+ * a bound's integer part, F is compared digit by digit with the bound's
+ * fraction digits (the same prefix patterns, on at most 15 digits). */
 #include "sbuf.h"
 
 #include <stdio.h>
@@ -95,60 +96,135 @@ void g_int_range(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi
     g_sb_str(out, " )");
 }
 
-/* What fraction may follow an integer part. */
-enum { F_NONE, F_ANY, F_ZERO, F_NONZERO };
+/* ---- numbers ----
+ * A bound's magnitude is an integer part and its fraction digits, without
+ * trailing zeros ("2.5" is {2, "5"}, "3" is {3, ""}). */
+#define FRAC_DIGITS 15
 
-static int frac_meet(int a, int b) {
-    if (a == F_NONE || b == F_NONE) return F_NONE;
-    if (a == F_ANY) return b;
-    if (b == F_ANY || a == b) return a;
-    return F_NONE; /* zero and non-zero */
+typedef struct dec {
+    long long i;
+    char d[FRAC_DIGITS + 1];
+} dec;
+
+/* |v| as the fewest decimals that read back as v; false past 15. */
+static bool dec_of(double v, dec *o) {
+    if (v < 0) v = -v;
+    for (int n = 0; n <= FRAC_DIGITS; n++) {
+        char t[64];
+        snprintf(t, sizeof t, "%.*f", n, v);
+        if (strtod(t, NULL) != v) continue;
+        char *dot = strchr(t, '.');
+        o->i = strtoll(t, NULL, 10);
+        o->d[0] = 0;
+        if (dot) {
+            size_t len = strlen(dot + 1);
+            while (len && dot[len] == '0') len--;
+            memcpy(o->d, dot + 1, len);
+            o->d[len] = 0;
+        }
+        return true;
+    }
+    return false;
 }
 
-static void frac(sbuf *b, int kind) {
-    if (kind == F_ANY) g_sb_str(b, " ( \".\" [0-9]{1,15} )?");
-    else if (kind == F_ZERO) g_sb_str(b, " ( \".\" \"0\"{1,15} )?");
-    else g_sb_str(b, " \".\" \"0\"{0,14} [1-9] [0-9]{0,14}");
+/* Fraction digits F (at most FRAC_DIGITS - pos more; at least one when
+ * `first`) with lo <= .F (lo < .F when lo_ex) while `a` is still tight
+ * against the lower bound's digits, and .F <= hi (<) while `z` is tight.
+ * NULL: that side no longer constrains. An exhausted bound ("") compares
+ * against zeros. Appends the expression (possibly nothing, when only the
+ * end of F is left) and returns whether any F is possible. */
+static bool frac_digits(sbuf *b, const char *a, bool lo_ex, const char *z, bool hi_ex, int pos, bool first) {
+    if (a && !a[0] && !lo_ex) a = NULL; /* equal so far: anything more keeps F >= lo */
+    const int rem = FRAC_DIGITS - pos;
+    /* stopping here: the rest of F is zeros */
+    const bool stop = !first && !a && (!z || z[0] || !hi_ex);
+    if (!a && !z) {
+        if (rem > 0) g_sb_fmt(b, " [0-9]{%d,%d}", first ? 1 : 0, rem);
+        return rem > 0 || stop;
+    }
+    sbuf alts = {0};
+    int k = 0;
+    if (rem > 0) {
+        const char lc = a ? (a[0] ? a[0] : '0') : '0', hc = z ? (z[0] ? z[0] : '0') : '9';
+        /* digits strictly inside release both sides */
+        const char i0 = (char)(a ? lc + 1 : lc), i1 = (char)(z ? hc - 1 : hc);
+        if (i0 <= i1) {
+            g_sb_str(&alts, k++ ? " |" : "");
+            if (i0 == i1) g_sb_fmt(&alts, " \"%c\"", i0);
+            else g_sb_fmt(&alts, " [%c-%c]", i0, i1);
+            if (rem > 1) g_sb_fmt(&alts, " [0-9]{0,%d}", rem - 1);
+        }
+        const char *an = a ? (a[0] ? a + 1 : a) : NULL, *zn = z ? (z[0] ? z + 1 : z) : NULL;
+        /* the bounds' own digits: both tight, or one side tight */
+        const struct { bool on; char c; const char *a, *z; } next[3] = {
+            {a && z && lc == hc, lc, an, zn},
+            {a && (!z || lc < hc), lc, an, NULL},
+            {z && (!a || hc > lc), hc, NULL, zn},
+        };
+        for (int i = 0; i < 3; i++) {
+            if (!next[i].on) continue;
+            sbuf t = {0};
+            if (frac_digits(&t, next[i].a, lo_ex, next[i].z, hi_ex, pos + 1, false))
+                g_sb_fmt(&alts, "%s \"%c\"%s", k++ ? " |" : "", next[i].c, t.s ? t.s : "");
+            if (t.oom) alts.oom = true;
+            free(t.s);
+        }
+    }
+    if (k) g_sb_fmt(b, stop ? " (%s )?" : " (%s )", alts.s);
+    if (alts.oom) b->oom = true;
+    free(alts.s);
+    return k > 0 || stop;
 }
 
-/* Magnitudes I.F from L to H (H < 0: no upper bound), 0 <= L. */
-static void magnitudes(sbuf *b, long long L, bool l_ex, long long H, bool h_ex, int *k) {
-    int at_l = l_ex ? F_NONZERO : F_ANY, at_h = h_ex ? F_NONE : F_ZERO;
-    if (H >= 0 && L == H) {
-        int f = frac_meet(at_l, at_h);
-        if (f == F_NONE) return;
-        g_sb_str(b, (*k)++ ? " | (" : " (");
-        nonneg(b, L, L);
-        frac(b, f);
-        g_sb_str(b, " )");
+/* The fraction that may follow an integer part: lo / hi are the bound's
+ * digits where the integer part equals that bound's (NULL otherwise).
+ * Returns false when no fraction (not even none) will do. */
+static bool frac(sbuf *b, const char *lo, bool lo_ex, const char *hi, bool hi_ex) {
+    /* F = 0 (no fraction, or only zeros) */
+    const bool zero_ok = (!lo || (!lo[0] && !lo_ex)) && (!hi || hi[0] || !hi_ex);
+    sbuf t = {0};
+    const bool some = frac_digits(&t, lo, lo_ex, hi, hi_ex, 0, true);
+    if (some) g_sb_fmt(b, zero_ok ? " ( \".\"%s )?" : " \".\"%s", t.s ? t.s : "");
+    if (t.oom) b->oom = true;
+    free(t.s);
+    return some || zero_ok;
+}
+
+/* One alternative: integer part I (a single value) and its fraction. */
+static void alt(sbuf *b, long long I, const char *lo, bool lo_ex, const char *hi, bool hi_ex, int *k) {
+    sbuf t = {0};
+    nonneg(&t, I, I);
+    const bool ok = frac(&t, lo, lo_ex, hi, hi_ex);
+    if (ok) g_sb_fmt(b, "%s (%s )", (*k)++ ? " |" : "", t.s ? t.s : "");
+    if (t.oom) b->oom = true;
+    free(t.s);
+}
+
+/* Magnitudes I.F from L to H (no upper bound without has_h), 0 <= L. */
+static void magnitudes(sbuf *b, const dec *L, bool l_ex, bool has_h, const dec *H, bool h_ex, int *k) {
+    if (has_h && L->i == H->i) {
+        alt(b, L->i, L->d, l_ex, H->d, h_ex, k);
         return;
     }
-    g_sb_str(b, (*k)++ ? " | (" : " (");
-    nonneg(b, L, L);
-    frac(b, at_l);
-    g_sb_str(b, " )");
-    if (H < 0 || H - L > 1) {
-        g_sb_str(b, " | (");
-        nonneg(b, L + 1, H < 0 ? -1 : H - 1);
-        frac(b, F_ANY);
-        g_sb_str(b, " )");
+    alt(b, L->i, L->d, l_ex, NULL, false, k);
+    if (!has_h || H->i - L->i > 1) {
+        g_sb_str(b, (*k)++ ? " | (" : " (");
+        nonneg(b, L->i + 1, has_h ? H->i - 1 : -1);
+        g_sb_fmt(b, " ( \".\" [0-9]{1,%d} )? )", FRAC_DIGITS);
     }
-    if (H >= 0 && at_h != F_NONE) {
-        g_sb_str(b, " | (");
-        nonneg(b, H, H);
-        frac(b, at_h);
-        g_sb_str(b, " )");
-    }
+    if (has_h) alt(b, H->i, NULL, false, H->d, h_ex, k);
 }
 
-void g_num_range(sbuf *out, bool has_lo, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex) {
+bool g_num_range(sbuf *out, bool has_lo, double lo, bool lo_ex, bool has_hi, double hi, bool hi_ex) {
+    dec L = {0}, H = {0}, zero = {0};
+    if ((has_lo && !dec_of(lo, &L)) || (has_hi && !dec_of(hi, &H))) return false;
     int k = 0;
     g_sb_str(out, "(");
     if (!has_lo || lo < 0) { /* x < 0: magnitude m = -x in (max(0, -hi), -lo] */
-        bool hi_neg = has_hi && hi < 0;
+        const bool hi_neg = has_hi && hi < 0;
         sbuf m = {0};
         int km = 0;
-        magnitudes(&m, hi_neg ? -hi : 0, hi_neg ? hi_ex : true, has_lo ? -lo : -1, lo_ex, &km);
+        magnitudes(&m, hi_neg ? &H : &zero, hi_neg ? hi_ex : true, has_lo, &L, lo_ex, &km);
         if (km) {
             g_sb_fmt(out, " \"-\" (%s )", m.s ? m.s : "");
             k++;
@@ -157,10 +233,10 @@ void g_num_range(sbuf *out, bool has_lo, long long lo, bool lo_ex, bool has_hi, 
         free(m.s);
     }
     if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) { /* x >= 0 */
-        bool lo_pos = has_lo && lo >= 0;
+        const bool lo_pos = has_lo && lo >= 0;
         sbuf m = {0};
         int km = 0;
-        magnitudes(&m, lo_pos ? lo : 0, lo_pos && lo_ex, has_hi ? hi : -1, hi_ex, &km);
+        magnitudes(&m, lo_pos ? &L : &zero, lo_pos && lo_ex, has_hi, &H, hi_ex, &km);
         if (km) {
             g_sb_fmt(out, "%s (%s )", k ? " |" : "", m.s ? m.s : "");
             k++;
@@ -169,4 +245,5 @@ void g_num_range(sbuf *out, bool has_lo, long long lo, bool lo_ex, bool has_hi, 
         free(m.s);
     }
     g_sb_str(out, " )");
+    return true;
 }

@@ -31,9 +31,12 @@ bool g_regex_gbnf(const char *re, const char *any_char, sbuf *out, char *err, si
  * |lo|, |hi| < 10^15 and lo <= hi are the caller's to check. */
 void g_int_range(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi);
 
-/* intrange.c: the same for JSON numbers (an optional fraction, no exponent)
- * between integer bounds, each inclusive or exclusive (*_ex). The caller
- * checks that some number lies within them. */
-void g_num_range(sbuf *out, bool has_lo, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex);
+/* intrange.c: the same for JSON numbers (an optional fraction of up to 15
+ * digits, no exponent) between bounds, each inclusive or exclusive (*_ex).
+ * A bound is compared as the shortest decimal text that reads back as it
+ * (0.1, not the binary double's expansion). Returns false, appending
+ * nothing, when a bound needs more than 15 decimals. The caller checks that
+ * some number lies within the bounds and that |bound| < 10^15. */
+bool g_num_range(sbuf *out, bool has_lo, double lo, bool lo_ex, bool has_hi, double hi, bool hi_ex);
 
 #endif

@@ -450,30 +450,27 @@ static void gen_integer(conv *c, json_t *s, const char *path, sbuf *out) {
     g_int_range(out, has_lo, lo, has_hi, hi);
 }
 
-/* A number under integer bounds (the grammar compares the integer part, so
- * a bound like 0.5 is refused): no exponent, a fraction up to 15 digits. */
+/* A number under minimum / maximum / exclusiveMinimum / exclusiveMaximum:
+ * no exponent, a fraction of up to 15 digits, each bound compared as its
+ * shortest decimal text (intrange.c). */
 static void gen_number(conv *c, json_t *s, const char *path, sbuf *out) {
     bool has_lo = false, has_hi = false, lo_ex = false, hi_ex = false;
-    long long lo = 0, hi = 0;
+    double lo = 0, hi = 0;
     for (const char *const *k = bounds; *k; k++) {
         double x;
         const int got = read_bound(c, s, path, *k, &x);
         if (got < 0) return;
         if (!got) continue;
-        if (x != floor(x)) {
-            fail(c, MF_ERR_UNSUPPORTED, path, "%s that is not a whole number is not supported on type number", *k);
-            return;
-        }
         bool upper = strstr(*k, "aximum") != NULL, excl = !strncmp(*k, "exclusive", 9);
-        long long b = (long long)x;
-        if (upper && (!has_hi || b < hi || (b == hi && excl))) { hi = b; hi_ex = excl; has_hi = true; }
-        if (!upper && (!has_lo || b > lo || (b == lo && excl))) { lo = b; lo_ex = excl; has_lo = true; }
+        if (upper && (!has_hi || x < hi || (x == hi && excl))) { hi = x; hi_ex = excl; has_hi = true; }
+        if (!upper && (!has_lo || x > lo || (x == lo && excl))) { lo = x; lo_ex = excl; has_lo = true; }
     }
     if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_ex || hi_ex)))) {
         fail(c, MF_ERR_FORMAT, path, "no number lies within the bounds%s", NULL);
         return;
     }
-    g_num_range(out, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
+    if (!g_num_range(out, has_lo, lo, lo_ex, has_hi, hi, hi_ex))
+        fail(c, MF_ERR_UNSUPPORTED, path, "a number bound with more than 15 decimals is not supported%s", NULL);
 }
 
 static void gen_typed(conv *c, json_t *s, const char *t, const char *hint, const char *path, sbuf *out) {

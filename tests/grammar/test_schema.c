@@ -2,6 +2,7 @@
  * own validator (validate.c) calls valid are accepted by the grammar and the
  * invalid ones rejected; unsupported keywords are refused by name. */
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "minfer.h"
@@ -152,6 +153,17 @@ static void int_ranges(void) {
     }
 }
 
+/* One number text: the grammar accepts it exactly when the validator does. */
+static int num_probe(mf_grammar_state *st, json_t *sch, const char *schema, const char *gbnf, const char *t) {
+    json_t *doc = json_loads(t, JSON_DECODE_ANY, NULL);
+    const bool want = doc && schema_valid(doc, sch, sch);
+    json_decref(doc);
+    mf_grammar_state_reset(st);
+    const bool got = !mf_grammar_accept_text(st, t, strlen(t)) && mf_grammar_done(st);
+    CHECK(got == want, "%s: %s %s\n%s", schema, t, got ? "accepted" : "rejected", gbnf);
+    return got != want;
+}
+
 /* Number bounds against brute force: quarters, tenths and whole numbers from
  * below the lower bound to above the upper one, with and without ".0". */
 static void num_ranges(void) {
@@ -160,6 +172,11 @@ static void num_ranges(void) {
         "\"exclusiveMinimum\":-5", "\"maximum\":-1", "\"exclusiveMaximum\":0", "\"minimum\":7,\"maximum\":7",
         "\"exclusiveMinimum\":-10,\"exclusiveMaximum\":-8", "\"minimum\":-3,\"maximum\":120,\"exclusiveMaximum\":100",
         "\"exclusiveMinimum\":9,\"maximum\":10",
+        /* decimal bounds */
+        "\"minimum\":0.5", "\"exclusiveMinimum\":-2.25,\"maximum\":3.1", "\"minimum\":0.1,\"maximum\":0.3",
+        "\"exclusiveMinimum\":1.05,\"exclusiveMaximum\":1.75", "\"maximum\":-0.5", "\"exclusiveMaximum\":-10.125",
+        "\"minimum\":2.5,\"maximum\":2.5", "\"exclusiveMinimum\":0.999,\"maximum\":1.001", "\"minimum\":-1.5,\"exclusiveMaximum\":0",
+        "\"minimum\":99.95,\"exclusiveMaximum\":100.05",
     };
     for (size_t r = 0; r < sizeof S / sizeof *S; r++) {
         char schema[200];
@@ -181,14 +198,26 @@ static void num_ranges(void) {
                 if (q % 2 == 0) snprintf(t[nt++], 32, "%.1f", q / 20.0);
                 for (int i = 0; i < nt; i++) {
                     if (!strcmp(t[i], "-0") || !strncmp(t[i], "-0.0", 4)) continue; /* "-0" is never produced */
-                    json_t *doc = json_loads(t[i], JSON_DECODE_ANY, NULL);
-                    bool want = schema_valid(doc, sch, sch);
-                    json_decref(doc);
-                    mf_grammar_state_reset(st);
-                    bool got = !mf_grammar_accept_text(st, t[i], strlen(t[i])) && mf_grammar_done(st);
-                    bad += got != want;
-                    CHECK(got == want, "%s: %s %s\n%s", schema, t[i], got ? "accepted" : "rejected", gbnf);
+                    bad += num_probe(st, sch, schema, gbnf, t[i]);
                 }
+            }
+            /* around each bound: b + j * 10^-d for small j, up to 6 decimals, with a trailing zero too */
+            static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+            for (int kk = 0; kk < 4 && bad < 5; kk++) {
+                json_t *bv = json_object_get(sch, keys[kk]);
+                if (!bv) continue;
+                const double bd = json_number_value(bv);
+                for (int d = 0; d <= 6; d++)
+                    for (int j = -3; j <= 3; j++) {
+                        char t[2][48];
+                        snprintf(t[0], 48, "%.*f", d, bd + j * pow(10, -d));
+                        snprintf(t[1], 48, "%.*f0", d, bd + j * pow(10, -d));
+                        for (int i = 0; i < 2; i++) {
+                            if (d == 0 && i == 1) continue; /* "30" is another number */
+                            if (!strncmp(t[i], "-0", 2) && strspn(t[i] + 1, "0.") == strlen(t[i] + 1)) continue;
+                            bad += num_probe(st, sch, schema, gbnf, t[i]);
+                        }
+                    }
             }
         }
         json_decref(sch);
@@ -284,7 +313,7 @@ int main(void) {
     refused("{\"type\":\"string\",\"pattern\":\"*a\"}", "nothing to repeat");
     refused("{\"type\":\"string\",\"pattern\":\"^(a|b?)+$\"}", "a repeated group that can match the empty string");
     refused("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern with format, minLength or maxLength");
-    refused("{\"type\":\"number\",\"minimum\":0.5}", "minimum that is not a whole number is not supported on type number");
+    refused("{\"type\":\"number\",\"minimum\":0.1234567890123456}", "a number bound with more than 15 decimals");
     refused("{\"type\":\"number\",\"minimum\":2,\"exclusiveMaximum\":2}", "no number lies within the bounds");
     refused("{\"minimum\":0}", "minimum/maximum without type integer");
     refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies within the bounds");

@@ -85,13 +85,17 @@ const S = [
   { schema: { type: "object", additionalProperties: { type: "integer", maximum: 5 } },
     valid: ['{"x":1,"y":-2}', "{}"], invalid: ['{"x":"a"}', '{"x":6}'] },
   { schema: { type: ["string", "null"], maxLength: 2 }, valid: ['"ab"', "null"], invalid: ['"abc"', "1"] },
+  { gen: true, schema: { type: "number", exclusiveMinimum: -2.25, maximum: 3.1 },
+    valid: ["-2.2", "-2.249", "0", "3.1", "3.10", "3.0999", "-0.5"], invalid: ["-2.25", "-2.3", "3.11", "3.1001", "4", "-3"] },
+  { schema: { type: "number", minimum: 0.1, exclusiveMaximum: 0.3 },
+    valid: ["0.1", "0.10", "0.2999", "0.25"], invalid: ["0.0999", "0.3", "0.30", "1", "0"] },
 ];
 
 // keywords the converter cannot enforce are refused, never ignored
 const refusedSchemas = [
   [{ type: "integer", multipleOf: 3 }, "keyword 'multipleOf' is not supported"],
   [{ type: "string", pattern: "^(?=a)" }, "the lookahead (?= is not supported"],
-  [{ type: "number", minimum: 0.5 }, "minimum that is not a whole number is not supported on type number"],
+  [{ type: "number", minimum: 0.1234567890123456 }, "a number bound with more than 15 decimals is not supported"],
   [{ type: "object", patternProperties: { a: {} } }, "keyword 'patternProperties' is not supported"],
 ];
 
