@@ -396,6 +396,63 @@ static void dot_x16_f16(int n, float *s, const void *vg, const void *vy) {
     _mm512_storeu_ps(s, acc[0]);
 }
 
+/* ---------------- BF16 ----------------
+ * The reference adds element i into double lane i % 32 and folds the 32
+ * lanes pairwise (quant/lanes.h); here each lane is two 8-double vectors
+ * (rows 0-7, 8-15), kept in memory like F16's, and line w (columns 2w and
+ * 2w + 1, quant/interleave.c) adds into lanes 2w % 32 and (2w + 1) % 32 in
+ * column order. A bf16 is the top half of a float: a shift (even column) or
+ * a mask (odd column) of the line's rows widens it, the float goes to double
+ * exactly, and the product of two bf16 is exact in double, so the fma is
+ * the reference's add. The activation is widened to doubles once per 64
+ * columns, for all 16 rows. */
+static inline void bf16_line(const uint8_t *ln, __m512d ye, __m512d yo, __m512d *ae, __m512d *ao) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(ln + 32 * p));
+        const __m512d e = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        const __m512d o = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_and_si256(v, hi)));
+        ae[p] = _mm512_fmadd_pd(e, ye, ae[p]);
+        ao[p] = _mm512_fmadd_pd(o, yo, ao[p]);
+    }
+}
+
+static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const uint16_t *y = vy;
+    __m512d acc[32][2];
+    _Alignas(64) double yd[64];
+    for (int l = 0; l < 32; l++) acc[l][0] = acc[l][1] = _mm512_setzero_pd();
+    int c0 = 0;
+    for (; c0 + 64 <= n; c0 += 64) {
+        #pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const __m512 f = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(y + c0 + 16 * q))), 16));
+            _mm512_store_pd(yd + 16 * q, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+            _mm512_store_pd(yd + 16 * q + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1)));
+        }
+        const uint8_t *gc = g + 32 * (size_t)c0;
+        #pragma GCC unroll 32
+        for (int w = 0; w < 32; w++) {
+            _mm_prefetch((const char *)gc + 64 * w + X16_PREFETCH, _MM_HINT_T0);
+            const int l = (2 * w) % 32;
+            bf16_line(gc + 64 * w, _mm512_set1_pd(yd[2 * w]), _mm512_set1_pd(yd[2 * w + 1]), acc[l], acc[l + 1]);
+        }
+    }
+    for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
+        const int l = c % 32;
+        bf16_line(g + 32 * (size_t)c, _mm512_set1_pd((double)mf_bf16_to_fp32(y[c])),
+                  _mm512_set1_pd((double)mf_bf16_to_fp32(y[c + 1])), acc[l], acc[l + 1]);
+    }
+    for (int h = 16; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++)
+            for (int p = 0; p < 2; p++) acc[l][p] = _mm512_add_pd(acc[l][p], acc[l + h][p]);
+    _mm256_storeu_ps(s, _mm512_cvtpd_ps(acc[0][0]));
+    _mm256_storeu_ps(s + 8, _mm512_cvtpd_ps(acc[0][1]));
+}
+
 void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
@@ -407,4 +464,5 @@ void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_IQ4_NL].vec_dot_x16 = dot_x16_iq4_nl;
     tab[MF_TYPE_Q4_1].vec_dot_x16 = dot_x16_q4_1;
     tab[MF_TYPE_Q5_1].vec_dot_x16 = dot_x16_q5_1;
+    tab[MF_TYPE_BF16].vec_dot_x16 = dot_x16_bf16;
 }
