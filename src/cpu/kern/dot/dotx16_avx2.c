@@ -687,6 +687,58 @@ X16_LEGACY(dot_x16_iq4_nl, block_iq4_nl, 4, iq4_nl_isum, _mm256_mul_ps(_mm256_mu
 X16_DM(dot_x16_q4_1, block_q4_1, q4_1_isum)
 X16_DM(dot_x16_q5_1, block_q5_1, q5_1_isum)
 
+/* ---------------- BF16 ----------------
+ * As dotx16_vnni_avx512.c's: line w holds columns 2w (low halves) and 2w + 1
+ * (high halves) of the 16 rows; each of the reference's 32 double lanes is
+ * four 4-double vectors per group (rows 4q .. 4q + 3), kept in memory, and
+ * column c adds into lane c % 32 in column order. A shift or a mask makes a
+ * column's floats, which widen to double exactly; the product of two bf16 is
+ * exact in double, so the fma is the reference's add. */
+static inline void bf16_line(const uint8_t *ln, __m256d ye, __m256d yo, __m256d *ae, __m256d *ao) {
+    const __m128i hi = _mm_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(ln + 16 * q));
+        ae[q] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(v, 16))), ye, ae[q]);
+        ao[q] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(v, hi))), yo, ao[q]);
+    }
+}
+
+static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const uint16_t *y = vy;
+    __m256d acc[32][4];
+    _Alignas(32) double yd[64];
+    for (int l = 0; l < 32; l++)
+        for (int q = 0; q < 4; q++) acc[l][q] = _mm256_setzero_pd();
+    int c0 = 0;
+    for (; c0 + 64 <= n; c0 += 64) {
+        #pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256 f = _mm256_castsi256_ps(
+                _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(y + c0 + 8 * q))), 16));
+            _mm256_store_pd(yd + 8 * q, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+            _mm256_store_pd(yd + 8 * q + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+        }
+        const uint8_t *gc = g + 32 * (size_t)c0;
+        #pragma GCC unroll 32
+        for (int w = 0; w < 32; w++) {
+            pf_line(gc, w);
+            const int l = (2 * w) % 32;
+            bf16_line(gc + 64 * w, _mm256_set1_pd(yd[2 * w]), _mm256_set1_pd(yd[2 * w + 1]), acc[l], acc[l + 1]);
+        }
+    }
+    for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
+        const int l = c % 32;
+        bf16_line(g + 32 * (size_t)c, _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)y[c] << 16)))),
+                  _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)y[c + 1] << 16)))), acc[l], acc[l + 1]);
+    }
+    for (int h = 16; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++)
+            for (int q = 0; q < 4; q++) acc[l][q] = _mm256_add_pd(acc[l][q], acc[l + h][q]);
+    for (int q = 0; q < 4; q++) _mm_storeu_ps(s + 4 * q, _mm256_cvtpd_ps(acc[0][q]));
+}
+
 void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
     tab[MF_TYPE_Q2_K].vec_dot_x16 = dot_x16_q2_k;
     tab[MF_TYPE_Q3_K].vec_dot_x16 = dot_x16_q3_k;
@@ -700,4 +752,5 @@ void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
     tab[MF_TYPE_IQ4_NL].vec_dot_x16 = dot_x16_iq4_nl;
     tab[MF_TYPE_Q4_1].vec_dot_x16 = dot_x16_q4_1;
     tab[MF_TYPE_Q5_1].vec_dot_x16 = dot_x16_q5_1;
+    tab[MF_TYPE_BF16].vec_dot_x16 = dot_x16_bf16;
 }
