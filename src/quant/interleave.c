@@ -18,12 +18,20 @@
  * Q3_K (110 bytes): lines 0-7 = hmask, 8-23 = qs, 24-26 = scales, then d[16].
  * Q6_K (210 bytes): lines 0-31 = ql, 32-47 = qh, 48-51 = the 16 int8
  * scales, then d[16].
- * Q4_0 (18), Q5_0 (22), Q8_0 (34 bytes): the words after d, then d[16].
+ * Q4_0 (18), Q5_0 (22), Q8_0 (34), IQ4_NL (18 bytes): the words after d,
+ * then d[16].
+ * Q4_1 (20 bytes): line 0 = d | m << 16, lines 1-4 = qs.
+ * Q5_1 (24 bytes): line 0 = d | m << 16, line 1 = qh, lines 2-5 = qs.
+ * IQ4_XS (136 bytes): line 0 = d | scales_h << 16, line 1 = scales_l,
+ * lines 2 + 4j + c = qs bytes 16j + 4c .. of sub-block j.
  * F16 is not in words: column c of the 16 rows is 16 consecutive halves at
  * byte 32c (one vcvtph2ps gives the column for all rows).
+ * BF16 is in words of two columns (rows of even length): line w holds
+ * columns 2w (low halves) and 2w + 1 (high halves) of the 16 rows, so one
+ * shift or one mask turns a line into the floats of one column.
  * Two words are stored transformed so the kernels need fewer operations
  * (unpacking undoes it): Q8_0's quants as unsigned bytes q + 128 (vpdpbusd
- * multiplies unsigned by signed bytes), and Q5_0's qh with its bits
+ * multiplies unsigned by signed bytes), and Q5_0's (and Q5_1's) qh with its bits
  * regrouped: bit t of byte i is the 5th bit of element 4t + i, so a shift
  * and a mask put element 4t + i's bit at bit 4 of byte i for any t. */
 #include "quant/interleave.h"
@@ -47,6 +55,10 @@ static bool geom(mf_type t, x16_geom *g) {
     case MF_TYPE_Q4_0: *g = (x16_geom){4, 2, 0}; return true;
     case MF_TYPE_Q5_0: *g = (x16_geom){5, 2, 0}; return true;
     case MF_TYPE_Q8_0: *g = (x16_geom){8, 2, 0}; return true;
+    case MF_TYPE_IQ4_NL: *g = (x16_geom){4, 2, 0}; return true;
+    case MF_TYPE_Q4_1: *g = (x16_geom){5, 0, -1}; return true;
+    case MF_TYPE_Q5_1: *g = (x16_geom){6, 0, -1}; return true;
+    case MF_TYPE_IQ4_XS: *g = (x16_geom){34, 0, -1}; return true;
     default: return false;
     }
 }
@@ -78,17 +90,18 @@ static uint32_t qh_ungroup(uint32_t v) {
 /* a word as stored in a group, from the file's (and back) */
 static uint32_t word_in(mf_type t, int w, uint32_t v) {
     if (t == MF_TYPE_Q8_0) return v ^ 0x80808080u;
-    if (t == MF_TYPE_Q5_0 && w == 0) return qh_regroup(v);
+    if ((t == MF_TYPE_Q5_0 && w == 0) || (t == MF_TYPE_Q5_1 && w == 1)) return qh_regroup(v);
     return v;
 }
 static uint32_t word_out(mf_type t, int w, uint32_t v) {
     if (t == MF_TYPE_Q8_0) return v ^ 0x80808080u;
-    if (t == MF_TYPE_Q5_0 && w == 0) return qh_ungroup(v);
+    if ((t == MF_TYPE_Q5_0 && w == 0) || (t == MF_TYPE_Q5_1 && w == 1)) return qh_ungroup(v);
     return v;
 }
 
 bool mf_x16_layout(mf_type t, int64_t k) {
     if (t == MF_TYPE_F16) return k > 0;
+    if (t == MF_TYPE_BF16) return k > 0 && k % 2 == 0;
     x16_geom g;
     const mf_type_geom *tg = mf_type_geom_get(t);
     return geom(t, &g) && tg && k > 0 && k % tg->blck == 0;
@@ -103,6 +116,13 @@ static void move_row(mf_type t, uint8_t *row, uint8_t *group, int r, int64_t k, 
         for (int64_t c = 0; c < k; c++) {
             uint8_t *a = row + 2 * c, *b = group + (size_t)c * 32 + 2 * r;
             memcpy(to_group ? b : a, to_group ? a : b, 2);
+        }
+        return;
+    }
+    if (t == MF_TYPE_BF16) {
+        for (int64_t w = 0; w < k / 2; w++) {
+            uint8_t *a = row + 4 * w, *b = group + (size_t)w * 64 + 4 * r;
+            memcpy(to_group ? b : a, to_group ? a : b, 4);
         }
         return;
     }

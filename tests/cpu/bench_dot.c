@@ -10,9 +10,9 @@
  * multi-CCD parts report the sum of all L3s), --l2 512, --n 4096, --ms 100;
  * TYPE names as in GGUF (q4_K, f16, ...), all dot types when none is given.
  * Each row is dotted with one activation row of the type's vec_dot_type, as
- * in a matrix-vector product. The last column is the x16 kernel (rows
- * interleaved 16 at a time, quant/interleave.h) of the highest level the CPU
- * has, on the same rows, for the types that have one. L2 set: best pass; big set: median rate of
+ * in a matrix-vector product. The last columns are the x16 kernels (rows
+ * interleaved 16 at a time, quant/interleave.h) of the AVX2 level and of the
+ * highest level the CPU has, on the same rows, for the types that have one. L2 set: best pass; big set: median rate of
  * ~1 MiB chunks over two passes (robust to a busy machine; see run()). */
 #include "cpu/kern/features.h"
 #include "quant/interleave.h"
@@ -176,8 +176,8 @@ int main(int argc, char **argv) {
     printf("vec_dot throughput, GB/s of weights, 1 thread, rows of %lld; L2 set %zu KiB, big set %zu MiB\n",
            (long long)n, l2 >> 10, big >> 20);
     printf("CPU supports %s%s\n", mf_cpu_level_name(sup), sup < MF_CPU_AVX512_VNNI ? " (higher levels not measured)" : "");
-    printf("| type    | set | scalar | AVX2   | AVX-512 | AVX-512 VNNI | x16 %-4s |\n", sup >= MF_CPU_AVX512_VNNI ? "VNNI" : sup >= MF_CPU_AVX2 ? "AVX2" : "-");
-    printf("|---------|-----|--------|--------|---------|--------------|----------|\n");
+    printf("| type    | set | scalar | AVX2   | AVX-512 | AVX-512 VNNI | x16 AVX2 | x16 %-4s |\n", sup >= MF_CPU_AVX512_VNNI ? "VNNI" : sup >= MF_CPU_AVX2 ? "AVX2" : "-");
+    printf("|---------|-----|--------|--------|---------|--------------|----------|----------|\n");
     for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++) {
         const int t = k_types[k];
         if (any && !want[t]) continue;
@@ -203,7 +203,10 @@ int main(int argc, char **argv) {
                 printf(" %*.2f |", width, gbs);
                 fflush(stdout);
             }
-            /* the interleaved layout's kernel of the CPU's top level, on the same rows */
+            /* the interleaved layout's kernels of AVX2 and the CPU's top level, on the same rows */
+            const mf_type_traits *a2 = sup >= MF_CPU_AVX2 ? mf_cpu_traits_for_level(t, MF_CPU_AVX2) : NULL;
+            if (a2 && a2->vec_dot_x16) printf(" %8.2f |", run_x16(a2, t, n, w, rows, rb, act, set, min_ms / 1e3));
+            else printf(" %8s |", "-");
             const mf_type_traits *top = mf_cpu_traits_for_level(t, sup);
             if (top && top->vec_dot_x16) printf(" %8.2f |", run_x16(top, t, n, w, rows, rb, act, set, min_ms / 1e3));
             else printf(" %8s |", "-");

@@ -5,8 +5,10 @@
  *     (msync succeeds), so no later mapping can land inside the model's
  *     range and be unmapped when the model closes;
  *   - no_repack (and MINFER_NO_REPACK=1) leave every matrix as it is;
- *   - logits with and without the repack are bitwise equal (prefill batch
- *     and one-token decode).
+ *   - logits with and without the repack are bitwise equal (a prefill batch
+ *     large enough for the GEMM, and one-token decode).
+ * The files: real ones, and "tiny" synth models written here for the types
+ * no shared file has (IQ4_XS, IQ4_NL, Q4_1, Q5_1).
  * On a CPU without AVX2 (no x16 kernels) nothing is repacked and only that is
  * checked. */
 #include "testutil.h"
@@ -15,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "quant/interleave.h"
+#include "synth/synth.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +81,23 @@ static float *logits_of(const char *path, bool no_repack, const mf_token *ids, i
 }
 
 int main(void) {
-    const char *files[] = {"../shared/models/stories260K-f16.gguf", "../shared/models/stories260K-q4_k_m.gguf",
+    static const char *synth_types[] = {"IQ4_XS", "IQ4_NL", "Q4_1", "Q5_1"};
+    enum { NSYNTH = sizeof synth_types / sizeof synth_types[0] };
+    char dir[] = "/tmp/test_repack_XXXXXX", synth_path[NSYNTH][64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    for (int i = 0; i < NSYNTH; i++) {
+        snprintf(synth_path[i], sizeof synth_path[i], "%s/tiny-%s.gguf", dir, synth_types[i]);
+        mf_synth_params p = mf_synth_default_params();
+        p.preset = "tiny";
+        p.type = synth_types[i];
+        p.n_threads = 2;
+        CHECK(mf_synth(&p, synth_path[i], NULL) == MF_OK, "synth tiny %s: %s", synth_types[i], mf_last_error());
+    }
+    const char *files[] = {"../shared/models/stories260K-f16.gguf", "../shared/models/stories260K-bf16.gguf",
+                           "../shared/models/stories260K-q4_k_m.gguf",
                            "../shared/models/zoo/llama-q8_0.gguf", "../shared/models/zoo/qwen2.gguf",
-                           "../shared/models/zoo/mixtral.gguf", "../shared/models/zoo/gemma2.gguf", "../shared/models/llama-2-tiny-random.gguf"};
+                           "../shared/models/zoo/mixtral.gguf", "../shared/models/zoo/gemma2.gguf", "../shared/models/llama-2-tiny-random.gguf",
+                           synth_path[0], synth_path[1], synth_path[2], synth_path[3]};
     const int x16 = mf_cpu_init() >= MF_CPU_AVX2;
     int repacked = 0;
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
@@ -97,8 +114,11 @@ int main(void) {
         CHECK(mf_model_load(files[f], &mp, &m) == MF_OK, "load %s", files[f]);
         if (m) CHECK(count_x16(m) == 0, "%s: no_repack still repacked", files[f]);
         mf_model_free(m);
-        const mf_token ids[] = {1, 15, 43, 99, 7, 200, 31, 8, 64, 5, 17, 250};
+        /* 80 tokens: the prefill batch (79) is past the line below which x16
+         * weights skip the GEMM, so the GEMM's panels from x16 are checked too */
+        mf_token ids[80];
         const int n = sizeof ids / sizeof ids[0];
+        for (int i = 0; i < n; i++) ids[i] = (mf_token)(1 + (i * 37) % 250);
         int nv = 0, nv2 = 0;
         float *a = logits_of(files[f], false, ids, n, &nv), *b = logits_of(files[f], true, ids, n, &nv2);
         CHECK(a && b && nv == nv2, "%s: logits", files[f]);
@@ -109,5 +129,7 @@ int main(void) {
         printf("%s: %d matrices interleaved; bytes and logits equal the file's layout\n", files[f], nx);
     }
     if (x16) CHECK(repacked > 0, "no matrix of these files was interleaved");
+    for (int i = 0; i < NSYNTH; i++) unlink(synth_path[i]);
+    rmdir(dir);
     return test_summary("test_repack");
 }

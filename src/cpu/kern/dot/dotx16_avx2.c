@@ -16,7 +16,9 @@
  * (8 * 2 * 15 * 128 = 30720), 4 for Q5_K and Q5_0 (4 * 2 * 31 * 128 =
  * 31744) and Q2_K / Q3_K (a 16-element sub-block), 2 for Q6_K (2 * 2 * 63 *
  * 128 = 32256). Q8_0's signed levels use |q| * sign(a, q) per word, exact
- * for activations without -128, as the one-row kernels do.
+ * for activations without -128, as the one-row kernels do; so do the IQ4
+ * table values (up to 127 in magnitude, so their pair sums are widened to
+ * int32 word by word).
  *
  * Every row's float expression is evaluated per lane in its reference's
  * order (the same steps as dotx16_vnni_avx512.c), so each lane is bitwise
@@ -26,6 +28,7 @@
 #include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/interleave.h"
+#include "quant/qsearch.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -446,6 +449,64 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
     _mm256_storeu_ps(s + 8, sum[1]);
 }
 
+/* ---------------- IQ4_XS ----------------
+ * line 0 = d | scales_h << 16, line 1 = scales_l, lines 2 + 4j + c = qs
+ * bytes 16j + 4c .. of sub-block j. */
+
+/* the IQ4 table in both 128-bit lanes, and its magnitudes */
+static inline __m256i iq4_table(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mf_iq4nl_values));
+}
+
+/* table values of the nibbles in nib times the activation bytes act, as
+ * int16 pair sums: |v| * sign(act, v) */
+static inline __m256i iq4_mul(__m256i tbl, __m256i tabs, __m256i nib, __m256i act) {
+    return _mm256_maddubs_epi16(_mm256_shuffle_epi8(tabs, nib), _mm256_sign_epi8(act, _mm256_shuffle_epi8(tbl, nib)));
+}
+
+static void dot_x16_iq4_xs(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), tbl = iq4_table(), tabs = _mm256_abs_epi8(tbl), m15 = _mm256_set1_epi32(15),
+                  m3 = _mm256_set1_epi32(3), k32 = _mm256_set1_epi32(32), lo16 = _mm256_set1_epi32(0xffff);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_iq4_xs)) {
+        const block_q8_K *a = &y[b];
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        pf_line(g, 0);
+        pf_line(g, 1);
+        #pragma GCC unroll 1
+        for (int j = 0; j < 8; j++) {
+            for (int c = 0; c < 4; c++) pf_line(g, 2 + 4 * j + c);
+            #pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                /* ls_j - 32 in both int16 halves of each lane */
+                const __m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(hl(g, 1, p), 4 * j), m15),
+                                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hl(g, 0, p), 16 + 2 * j), m3), 4));
+                const __m256i v = _mm256_sub_epi32(ls, k32);
+                const __m256i sc = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_slli_epi32(v, 16));
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m256i w = hl(g, 2 + 4 * j + c, p);
+                    const __m256i ml = iq4_mul(tbl, tabs, _mm256_and_si256(w, m4), bcast4(a->qs + 32 * j + 4 * c));
+                    const __m256i mh = iq4_mul(tbl, tabs, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4),
+                                               bcast4(a->qs + 32 * j + 16 + 4 * c));
+                    isum[p] = _mm256_add_epi32(isum[p], _mm256_add_epi32(_mm256_madd_epi16(ml, sc), _mm256_madd_epi16(mh, sc)));
+                }
+            }
+        }
+        const __m256 yd = _mm256_set1_ps(a->d);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            __m256 dx, unused;
+            q_dpair(g, 0, p, &dx, &unused);
+            sum[p] = _mm256_add_ps(sum[p], _mm256_mul_ps(_mm256_mul_ps(dx, yd), _mm256_cvtepi32_ps(isum[p])));
+        }
+    }
+    _mm256_storeu_ps(s, sum[0]);
+    _mm256_storeu_ps(s + 8, sum[1]);
+}
+
 /* ---------------- 32-element block types ----------------
  * Block b's value (its exact int32 sum, then the reference's scale products)
  * goes into accumulator b % 8 of each half; the eight are folded at the end
@@ -476,34 +537,60 @@ static inline void q8_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2
     }
 }
 
-static inline void q4_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+/* levels * activation of a block's 4 nibble words at line w0 (qs: the
+ * activation's 32 quants), exact int32 per lane */
+static inline void nib_sums(const uint8_t *g, int w0, const int8_t *qs, __m256i is[2]) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i al = bcast4(qs + 4 * c), ah = bcast4(qs + 16 + 4 * c);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m256i v = hl(g, w0 + c, p);
+            p16[p] = _mm256_add_epi16(p16[p], _mm256_maddubs_epi16(_mm256_and_si256(v, m4), al));
+            p16[p] = _mm256_add_epi16(p16[p], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah));
+        }
+    }
+    for (int p = 0; p < 2; p++) is[p] = _mm256_madd_epi16(p16[p], ones16());
+}
+
+static inline void q4_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+    nib_sums(g, 0, a->qs, is);
+    const __m256i off = _mm256_slli_epi32(act_sum(a), 3);
+    for (int p = 0; p < 2; p++) is[p] = _mm256_sub_epi32(is[p], off);
+}
+
+static inline void q4_1_isum(const uint8_t *g, const block_q8_1 *a, __m256i is[2]) { nib_sums(g, 1, a->qs, is); }
+
+static inline void iq4_nl_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), tbl = iq4_table(), tabs = _mm256_abs_epi8(tbl);
+    is[0] = is[1] = _mm256_setzero_si256();
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const __m256i al = bcast4(a->qs + 4 * c), ah = bcast4(a->qs + 16 + 4 * c);
         #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
             const __m256i v = hl(g, c, p);
-            p16[p] = _mm256_add_epi16(p16[p], _mm256_maddubs_epi16(_mm256_and_si256(v, m4), al));
-            p16[p] = _mm256_add_epi16(p16[p], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah));
+            const __m256i m = _mm256_add_epi32(_mm256_madd_epi16(iq4_mul(tbl, tabs, _mm256_and_si256(v, m4), al), ones16()),
+                                               _mm256_madd_epi16(iq4_mul(tbl, tabs, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah), ones16()));
+            is[p] = _mm256_add_epi32(is[p], m);
         }
     }
-    const __m256i off = _mm256_slli_epi32(act_sum(a), 3);
-    for (int p = 0; p < 2; p++) is[p] = _mm256_sub_epi32(_mm256_madd_epi16(p16[p], ones16()), off);
 }
 
-static inline void q5_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+/* 5-bit levels * activation: qh (regrouped: bit t of byte i = 5th bit of
+ * element 4t + i) at line wh, the nibbles at lines wq .. wq + 3 */
+static inline void q5_sums(const uint8_t *g, int wh, int wq, const int8_t *qs, __m256i is[2]) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
     __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        const __m256i al = bcast4(a->qs + 4 * c), ah = bcast4(a->qs + 16 + 4 * c);
+        const __m256i al = bcast4(qs + 4 * c), ah = bcast4(qs + 16 + 4 * c);
         #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
-            /* line 0, regrouped: bit t of byte i = 5th bit of element 4t + i;
-             * elements 4c.. take bit c, elements 16 + 4c.. bit 4 + c */
-            const __m256i qh = hl(g, 0, p), v = hl(g, 1 + c, p);
+            /* elements 4c.. take bit c, elements 16 + 4c.. bit 4 + c */
+            const __m256i qh = hl(g, wh, p), v = hl(g, wq + c, p);
             const __m256i hlo = _mm256_and_si256(_mm256_slli_epi16(qh, 4 - c), m10);
             const __m256i hhi = _mm256_and_si256(c ? _mm256_srli_epi16(qh, c) : qh, m10);
             lo[p] = _mm256_add_epi16(lo[p], _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(v, m4), hlo), al));
@@ -511,10 +598,16 @@ static inline void q5_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2
                 hi[p], _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hhi), ah));
         }
     }
-    const __m256i off = _mm256_slli_epi32(act_sum(a), 4);
-    for (int p = 0; p < 2; p++)
-        is[p] = _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(lo[p], ones16()), _mm256_madd_epi16(hi[p], ones16())), off);
+    for (int p = 0; p < 2; p++) is[p] = _mm256_add_epi32(_mm256_madd_epi16(lo[p], ones16()), _mm256_madd_epi16(hi[p], ones16()));
 }
+
+static inline void q5_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
+    q5_sums(g, 0, 1, a->qs, is);
+    const __m256i off = _mm256_slli_epi32(act_sum(a), 4);
+    for (int p = 0; p < 2; p++) is[p] = _mm256_sub_epi32(is[p], off);
+}
+
+static inline void q5_1_isum(const uint8_t *g, const block_q8_1 *a, __m256i is[2]) { q5_sums(g, 1, 2, a->qs, is); }
 
 /* One kernel body per type: ISUM gives block b's exact sums, VALUE its float
  * value exactly as the type's reference writes it (dx: 8 rows' scales, dy:
@@ -554,6 +647,97 @@ static inline void q5_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2
 X16_LEGACY(dot_x16_q8_0, block_q8_0, 8, q8_0_isum, _mm256_mul_ps(fi, _mm256_mul_ps(dx, dy)))
 X16_LEGACY(dot_x16_q4_0, block_q4_0, 4, q4_0_isum, _mm256_mul_ps(_mm256_mul_ps(fi, dx), dy))
 X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm256_mul_ps(_mm256_mul_ps(dx, dy), fi))
+X16_LEGACY(dot_x16_iq4_nl, block_iq4_nl, 4, iq4_nl_isum, _mm256_mul_ps(_mm256_mul_ps(dx, dy), fi))
+
+/* Q4_1 / Q5_1: line 0 = d | m << 16; per block (dx * dy) * sumi + mx * sy,
+ * as the reference */
+#define X16_DM(name, block_t, ISUM)                                                                              \
+    static void name(int n, float *s, const void *vg, const void *vy) {                                         \
+        const uint8_t *g = vg;                                                                                   \
+        const block_q8_1 *y = vy;                                                                                \
+        const size_t gs = 16 * sizeof(block_t);                                                                  \
+        const int nb = n / 32;                                                                                   \
+        __m256 acc[8][2];                                                                                        \
+        for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();                                \
+        for (int b0 = 0; b0 < nb; b0 += 8) {                                                                     \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                                \
+                const int b = b0 + l;                                                                            \
+                if (b >= nb) break;                                                                              \
+                const uint8_t *gb = g + (size_t)b * gs;                                                          \
+                for (size_t i = 0; i < gs; i += 64) pf_line(gb, (int)(i / 64));                                \
+                __m256i is[2];                                                                                   \
+                ISUM(gb, &y[b], is);                                                                             \
+                const __m256 dy = _mm256_set1_ps(_cvtsh_ss(y[b].d)), sy = _mm256_set1_ps(_cvtsh_ss(y[b].s));     \
+                _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {                                            \
+                    __m256 dx, mx;                                                                               \
+                    q_dpair(gb, 0, p, &dx, &mx);                                                                 \
+                    const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(is[p])), \
+                                                   _mm256_mul_ps(mx, sy));                                       \
+                    acc[l][p] = _mm256_add_ps(acc[l][p], v);                                                     \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int p = 0; p < 2; p++) {                                                                            \
+            for (int i = 0; i < 4; i++) acc[i][p] = _mm256_add_ps(acc[i][p], acc[i + 4][p]);                     \
+            for (int i = 0; i < 2; i++) acc[i][p] = _mm256_add_ps(acc[i][p], acc[i + 2][p]);                     \
+            _mm256_storeu_ps(s + 8 * p, _mm256_add_ps(acc[0][p], acc[1][p]));                                    \
+        }                                                                                                        \
+    }
+
+X16_DM(dot_x16_q4_1, block_q4_1, q4_1_isum)
+X16_DM(dot_x16_q5_1, block_q5_1, q5_1_isum)
+
+/* ---------------- BF16 ----------------
+ * As dotx16_vnni_avx512.c's: line w holds columns 2w (low halves) and 2w + 1
+ * (high halves) of the 16 rows; each of the reference's 32 double lanes is
+ * four 4-double vectors per group (rows 4q .. 4q + 3), kept in memory, and
+ * column c adds into lane c % 32 in column order. A shift or a mask makes a
+ * column's floats, which widen to double exactly; the product of two bf16 is
+ * exact in double, so the fma is the reference's add. */
+static inline void bf16_line(const uint8_t *ln, __m256d ye, __m256d yo, __m256d *ae, __m256d *ao) {
+    const __m128i hi = _mm_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(ln + 16 * q));
+        ae[q] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(v, 16))), ye, ae[q]);
+        ao[q] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(v, hi))), yo, ao[q]);
+    }
+}
+
+static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const uint16_t *y = vy;
+    __m256d acc[32][4];
+    _Alignas(32) double yd[64];
+    for (int l = 0; l < 32; l++)
+        for (int q = 0; q < 4; q++) acc[l][q] = _mm256_setzero_pd();
+    int c0 = 0;
+    for (; c0 + 64 <= n; c0 += 64) {
+        #pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256 f = _mm256_castsi256_ps(
+                _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(y + c0 + 8 * q))), 16));
+            _mm256_store_pd(yd + 8 * q, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+            _mm256_store_pd(yd + 8 * q + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+        }
+        const uint8_t *gc = g + 32 * (size_t)c0;
+        #pragma GCC unroll 32
+        for (int w = 0; w < 32; w++) {
+            pf_line(gc, w);
+            const int l = (2 * w) % 32;
+            bf16_line(gc + 64 * w, _mm256_set1_pd(yd[2 * w]), _mm256_set1_pd(yd[2 * w + 1]), acc[l], acc[l + 1]);
+        }
+    }
+    for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
+        const int l = c % 32;
+        bf16_line(g + 32 * (size_t)c, _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)y[c] << 16)))),
+                  _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)y[c + 1] << 16)))), acc[l], acc[l + 1]);
+    }
+    for (int h = 16; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++)
+            for (int q = 0; q < 4; q++) acc[l][q] = _mm256_add_pd(acc[l][q], acc[l + h][q]);
+    for (int q = 0; q < 4; q++) _mm_storeu_ps(s + 4 * q, _mm256_cvtpd_ps(acc[0][q]));
+}
 
 void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
     tab[MF_TYPE_Q2_K].vec_dot_x16 = dot_x16_q2_k;
@@ -564,4 +748,9 @@ void mf_cpu_reg_dotx16_avx2(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_0].vec_dot_x16 = dot_x16_q4_0;
     tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
     tab[MF_TYPE_Q8_0].vec_dot_x16 = dot_x16_q8_0;
+    tab[MF_TYPE_IQ4_XS].vec_dot_x16 = dot_x16_iq4_xs;
+    tab[MF_TYPE_IQ4_NL].vec_dot_x16 = dot_x16_iq4_nl;
+    tab[MF_TYPE_Q4_1].vec_dot_x16 = dot_x16_q4_1;
+    tab[MF_TYPE_Q5_1].vec_dot_x16 = dot_x16_q5_1;
+    tab[MF_TYPE_BF16].vec_dot_x16 = dot_x16_bf16;
 }

@@ -18,6 +18,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/interleave.h"
+#include "quant/qsearch.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -145,6 +146,50 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
     _mm512_storeu_ps(s, sum);
 }
 
+/* The IQ4 table + 128 (v ^ 0x80), in every 128-bit lane: vpdpbusd takes
+ * the levels unsigned, and the 128 * sum(activation) this adds is taken off
+ * again through the activation's block sums. */
+static inline __m512i iq4_table_u(void) {
+    return _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)mf_iq4nl_values), _mm_set1_epi8((char)0x80)));
+}
+
+/* IQ4_XS: line 0 = d | scales_h << 16, line 1 = scales_l, lines 2 + 4j + c
+ * = qs bytes 16j + 4c .. of sub-block j (low nibbles: elements 4c.., high:
+ * 16 + 4c..). Per super-block isum = sum_j (ls_j - 32) * sumi_j in int32,
+ * then sum += (dx * dy) * isum, as the reference. */
+static void dot_x16_iq4_xs(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = iq4_table_u(), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3),
+                  k32 = _mm512_set1_epi32(32);
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_iq4_xs)) {
+        prefetch_group(g, 16 * sizeof(block_iq4_xs));
+        const block_q8_K *a = &y[b];
+        const __m512i w0 = line(g, 0), w1 = line(g, 1);
+        __m512i isum = _mm512_setzero_si512();
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m512i lo = _mm512_setzero_si512(), hi = lo;
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = line(g, 2 + 4 * j + c);
+                lo = _mm512_dpbusd_epi32(lo, _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4)), bcast4(a->qs + 32 * j + 4 * c));
+                hi = _mm512_dpbusd_epi32(hi, _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4)),
+                                         bcast4(a->qs + 32 * j + 16 + 4 * c));
+            }
+            const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi),
+                                                 _mm512_set1_epi32(128 * (a->bsums[2 * j] + a->bsums[2 * j + 1])));
+            const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w1, 4 * j), m15),
+                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 16 + 2 * j), m3), 4));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, _mm512_sub_epi32(ls, k32)));
+        }
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0)), _mm512_set1_ps(a->d));
+        sum = _mm512_add_ps(sum, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    }
+    _mm512_storeu_ps(s, sum);
+}
+
 /* ---------------- 32-element block types ----------------
  * Block b's value (its exact int32 sum, then the reference's scale products)
  * goes into accumulator b % 8; the eight are folded at the end as
@@ -207,6 +252,49 @@ static inline __m512i q5_0_isum(const uint8_t *g, const block_q8_0 *a) {
     return _mm512_sub_epi32(_mm512_add_epi32(p0, p1), _mm512_slli_epi32(act_sum(a), 4));
 }
 
+static inline __m512i iq4_nl_isum(const uint8_t *g, const block_q8_0 *a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = iq4_table_u();
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = line(g, c);
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4)), bcast4(a->qs + 4 * c));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4)),
+                                 bcast4(a->qs + 16 + 4 * c));
+    }
+    return _mm512_sub_epi32(_mm512_add_epi32(p0, p1), _mm512_slli_epi32(act_sum(a), 7));
+}
+
+/* Q4_1 / Q5_1 against Q8_1: unsigned levels, no offset (the min goes
+ * through the activation's s) */
+static inline __m512i q4_1_isum(const uint8_t *g, const block_q8_1 *a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = line(g, 1 + c);
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), bcast4(a->qs + 4 * c));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), bcast4(a->qs + 16 + 4 * c));
+    }
+    return _mm512_add_epi32(p0, p1);
+}
+
+static inline __m512i q5_1_isum(const uint8_t *g, const block_q8_1 *a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+    const __m512i qh = line(g, 1); /* regrouped as Q5_0's */
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = line(g, 2 + c);
+        const __m512i hlo = _mm512_and_si512(_mm512_slli_epi16(qh, 4 - c), m10);
+        const __m512i hhi = c == 0 ? _mm512_and_si512(qh, m10) : _mm512_and_si512(_mm512_srli_epi16(qh, c), m10);
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_or_si512(_mm512_and_si512(v, m4), hlo), bcast4(a->qs + 4 * c));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hhi),
+                                 bcast4(a->qs + 16 + 4 * c));
+    }
+    return _mm512_add_epi32(p0, p1);
+}
+
 static inline __m512 f16bcast(mf_fp16 h) { return _mm512_cvtph_ps(_mm256_set1_epi16((short)h)); }
 
 /* One kernel body per type: ISUM gives block b's exact sums, VALUE its float
@@ -234,10 +322,43 @@ static inline __m512 f16bcast(mf_fp16 h) { return _mm512_cvtph_ps(_mm256_set1_ep
         fold8_store(s, acc);                                                                         \
     }
 
-/* references: Q8_0 (float)sumi * (dx * dy); Q4_0 (float)sumi * dx * dy; Q5_0 (dx * dy) * (float)sumi */
+/* references: Q8_0 (float)sumi * (dx * dy); Q4_0 (float)sumi * dx * dy; Q5_0 (dx * dy) * (float)sumi;
+ * IQ4_NL (dy * dx) * (float)sumi (products commute exactly) */
 X16_LEGACY(dot_x16_q8_0, block_q8_0, 8, q8_0_isum, _mm512_mul_ps(fi, _mm512_mul_ps(dx, dy)))
 X16_LEGACY(dot_x16_q4_0, block_q4_0, 4, q4_0_isum, _mm512_mul_ps(_mm512_mul_ps(fi, dx), dy))
 X16_LEGACY(dot_x16_q5_0, block_q5_0, 5, q5_0_isum, _mm512_mul_ps(_mm512_mul_ps(dx, dy), fi))
+X16_LEGACY(dot_x16_iq4_nl, block_iq4_nl, 4, iq4_nl_isum, _mm512_mul_ps(_mm512_mul_ps(dx, dy), fi))
+
+/* Q4_1 / Q5_1: line 0 = d | m << 16; per block (dx * dy) * sumi + mx * sy,
+ * as the reference */
+#define X16_DM(name, block_t, ISUM)                                                                  \
+    static void name(int n, float *s, const void *vg, const void *vy) {                             \
+        const uint8_t *g = vg;                                                                       \
+        const block_q8_1 *y = vy;                                                                    \
+        const size_t gs = 16 * sizeof(block_t);                                                      \
+        const int nb = n / 32;                                                                       \
+        __m512 acc[8];                                                                               \
+        for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();                                   \
+        for (int b0 = 0; b0 < nb; b0 += 8) {                                                         \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) {                                    \
+                const int b = b0 + l;                                                                \
+                if (b >= nb) break;                                                                  \
+                const uint8_t *gb = g + (size_t)b * gs;                                              \
+                prefetch_group(gb, gs);                                                              \
+                const __m512i dm = line(gb, 0);                                                      \
+                const __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));                        \
+                const __m512 mx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))); \
+                const __m512 fi = _mm512_cvtepi32_ps(ISUM(gb, &y[b]));                               \
+                const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, f16bcast(y[b].d)), fi), \
+                                               _mm512_mul_ps(mx, f16bcast(y[b].s)));                 \
+                acc[l] = _mm512_add_ps(acc[l], v);                                                   \
+            }                                                                                        \
+        }                                                                                            \
+        fold8_store(s, acc);                                                                         \
+    }
+
+X16_DM(dot_x16_q4_1, block_q4_1, q4_1_isum)
+X16_DM(dot_x16_q5_1, block_q5_1, q5_1_isum)
 
 /* ---------------- F16 ----------------
  * The reference adds element i into lane i % 64 and folds the 64 lanes
@@ -275,6 +396,63 @@ static void dot_x16_f16(int n, float *s, const void *vg, const void *vy) {
     _mm512_storeu_ps(s, acc[0]);
 }
 
+/* ---------------- BF16 ----------------
+ * The reference adds element i into double lane i % 32 and folds the 32
+ * lanes pairwise (quant/lanes.h); here each lane is two 8-double vectors
+ * (rows 0-7, 8-15), kept in memory like F16's, and line w (columns 2w and
+ * 2w + 1, quant/interleave.c) adds into lanes 2w % 32 and (2w + 1) % 32 in
+ * column order. A bf16 is the top half of a float: a shift (even column) or
+ * a mask (odd column) of the line's rows widens it, the float goes to double
+ * exactly, and the product of two bf16 is exact in double, so the fma is
+ * the reference's add. The activation is widened to doubles once per 64
+ * columns, for all 16 rows. */
+static inline void bf16_line(const uint8_t *ln, __m512d ye, __m512d yo, __m512d *ae, __m512d *ao) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(ln + 32 * p));
+        const __m512d e = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        const __m512d o = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_and_si256(v, hi)));
+        ae[p] = _mm512_fmadd_pd(e, ye, ae[p]);
+        ao[p] = _mm512_fmadd_pd(o, yo, ao[p]);
+    }
+}
+
+static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const uint16_t *y = vy;
+    __m512d acc[32][2];
+    _Alignas(64) double yd[64];
+    for (int l = 0; l < 32; l++) acc[l][0] = acc[l][1] = _mm512_setzero_pd();
+    int c0 = 0;
+    for (; c0 + 64 <= n; c0 += 64) {
+        #pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const __m512 f = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(y + c0 + 16 * q))), 16));
+            _mm512_store_pd(yd + 16 * q, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+            _mm512_store_pd(yd + 16 * q + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1)));
+        }
+        const uint8_t *gc = g + 32 * (size_t)c0;
+        #pragma GCC unroll 32
+        for (int w = 0; w < 32; w++) {
+            _mm_prefetch((const char *)gc + 64 * w + X16_PREFETCH, _MM_HINT_T0);
+            const int l = (2 * w) % 32;
+            bf16_line(gc + 64 * w, _mm512_set1_pd(yd[2 * w]), _mm512_set1_pd(yd[2 * w + 1]), acc[l], acc[l + 1]);
+        }
+    }
+    for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
+        const int l = c % 32;
+        bf16_line(g + 32 * (size_t)c, _mm512_set1_pd((double)mf_bf16_to_fp32(y[c])),
+                  _mm512_set1_pd((double)mf_bf16_to_fp32(y[c + 1])), acc[l], acc[l + 1]);
+    }
+    for (int h = 16; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++)
+            for (int p = 0; p < 2; p++) acc[l][p] = _mm512_add_pd(acc[l][p], acc[l + h][p]);
+    _mm256_storeu_ps(s, _mm512_cvtpd_ps(acc[0][0]));
+    _mm256_storeu_ps(s + 8, _mm512_cvtpd_ps(acc[0][1]));
+}
+
 void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
@@ -282,4 +460,9 @@ void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
     tab[MF_TYPE_Q8_0].vec_dot_x16 = dot_x16_q8_0;
     tab[MF_TYPE_F16].vec_dot_x16 = dot_x16_f16;
+    tab[MF_TYPE_IQ4_XS].vec_dot_x16 = dot_x16_iq4_xs;
+    tab[MF_TYPE_IQ4_NL].vec_dot_x16 = dot_x16_iq4_nl;
+    tab[MF_TYPE_Q4_1].vec_dot_x16 = dot_x16_q4_1;
+    tab[MF_TYPE_Q5_1].vec_dot_x16 = dot_x16_q5_1;
+    tab[MF_TYPE_BF16].vec_dot_x16 = dot_x16_bf16;
 }
