@@ -1,5 +1,5 @@
 /* test_embed_golden.c - `minfer embed` against llama-embedding's vectors
- * (../shared/golden/embed/*.json: mean, last and cls pooling, Euclidean
+ * (../shared/golden/embed/NAME.json: mean, last and cls pooling, Euclidean
  * normalization) on stories260K, through both outputs: the JSON printed with
  * --embd-output-format json and the raw float32 file of -o. Then the
  * relations between the modes: pooling none prints one vector per token whose
