@@ -730,8 +730,8 @@ static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
     }
     for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
         const int l = c % 32;
-        bf16_line(g + 32 * (size_t)c, _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)y[c] << 16)))),
-                  _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)y[c + 1] << 16)))), acc[l], acc[l + 1]);
+        bf16_line(g + 32 * (size_t)c, _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c] << 16))))),
+                  _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c + 1] << 16))))), acc[l], acc[l + 1]);
     }
     for (int h = 16; h >= 1; h /= 2)
         for (int l = 0; l < h; l++)
