@@ -8,7 +8,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #ifdef TILES_ONLY
 #pragma GCC target("amx-tile,amx-int8")
-#include <immintrin.h>
 #endif
 #include "../quant/qrand.h"
 #include "cpu/kern/features.h"
@@ -19,12 +18,7 @@
 
 #ifdef TILES_ONLY
 /* bench_amx_tiles: the real tile instructions, the vector steps skipped */
-#define TL_CONFIG(c) _tile_loadconfig(c)
-#define TL_LOAD(n, p, s) _tile_loadd(n, p, s)
-#define TL_STORE(n, p, s) _tile_stored(n, p, s)
-#define TL_ZERO(n) _tile_zero(n)
-#define TL_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
-#define TL_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+#include "cpu/kern/gemm/gemm_amx_tl.h"
 #define AMX_SKIP_VECTOR 1
 #define AMX_LVL_NAME "tiles only"
 #else
