@@ -19,6 +19,8 @@
 #include <math.h>
 
 #include "cuda/kernels.h"
+#include "cuda/launch.cuh"
+#include "cuda/rows.cuh"
 
 #define AW 4           /* warps per block */
 #define MAXD 256       /* largest head dimension */
@@ -33,7 +35,9 @@ __device__ __forceinline__ float ld_cache(const void *c, size_t i, bool f16) {
  * nsplit equal shares of them and writes its unnormalised state
  * (max, sum, weighted V) to part for attn_combine_k. */
 __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
-                                                  const void *vc, mfc_attn p, float *out, int nsplit, float *part) {
+                                                  const void *vc, mfc_attn p, float *out, int nsplit, float *part,
+                                                  mfc_q8 qo) {
+    pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hk = h / (p.n_head / p.n_head_kv);
@@ -103,16 +107,18 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
         }
         return;
     }
-    float *o = out + ((size_t)r * p.n_head + h) * dv;
+    const size_t o0 = ((size_t)r * p.n_head + h) * dv;
     for (int d = threadIdx.x; d < dv; d += blockDim.x) {
         float a = 0.0f;
         for (int w = 0; w < AW; w++) a += wacc[w][d] * f[w];
-        o[d] = a / L;
+        out[o0 + d] = a / L;
+        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s); /* whole warps: dv % 32 == 0 */
     }
 }
 
 /* merge the nsplit partial states of one (row, head), in split order */
-__global__ void attn_combine_k(const float *__restrict__ part, int n_head, int dv, int nsplit, float *out) {
+__global__ void attn_combine_k(const float *__restrict__ part, int n_head, int dv, int nsplit, float *out, mfc_q8 qo) {
+    pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y;
     const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
     float M = -INFINITY;
@@ -122,30 +128,35 @@ __global__ void attn_combine_k(const float *__restrict__ part, int n_head, int d
         const float ms = pp[(size_t)s * (dv + 2)];
         if (ms != -INFINITY) L += pp[(size_t)s * (dv + 2) + 1] * expf(ms - M);
     }
-    float *o = out + ((size_t)r * n_head + h) * dv;
+    const size_t o0 = ((size_t)r * n_head + h) * dv;
     for (int d = threadIdx.x; d < dv; d += blockDim.x) {
         float a = 0.0f;
         for (int s = 0; s < nsplit; s++) {
             const float ms = pp[(size_t)s * (dv + 2)];
             if (ms != -INFINITY) a += pp[(size_t)s * (dv + 2) + 2 + d] * expf(ms - M);
         }
-        o[d] = a / L;
+        out[o0 + d] = a / L;
+        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s); /* whole warps: dv % 32 == 0 */
     }
 }
 
 extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                              const void *vc, const mfc_attn *p, float *out, int nsplit, float *part) {
+                              const void *vc, const mfc_attn *p, float *out, int nsplit, float *part,
+                              const mfc_q8 *qout) {
     if (!rows) return;
+    mfc_q8 qo = {NULL, NULL, NULL};
+    if (qout && p->head_dim_v % 32 == 0) qo = *qout;
     if (nsplit > 1 && part) {
-        attn_k<<<dim3(rows, p->n_head, nsplit), AW * 32, 0, s>>>(*st, q, kc, vc, *p, out, nsplit, part);
-        attn_combine_k<<<dim3(rows, p->n_head), 128, 0, s>>>(part, p->n_head, p->head_dim_v, nsplit, out);
+        launch_k(attn_k, dim3(rows, p->n_head, nsplit), AW * 32, 0, s, *st, q, kc, vc, *p, out, nsplit, part, mfc_q8{NULL, NULL, NULL});
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, (const float *)part, p->n_head, p->head_dim_v, nsplit, out, qo);
         return;
     }
-    attn_k<<<dim3(rows, p->n_head), AW * 32, 0, s>>>(*st, q, kc, vc, *p, out, 1, NULL);
+    launch_k(attn_k, dim3(rows, p->n_head), AW * 32, 0, s, *st, q, kc, vc, *p, out, 1, (float *)NULL, qo);
 }
 
 __global__ void kv_store_k(mfc_step_dev st, const float *__restrict__ k, const float *__restrict__ v, void *kc,
                            void *vc, int kw, int vw, bool f16) {
+    pdl_enter();
     const int r = blockIdx.x;
     const size_t cell = (size_t)st.cell[r];
     for (int i = threadIdx.x; i < kw; i += blockDim.x) {
@@ -162,5 +173,5 @@ __global__ void kv_store_k(mfc_step_dev st, const float *__restrict__ k, const f
 
 extern "C" void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc,
                              void *vc, int k_width, int v_width, bool f16) {
-    if (rows) kv_store_k<<<rows, 256, 0, s>>>(*st, k, v, kc, vc, k_width, v_width, f16);
+    if (rows) launch_k(kv_store_k, rows, 256, 0, s, *st, k, v, kc, vc, k_width, v_width, f16);
 }

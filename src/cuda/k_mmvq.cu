@@ -15,22 +15,42 @@
  * tolerance the tests state, not bitwise. */
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.cuh"
+#include "cuda/rows.cuh"
 
 /* ---- activations to int8 blocks of 32: one warp per block ---- */
 __global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq, float *xd, float *xs) {
+    pdl_enter();
     const int lane = threadIdx.x & 31, gb = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (gb >= n_blocks) return;
-    const float v = x[(size_t)gb * 32 + lane];
-    float a = fabsf(v);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-    const float d = a / 127.0f;
-    const int q = d > 0.0f ? __float2int_rn(v / d) : 0;
-    xq[(size_t)gb * 32 + lane] = (int8_t)q;
-    int s = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) xd[gb] = d, xs[gb] = d * (float)s;
+    quant_block32(x[(size_t)gb * 32 + lane], gb, xq, xd, xs);
+}
+
+/* ---- a norm whose output is quantized on the way out: one block per row
+ * with norm_k's thread count (the same sums); each warp then takes whole
+ * blocks of 32 ---- */
+__global__ void norm_quant_k(bool layer, const float *x, const float *__restrict__ w, const float *__restrict__ b,
+                             int n, float eps, float *out, int8_t *xq, float *xd, float *xs) {
+    pdl_enter();
+    __shared__ float sh[32];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = out + (size_t)blockIdx.x * n;
+    float mean, scale;
+    norm_stats(layer, xr, n, eps, sh, mean, scale);
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
+    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw) {
+        const int i = blk * 32 + lane;
+        const float y = norm_elem(xr[i], mean, scale, w, b, i);
+        yr[i] = y;
+        quant_block32(y, (size_t)blockIdx.x * nb + blk, xq, xd, xs);
+    }
+}
+
+extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows,
+                               int n, float eps, float *out, const mfc_q8 *q) {
+    if (n % 32 || rows <= 0) return false;
+    launch_k(norm_quant_k, rows, norm_threads(n), 0, s, layer_norm, x, w, b, n, eps, out, q->q, q->d, q->s);
+    return true;
 }
 
 __device__ __forceinline__ uint32_t ld_u32_2(const uint8_t *p) { /* 2-byte aligned */
@@ -55,17 +75,15 @@ __device__ __forceinline__ void k4_scale_min_r(int j, uint32_t a, uint32_t b, ui
     }
 }
 
+/* One weight row's dot products with R activation rows (rows of them
+ * real) into acc, summed over the warp: each lane's partial sums, in an
+ * order that depends only on k. */
 template <int T, int R>
-__global__ void __launch_bounds__(128) mmvq_k(const uint8_t *__restrict__ w, size_t row_bytes, int k, int n,
-                                              const int8_t *__restrict__ xq, const float *__restrict__ xd,
-                                              const float *__restrict__ xs, int rows, float *out,
-                                              const float *__restrict__ b, float *res) {
+__device__ __forceinline__ void row_dot(const uint8_t *__restrict__ wr, int k, const int8_t *__restrict__ xq,
+                                        const float *__restrict__ xd, const float *__restrict__ xs, int rows,
+                                        float *acc) {
     const int lane = threadIdx.x & 31;
-    const int j = blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (j >= n) return;
-    const uint8_t *wr = w + (size_t)j * row_bytes;
     const int nsb = k / 256, t = lane & 7, kb = k / 32;
-    float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.0f;
     /* NB super-blocks per lane per round: their loads are all issued before
@@ -170,14 +188,52 @@ __global__ void __launch_bounds__(128) mmvq_k(const uint8_t *__restrict__ w, siz
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    if (lane == 0) {
-        const float bj = b ? b[j] : 0.0f;
+}
+
+template <int R>
+__device__ __forceinline__ void row_dot_t(int type, const uint8_t *wr, int k, const mfc_q8 &q, int rows, float *acc) {
+    if (type == T_Q4_K) row_dot<T_Q4_K, R>(wr, k, q.q, q.d, q.s, rows, acc);
+    else row_dot<T_Q6_K, R>(wr, k, q.q, q.d, q.s, rows, acc);
+}
+
+/* Ask L2 for bytes [p, p + n) (rounded inwards to 16 bytes) ahead of the
+ * loads: issued before pdl_wait, the weights stream in while the previous
+ * kernel finishes. */
+__device__ __forceinline__ void prefetch_l2(const void *p, size_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uintptr_t a = ((uintptr_t)p + 15) & ~(uintptr_t)15, e = ((uintptr_t)p + n) & ~(uintptr_t)15;
+    if (e > a) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((uint32_t)(e - a)) : "memory");
+#endif
+}
+
+/* up to MFC_MAX_SEGS products in one grid: segment i takes blocks
+ * [blk0[i], blk0[i + 1]), four weight rows (one per warp) per block */
+struct mm_segs {
+    mfc_mm_seg seg[MFC_MAX_SEGS];
+    int blk0[MFC_MAX_SEGS + 1];
+    int nseg;
+};
+
+template <int R>
+__global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int rows) {
+    int si = 0;
+    while (si + 1 < S.nseg && (int)blockIdx.x >= S.blk0[si + 1]) si++;
+    const mfc_mm_seg &g = S.seg[si];
+    const int j0 = ((int)blockIdx.x - S.blk0[si]) * 4, j = j0 + (threadIdx.x >> 5);
+    const uint8_t *w = (const uint8_t *)g.w;
+    if (threadIdx.x == 0) prefetch_l2(w + (size_t)j0 * g.row_bytes, (size_t)min(4, g.n - j0) * g.row_bytes);
+    pdl_enter();
+    if (j >= g.n) return;
+    float acc[R];
+    row_dot_t<R>(g.type, w + (size_t)j * g.row_bytes, k, q, rows, acc);
+    if ((threadIdx.x & 31) == 0) {
+        const float bj = g.b ? g.b[j] : 0.0f;
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (r < rows) {
                 const float y = acc[r] + bj;
-                out[(size_t)r * n + j] = y;
-                if (res) res[(size_t)r * n + j] += y;
+                g.out[(size_t)r * g.n + j] = y;
+                if (g.res) g.res[(size_t)r * g.n + j] += y;
             }
         }
     }
@@ -189,21 +245,82 @@ extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
     const int nb = rows * k / 32;
-    quant_x_k<<<(nb + 3) / 4, 128, 0, s>>>(x, nb, q->q, q->d, q->s);
+    launch_k(quant_x_k, (nb + 3) / 4, 128, 0, s, x, nb, q->q, q->d, q->s);
 }
 
-template <int T>
-static void launch(cudaStream_t s, const uint8_t *w, size_t rb, int k, int n, const mfc_q8 *q, int rows, float *out,
-                   const float *b, float *res) {
-    const dim3 g((n + 3) / 4);
-    if (rows == 1) mmvq_k<T, 1><<<g, 128, 0, s>>>(w, rb, k, n, q->q, q->d, q->s, rows, out, b, res);
-    else if (rows == 2) mmvq_k<T, 2><<<g, 128, 0, s>>>(w, rb, k, n, q->q, q->d, q->s, rows, out, b, res);
-    else if (rows <= 4) mmvq_k<T, 4><<<g, 128, 0, s>>>(w, rb, k, n, q->q, q->d, q->s, rows, out, b, res);
-    else mmvq_k<T, 8><<<g, 128, 0, s>>>(w, rb, k, n, q->q, q->d, q->s, rows, out, b, res);
+extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
+    mm_segs S = {};
+    S.nseg = nseg;
+    int nb = 0;
+    for (int i = 0; i < nseg; i++) {
+        S.seg[i] = seg[i];
+        S.blk0[i] = nb;
+        nb += (seg[i].n + 3) / 4;
+    }
+    S.blk0[nseg] = nb;
+    if (!nb) return;
+    if (rows == 1) launch_k(mmvq_k<1>, nb, 128, 0, s, S, k, *q, rows);
+    else if (rows == 2) launch_k(mmvq_k<2>, nb, 128, 0, s, S, k, *q, rows);
+    else if (rows <= 4) launch_k(mmvq_k<4>, nb, 128, 0, s, S, k, *q, rows);
+    else launch_k(mmvq_k<8>, nb, 128, 0, s, S, k, *q, rows);
 }
 
 extern "C" void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q,
                          int rows, float *out, const float *b, float *res) {
-    if (type == T_Q4_K) launch<T_Q4_K>(s, (const uint8_t *)w, row_bytes, k, n, q, rows, out, b, res);
-    else launch<T_Q6_K>(s, (const uint8_t *)w, row_bytes, k, n, q, rows, out, b, res);
+    const mfc_mm_seg g = {w, row_bytes, type, n, out, b, res};
+    mfc_mmvq_n(s, &g, 1, k, q, rows);
+}
+
+/* ---- gate and up with the gated activation: a block of GW warps takes 32
+ * consecutive rows j of both (each warp the rows warp and warp + GW, gate and
+ * up together), so the block holds a whole int8 block of the activation
+ * and can quantize it for the down product ---- */
+#define GW 16
+
+template <int R>
+__global__ void __launch_bounds__(GW * 32) mmvq_glu_k(mfc_mm_seg G, mfc_mm_seg U, int act, int k, mfc_q8 q, int rows,
+                                                      float *out, mfc_q8 qo) {
+    __shared__ float a_s[R][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, j0 = blockIdx.x * 32, n = G.n;
+    const uint8_t *gw = (const uint8_t *)G.w, *uw = (const uint8_t *)U.w;
+    if (threadIdx.x == 0) prefetch_l2(gw + (size_t)j0 * G.row_bytes, 32 * G.row_bytes);
+    if (threadIdx.x == 32) prefetch_l2(uw + (size_t)j0 * U.row_bytes, 32 * U.row_bytes);
+    pdl_enter();
+#pragma unroll 1
+    for (int h = 0; h < 2; h++) {
+        const int jj = warp + GW * h, j = j0 + jj;
+        float ag[R], au[R];
+        row_dot_t<R>(G.type, gw + (size_t)j * G.row_bytes, k, q, rows, ag);
+        row_dot_t<R>(U.type, uw + (size_t)j * U.row_bytes, k, q, rows, au);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (r < rows) {
+                    G.out[(size_t)r * n + j] = ag[r];
+                    U.out[(size_t)r * n + j] = au[r];
+                    a_s[r][jj] = glu_act(act, ag[r], au[r]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (warp < rows) {
+        const float v = a_s[warp][lane];
+        out[(size_t)warp * n + j0 + lane] = v;
+        if (qo.q) quant_block32(v, ((size_t)warp * n + j0) / 32, qo.q, qo.d, qo.s);
+    }
+}
+
+extern "C" bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k,
+                             const mfc_q8 *q, int rows, float *act_out, const mfc_q8 *qout) {
+    if (gate->n != up->n || gate->n % 32 || gate->b || up->b || gate->res || up->res || (act != 0 && act != 1) ||
+        rows < 1 || rows > 8)
+        return false;
+    const mfc_q8 qo = qout ? *qout : mfc_q8{NULL, NULL, NULL};
+    const int nb = gate->n / 32;
+    if (rows == 1) launch_k(mmvq_glu_k<1>, nb, GW * 32, 0, s, *gate, *up, act, k, *q, rows, act_out, qo);
+    else if (rows == 2) launch_k(mmvq_glu_k<2>, nb, GW * 32, 0, s, *gate, *up, act, k, *q, rows, act_out, qo);
+    else if (rows <= 4) launch_k(mmvq_glu_k<4>, nb, GW * 32, 0, s, *gate, *up, act, k, *q, rows, act_out, qo);
+    else launch_k(mmvq_glu_k<8>, nb, GW * 32, 0, s, *gate, *up, act, k, *q, rows, act_out, qo);
+    return true;
 }

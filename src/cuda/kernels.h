@@ -47,6 +47,10 @@ typedef struct mfc_rope {
     const float *freq_factors; /* device, or NULL */
 } mfc_rope;
 
+/* kernels are launched with programmatic dependent launch (launch.cuh);
+ * set once by the backend on sm_90+ unless MINFER_CUDA_PDL=0 */
+extern bool mfc_pdl_on;
+
 /* whether matmul / get_rows take weights of this mf_type */
 bool mfc_type_ok(int type);
 
@@ -61,12 +65,39 @@ typedef struct mfc_q8 {
     int8_t *q;
     float *d, *s;
 } mfc_q8;
+/* one product of a multi-product launch: n rows of w (type, row_bytes
+ * apart) into out, plus b, and res += out when res is given */
+typedef struct mfc_mm_seg {
+    const void *w;
+    size_t row_bytes;
+    int type, n;
+    float *out;
+    const float *b;
+    float *res;
+} mfc_mm_seg;
+#define MFC_MAX_SEGS 4
+#define MFC_MAX_HEAD_DIM 256
+
 /* whether mfc_mmvq takes this product */
 bool mfc_mmvq_takes(int type, int k, int rows);
 void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q);
 /* as mfc_matmul, over activations mfc_quant_x wrote into q */
 void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q, int rows,
               float *out, const float *b, float *res);
+
+/* up to MFC_MAX_SEGS products of the same activations (Q/K/V) in one
+ * launch; each output row as mfc_mmvq computes it */
+void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
+/* gate and up products (one type, no bias) and the gated activation in one
+ * launch: act[r][j] = glu(gate[r][j], up[r][j]) (act: 0 SwiGLU, 1 GEGLU),
+ * gate and up written too; when qout is given, act also quantized into it as
+ * mfc_quant_x would. False when the shape does not fit (n % 32). */
+bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k, const mfc_q8 *q,
+                  int rows, float *act_out, const mfc_q8 *qout);
+/* norm (as mfc_norm) whose output is also quantized into q (as
+ * mfc_quant_x): false unless n % 32 == 0 */
+bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows, int n,
+                    float eps, float *out, const mfc_q8 *q);
 
 /* prefill products (more than 8 rows) on the tensor cores, f16 in, f32
  * accumulate (k_gemm_tc.cu); mfc_matmul otherwise */
@@ -88,13 +119,19 @@ void mfc_glu(cudaStream_t s, int act, const float *gate, const float *up, size_t
 void mfc_copy_cols(cudaStream_t s, const float *src, int src_width, int col0, int n, int rows, float *dst);
 void mfc_gather_rows(cudaStream_t s, const float *src, const int32_t *idx, int count, int n, float *dst);
 void mfc_rope_apply(cudaStream_t s, float *x, int rows, int n_head, int head_dim, const int32_t *pos, const mfc_rope *p);
+/* RMS norm of each head (weight w over head_dim) then RoPE, in place; the
+ * bits of mfc_norm then mfc_rope_apply. False for heads over
+ * MFC_MAX_HEAD_DIM or n_rot > head_dim. */
+bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows, int n_head, int head_dim, float eps,
+                   const int32_t *pos, const mfc_rope *p);
 
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, bool f16);
 /* nsplit > 1 with part (rows x n_head x nsplit x (head_dim_v + 2) floats):
- * each query's keys in nsplit shares, then merged */
+ * each query's keys in nsplit shares, then merged. qout (or NULL): out
+ * also quantized there as mfc_quant_x would (head_dim_v % 32 == 0). */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
-                   const mfc_attn *p, float *out, int nsplit, float *part);
+                   const mfc_attn *p, float *out, int nsplit, float *part, const mfc_q8 *qout);
 
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);
