@@ -48,11 +48,19 @@ static void mix(mf_cuda *c, const void *p, size_t n) {
 }
 #define MIX(c, v) mix((c), &(v), sizeof(v))
 
-/* Hash the op; true when its kernels are to be queued (not replaying). */
-static bool op_begin(mf_cuda *c, int id) {
+static void flush(mf_cuda *c);
+
+/* Hash the op; true when its kernels are to be queued (not replaying). An
+ * op that cannot fuse with a held-back one (own = false) queues that first. */
+static bool op_begin_x(mf_cuda *c, int id, bool own) {
     MIX(c, id);
-    return c->mode != MFC_REPLAY && !c->err;
+    c->q8_hold_now = c->q8_hold;
+    c->q8_hold = false;
+    if (c->mode == MFC_REPLAY || c->err) return false;
+    if (!own) flush(c);
+    return true;
 }
+#define op_begin(c, id) op_begin_x((c), (id), false)
 
 static void cu_destroy(mf_backend *be) {
     mf_cuda *c = CU(be);
@@ -71,9 +79,11 @@ static void cu_destroy(mf_backend *be) {
     if (c->d_step) cudaFree(c->d_step);
     if (c->h_dl) cudaFreeHost(c->h_dl);
     cudaFree(c->att_part);
-    cudaFree(c->q8.q);
-    cudaFree(c->q8.d);
-    cudaFree(c->q8.s);
+    for (int i = 0; i < 2; i++) {
+        cudaFree(c->q8b[i].q);
+        cudaFree(c->q8b[i].d);
+        cudaFree(c->q8b[i].s);
+    }
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->verbose && (c->n_captures || c->n_replays))
         mf_log(MF_LOG_INFO, "minfer: cuda decode graphs: %d captured, %d replays\n", c->n_captures, c->n_replays);
@@ -235,6 +245,7 @@ static void graph_run(mf_cuda *c) {
 
 static mf_status cu_end_step(mf_backend *be) {
     mf_cuda *c = CU(be);
+    if (c->mode != MFC_REPLAY && !c->err) flush(c);
     graph_run(c); /* a captured or replayed step that downloaded nothing */
     c->step = NULL;
     cudaError_t e = cudaStreamSynchronize(c->stream);
@@ -247,6 +258,7 @@ static void cu_synchronize(mf_backend *be) {
     mf_cuda *c = CU(be);
     /* inside a captured or replayed step nothing has run yet: the engine
      * only waits there to call its hooks between layers */
+    if (c->mode != MFC_REPLAY && !c->err) flush(c);
     if (c->mode == MFC_EAGER) cudaStreamSynchronize(c->stream);
 }
 
@@ -262,6 +274,7 @@ static void cu_download(mf_backend *be, const float *src, size_t n, float *dst) 
     mf_cuda *c = CU(be);
     MIX(c, src), MIX(c, n); /* not dst: it is written from the staging after the graph, and the
                                * engine may move its output buffer between steps */
+    if (c->mode != MFC_REPLAY && !c->err) flush(c);
     const bool first = c->n_dl++ == 0;
     if (c->mode == MFC_EAGER) {
         if (c->err) return;
@@ -303,45 +316,114 @@ static void cu_download(mf_backend *be, const float *src, size_t n, float *dst) 
 
 static const void *wdev(mf_weight w) { return w ? w->handle : NULL; }
 
-/* x_fresh: x may have changed since the last product quantized it */
-static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf_weight b, float *res, bool x_fresh) {
-    MIX(c, w), MIX(c, x), MIX(c, rows), MIX(c, out), MIX(c, b), MIX(c, res);
-    if (c->mode == MFC_REPLAY || c->err) return;
+/* ---- held-back ops ---- */
+
+static const float *wf(mf_weight w) { return w ? (const float *)w->handle : NULL; }
+
+static void flush(mf_cuda *c) {
+    if (c->pend.kind == PEND_NORM) {
+        mfc_norm(c->stream, c->pend.layer, c->pend.x, c->pend.w, c->pend.b, c->pend.rows, c->pend.n, c->pend.eps,
+                 c->pend.out);
+        check(c, "norm");
+    } else if (c->pend.kind == PEND_GATE_UP) {
+        /* q8b[q8_i] still holds their input: every op flushes before it quantizes */
+        mfc_mmvq_n(c->stream, c->pend.seg, 2, c->pend.k, &c->q8b[c->q8_i], c->pend.rows);
+        check(c, "matmul");
+    }
+    c->pend.kind = PEND_NONE;
+}
+
+/* Make q8b[q8_i] hold x (rows of k) as int8 blocks: kept when it already
+ * does (fresh false), fused with a held-back norm that writes x, else
+ * quantized on its own. */
+static void quant_for(mf_cuda *c, const float *x, int k, int rows, bool fresh) {
+    if (!fresh && c->q8_x == x) return;
+    if (c->pend.kind == PEND_NORM && c->pend.out == x && c->pend.rows == rows && c->pend.n == k &&
+        mfc_norm_quant(c->stream, c->pend.layer, c->pend.x, c->pend.w, c->pend.b, rows, k, c->pend.eps, c->pend.out,
+                       &c->q8b[c->q8_i])) {
+        c->pend.kind = PEND_NONE;
+        check(c, "norm");
+    } else {
+        flush(c);
+        mfc_quant_x(c->stream, x, k, rows, &c->q8b[c->q8_i]);
+    }
+    c->q8_x = x;
+}
+
+static bool mmvq_ok(mf_cuda *c, mf_weight w, int rows) {
     const int k = (int)w->ne[0];
-    if (c->mmvq && mfc_mmvq_takes((int)w->type, k, rows) && (size_t)k * (size_t)rows <= c->q8_cap) {
-        if (x_fresh || c->q8_x != x) mfc_quant_x(c->stream, x, k, rows, &c->q8);
-        c->q8_x = x;
-        mfc_mmvq(c->stream, (int)w->type, w->handle, mf_row_size(w->type, k), k, (int)w->ne[1], &c->q8, rows, out,
-                 b ? (const float *)b->handle : NULL, res);
+    return c->mmvq && mfc_mmvq_takes((int)w->type, k, rows) && (size_t)k * (size_t)rows <= c->q8_cap;
+}
+
+static mfc_mm_seg seg_of(mf_weight w, float *out, mf_weight b, float *res) {
+    return (mfc_mm_seg){w->handle, mf_row_size(w->type, w->ne[0]), (int)w->type, (int)w->ne[1], out, wf(b), res};
+}
+
+/* fresh: x may have changed since the last product quantized it */
+static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf_weight b, float *res, bool fresh) {
+    const int k = (int)w->ne[0];
+    if (mmvq_ok(c, w, rows)) {
+        quant_for(c, x, k, rows, fresh);
+        const mfc_mm_seg g = seg_of(w, out, b, res);
+        mfc_mmvq_n(c->stream, &g, 1, k, &c->q8b[c->q8_i], rows);
         check(c, "matmul");
         return;
     }
+    flush(c);
     if (c->tc && mfc_gemm_tc_takes((int)w->type, k, rows) &&
         mfc_gemm_tc(c->stream, (int)w->type, w->handle, mf_row_size(w->type, k), k, (int)w->ne[1], x, rows, out,
-                    b ? (const float *)b->handle : NULL, res)) {
+                    wf(b), res)) {
         check(c, "matmul");
         return;
     }
     if (!mfc_matmul(c->stream, (int)w->type, w->handle, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
-                    rows, out, b ? (const float *)b->handle : NULL, res))
+                    rows, out, wf(b), res))
         fail(c, "cuda matmul: %s (%s, %lld x %lld) over %d rows is not supported", w->name, mf_type_name(w->type),
              (long long)w->ne[1], (long long)w->ne[0], rows);
     check(c, "matmul");
 }
 
+/* whether x's quantization from the op before is still in q8b[q8_i] */
+static bool x_fresh(const mf_cuda *c, const float *x) { return !(c->q8_hold_now && c->q8_x == x); }
+
 static void cu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, float *out) {
     mf_cuda *c = CU(be);
-    op_begin(c, 1);
-    mm(c, w, x, rows, out, NULL, NULL, true);
+    MIX(c, w), MIX(c, x), MIX(c, rows), MIX(c, out);
+    if (!op_begin_x(c, 1, true)) return;
+    mm(c, w, x, rows, out, NULL, NULL, x_fresh(c, x));
 }
 
 static void cu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                         float *const *out, float *res) {
     mf_cuda *c = CU(be);
-    op_begin(c, 2);
+    for (int i = 0; i < nw; i++) {
+        const mf_weight bi = b ? b[i] : NULL;
+        MIX(c, w[i]), MIX(c, out[i]), MIX(c, bi);
+    }
+    MIX(c, nw), MIX(c, x), MIX(c, rows), MIX(c, res);
+    if (!op_begin_x(c, 2, true)) return;
+    const int k = (int)w[0]->ne[0];
+    bool one = nw >= 2 && nw <= MFC_MAX_SEGS;
+    for (int i = 0; i < nw && one; i++) one = mmvq_ok(c, w[i], rows) && (int)w[i]->ne[0] == k;
+    if (one) {
+        /* one quantization of x and one launch for every product */
+        quant_for(c, x, k, rows, x_fresh(c, x));
+        mfc_mm_seg g[MFC_MAX_SEGS];
+        for (int i = 0; i < nw; i++) g[i] = seg_of(w[i], out[i], b ? b[i] : NULL, i == 0 ? res : NULL);
+        if (c->fuse && nw == 2 && !res && !g[0].b && !g[1].b && g[0].n == g[1].n && g[0].n % 32 == 0) {
+            /* gate/up: held back for the activation that follows */
+            c->pend.kind = PEND_GATE_UP;
+            c->pend.seg[0] = g[0], c->pend.seg[1] = g[1];
+            c->pend.k = k, c->pend.rows = rows;
+            return;
+        }
+        mfc_mmvq_n(c->stream, g, nw, k, &c->q8b[c->q8_i], rows);
+        check(c, "matmul");
+        return;
+    }
     /* one quantization of x serves every product (out[i] never aliases x) */
-    c->q8_x = NULL;
-    for (int i = 0; i < nw; i++) mm(c, w[i], x, rows, out[i], b ? b[i] : NULL, i == 0 ? res : NULL, i == 0);
+    if (x_fresh(c, x)) c->q8_x = NULL;
+    for (int i = 0; i < nw; i++) mm(c, w[i], x, rows, out[i], b ? b[i] : NULL, i == 0 ? res : NULL, false);
 }
 
 static void cu_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *out) {
@@ -359,6 +441,14 @@ static void cu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight
     mf_cuda *c = CU(be);
     MIX(c, type), MIX(c, x), MIX(c, w), MIX(c, b), MIX(c, rows), MIX(c, n), MIX(c, eps), MIX(c, out);
     if (!op_begin(c, 4)) return;
+    if (c->fuse) {
+        /* held back: the product or RoPE that reads it may take it in */
+        c->pend.kind = PEND_NORM;
+        c->pend.layer = type == MF_NORM_LAYER;
+        c->pend.x = x, c->pend.w = wf(w), c->pend.b = wf(b);
+        c->pend.rows = rows, c->pend.n = n, c->pend.eps = eps, c->pend.out = out;
+        return;
+    }
     mfc_norm(c->stream, type == MF_NORM_LAYER, x, wdev(w), wdev(b), rows, n, eps, out);
     check(c, "norm");
 }
@@ -406,7 +496,20 @@ static void cu_gather_out(mf_backend *be, const float *src, int first, int count
 static void cu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const float *up, size_t n, float *out) {
     mf_cuda *c = CU(be);
     MIX(c, act), MIX(c, gate), MIX(c, up), MIX(c, n), MIX(c, out);
-    if (!op_begin(c, 10)) return;
+    if (!op_begin_x(c, 10, true)) return;
+    if (c->pend.kind == PEND_GATE_UP && c->pend.seg[0].out == gate && c->pend.seg[1].out == up &&
+        n == (size_t)c->pend.rows * (size_t)c->pend.seg[0].n && (act == MF_FFN_SWIGLU || act == MF_FFN_GEGLU)) {
+        /* the down product's input is quantized into the other buffer on the way out */
+        const bool q = (size_t)n <= c->q8_cap;
+        if (mfc_mmvq_glu(c->stream, act == MF_FFN_SWIGLU ? 0 : 1, &c->pend.seg[0], &c->pend.seg[1], c->pend.k,
+                         &c->q8b[c->q8_i], c->pend.rows, out, q ? &c->q8b[c->q8_i ^ 1] : NULL)) {
+            c->pend.kind = PEND_NONE;
+            if (q) c->q8_i ^= 1, c->q8_x = out, c->q8_hold = true;
+            check(c, "glu");
+            return;
+        }
+    }
+    flush(c);
     mfc_glu(c->stream, (int)act, gate, up, n, out);
     check(c, "glu");
 }
@@ -414,11 +517,21 @@ static void cu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const flo
 static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf_rope_params *p) {
     mf_cuda *c = CU(be);
     MIX(c, x), MIX(c, n_head), MIX(c, head_dim), MIX(c, *p);
-    if (!op_begin(c, 11)) return;
+    if (!op_begin_x(c, 11, true)) return;
     mfc_rope r = {p->type == MF_ROPE_NEOX, p->n_rot, powf(p->base, -2.0f / (float)p->n_rot), p->freq_scale,
                   p->ext_factor, p->attn_factor, p->corr_dims[0], p->corr_dims[1],
                   p->freq_factors ? (const float *)p->freq_factors->handle : NULL};
-    mfc_rope_apply(c->stream, x, c->step->n_tok, n_head, head_dim, c->sd.pos, &r);
+    const int rows = c->step->n_tok;
+    if (c->pend.kind == PEND_NORM && c->pend.x == x && c->pend.out == x && !c->pend.layer && !c->pend.b &&
+        c->pend.rows == rows * n_head && c->pend.n == head_dim &&
+        mfc_norm_rope(c->stream, x, c->pend.w, rows, n_head, head_dim, c->pend.eps, c->sd.pos, &r)) {
+        /* QK-norm and RoPE of each head in one pass */
+        c->pend.kind = PEND_NONE;
+        check(c, "rope");
+        return;
+    }
+    flush(c);
+    mfc_rope_apply(c->stream, x, rows, n_head, head_dim, c->sd.pos, &r);
     check(c, "rope");
 }
 
@@ -438,8 +551,12 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
                   (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16};
     const bool split = c->att_split > 1 && c->step->n_tok <= ATT_SPLIT_ROWS && p->n_head <= c->att_heads;
+    /* the output projection's int8 input, written by the attention itself */
+    const size_t no = (size_t)c->step->n_tok * (size_t)p->n_head * (size_t)p->head_dim_v;
+    const bool qz = c->fuse && c->mmvq && c->step->n_tok <= 8 && p->head_dim_v % 32 == 0 && no <= c->q8_cap;
     mfc_attention(c->stream, &c->sd, c->step->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1,
-                  split ? c->att_part : NULL);
+                  split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
+    if (qz) c->q8_x = out, c->q8_hold = true;
     check(c, "attention");
 }
 
@@ -555,12 +672,21 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     /* int8 activations for up to 8 rows of the widest input */
     const size_t qn = (size_t)8 * (size_t)(cfg->max_width + 256);
     c->q8_cap = qn;
-    if (cudaMalloc((void **)&c->q8.q, qn) != cudaSuccess || cudaMalloc((void **)&c->q8.d, qn / 32 * 4) != cudaSuccess ||
-        cudaMalloc((void **)&c->q8.s, qn / 32 * 4) != cudaSuccess) {
-        snprintf(why, why_len, "out of device memory for the activation buffers");
-        cudaGetLastError();
-        cu_destroy(&c->base);
-        return NULL;
+    for (int i = 0; i < 2; i++)
+        if (cudaMalloc((void **)&c->q8b[i].q, qn) != cudaSuccess ||
+            cudaMalloc((void **)&c->q8b[i].d, qn / 32 * 4) != cudaSuccess ||
+            cudaMalloc((void **)&c->q8b[i].s, qn / 32 * 4) != cudaSuccess) {
+            snprintf(why, why_len, "out of device memory for the activation buffers");
+            cudaGetLastError();
+            cu_destroy(&c->base);
+            return NULL;
+        }
+    c->fuse = !(getenv("MINFER_CUDA_FUSE") && !mf_env_on("MINFER_CUDA_FUSE"));
+    {
+        struct cudaDeviceProp pr;
+        cudaGetDeviceProperties(&pr, c->device);
+        /* programmatic dependent launch needs sm_90; process-wide (kernels.h) */
+        mfc_pdl_on = pr.major >= 9 && !(getenv("MINFER_CUDA_PDL") && !mf_env_on("MINFER_CUDA_PDL"));
     }
     if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
         snprintf(why, why_len, "cannot create a CUDA stream: %s", cudaGetErrorString(cudaGetLastError()));
@@ -570,13 +696,19 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     if (c->verbose) {
         struct cudaDeviceProp pr;
         cudaGetDeviceProperties(&pr, c->device);
-        mf_log(MF_LOG_INFO, "minfer: cuda backend on %s (sm_%d%d, %d SMs, %.0f GiB), one stream, decode graphs %s\n",
+        mf_log(MF_LOG_INFO,
+               "minfer: cuda backend on %s (sm_%d%d, %d SMs, %.0f GiB), one stream, decode graphs %s, "
+               "programmatic dependent launch %s, fused decode ops %s\n",
                pr.name, pr.major, pr.minor, pr.multiProcessorCount, (double)pr.totalGlobalMem / (1u << 30),
-               c->graphs ? "on" : "off");
+               c->graphs ? "on" : "off", mfc_pdl_on ? "on" : "off (sm_90+, MINFER_CUDA_PDL)",
+               c->fuse ? "on" : "off (MINFER_CUDA_FUSE=0)");
         mf_log(MF_LOG_INFO, "minfer: cuda kernels: up to 8 rows: Q4_K/Q6_K by dp4a over int8 activations%s, other "
                             "types warp-per-row f32; more rows: 128x64 f16 tensor-core tiles%s (F32/BF16: "
                             "64x64 f32 tiles); weights decoded from the file's encoding in all\n",
                c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
+        if (c->fuse)
+            mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, QK-norm+RoPE, "
+                                "gate/up+activation+quantization, attention+quantization\n");
     }
     return &c->base;
 }

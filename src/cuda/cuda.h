@@ -32,9 +32,25 @@ typedef struct mf_cuda {
     int n_bufs;
     /* activations of a decode product quantized to int8 (k_mmvq.cu), and
      * which input they hold (reused across the products of one matmul_n) */
-    mfc_q8 q8;
+    mfc_q8 q8b[2]; /* two, so a kernel can read one and quantize its output into the other */
+    int q8_i;      /* q8b[q8_i] holds the quantization of q8_x */
     const float *q8_x;
-    size_t q8_cap; /* int8 elements q8 holds */
+    size_t q8_cap; /* int8 elements each holds */
+    bool q8_hold;     /* the last op wrote q8_x and its quantization together */
+    bool q8_hold_now; /* q8_hold as the op now running found it */
+    /* one op held back so the next can fuse with it (MINFER_CUDA_FUSE=0:
+     * none): a norm (into norm+quantize, or QK-norm+RoPE), or a gate/up
+     * pair of decode products (into gate/up+activation+quantize) */
+    bool fuse;
+    struct {
+        enum { PEND_NONE, PEND_NORM, PEND_GATE_UP } kind;
+        bool layer;
+        const float *x, *w, *b;
+        int rows, n, k;
+        float eps;
+        float *out;
+        mfc_mm_seg seg[2];
+    } pend;
     bool mmvq; /* MINFER_CUDA_MMVQ=0 takes the f32 path for every type */
     bool tc;   /* MINFER_CUDA_TC=0: prefill on the f32 tiles for every type */
     /* KV cache: per layer, one row per cell in f16 or f32 (k_attn.cu) */

@@ -50,20 +50,24 @@ static void attention_block(mf_context *ctx, const mf_step *st, int il, int n) {
         float *const out[3] = {s->q, s->k, s->v};
         op->matmul_n(be, w, b, 3, s->xn, n, out, NULL);
     }
-    if (L->q_norm) {
-        op->norm(be, MF_NORM_RMS, s->q, L->q_norm, NULL, n * (int)hp->n_head, (int)hp->head_dim_k, hp->norm_eps, s->q);
-        op->norm(be, MF_NORM_RMS, s->k, L->k_norm, NULL, n * (int)hp->n_head_kv, (int)hp->head_dim_k, hp->norm_eps, s->k);
-    }
-    if (m->arch->rope != MF_ROPE_NONE) {
+    /* each of Q and K normed then rotated, so a backend may do the two in
+     * one pass per head */
+    mf_rope_params rp = {0};
+    const bool rope = m->arch->rope != MF_ROPE_NONE;
+    if (rope) {
         /* frequency factors: Llama 3.1's rope_freqs, or Phi-3's long/short
          * pair chosen by whether this context exceeds the trained one */
         mf_weight ff = m->rope_freqs ? m->rope_freqs : ctx->n_ctx > hp->n_ctx_orig ? m->rope_long : m->rope_short;
-        mf_rope_params rp = {m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
-                             ff,
-                             hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
-        op->rope(be, s->q, (int)hp->n_head, (int)hp->head_dim_k, &rp);
-        op->rope(be, s->k, (int)hp->n_head_kv, (int)hp->head_dim_k, &rp);
+        rp = (mf_rope_params){m->arch->rope, (int)hp->n_rot, L->rope_base, L->rope_scale,
+                              ff,
+                              hp->yarn_ext_factor, hp->yarn_attn_factor, {L->yarn_corr[0], L->yarn_corr[1]}};
     }
+    if (L->q_norm)
+        op->norm(be, MF_NORM_RMS, s->q, L->q_norm, NULL, n * (int)hp->n_head, (int)hp->head_dim_k, hp->norm_eps, s->q);
+    if (rope) op->rope(be, s->q, (int)hp->n_head, (int)hp->head_dim_k, &rp);
+    if (L->q_norm)
+        op->norm(be, MF_NORM_RMS, s->k, L->k_norm, NULL, n * (int)hp->n_head_kv, (int)hp->head_dim_k, hp->norm_eps, s->k);
+    if (rope) op->rope(be, s->k, (int)hp->n_head_kv, (int)hp->head_dim_k, &rp);
     op->kv_store(be, il, s->k, s->v);
 
     mf_attn_params ap = {
