@@ -33,7 +33,7 @@ b=$("$bin" lql "$tmp/v" --hnsw --hnsw-m 4 --hnsw-ef 1000 -e 'DESCRIBE "girl" LAY
 err=$("$bin" lql "$tmp/v" --hnsw --hnsw-m 1 -e 'SHOW STATS' 2>&1); rc=$?
 [ $rc = 2 ] && [ "$err" = "minfer lql: --hnsw-m expects an integer in [2, 128], got '1'" ] || die "--hnsw-m 1 ($rc): $err"
 err=$("$bin" vindex audit "$tmp/v" -p x --hnsw-ef 8 2>&1); rc=$?
-[ $rc = 2 ] && [ "$err" = "minfer vindex audit: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw" ] || die "--hnsw-ef without --hnsw ($rc): $err"
+[ $rc = 2 ] && [ "$err" = "minfer vindex audit: --hnsw-m, --hnsw-ef, --hnsw-efc and --hnsw-no-cache need --hnsw" ] || die "--hnsw-ef without --hnsw ($rc): $err"
 "$bin" run -m "$tmp/v" --hnsw -p x 2>/dev/null; [ $? = 2 ] || die "run --hnsw without --ffn walk not refused"
 "$bin" run -m "$tmp/v" --ffn walk --hnsw --hnsw-efc 0 -p x 2>/dev/null; [ $? = 2 ] || die "--hnsw-efc 0 not refused"
 
