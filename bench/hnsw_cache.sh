@@ -9,13 +9,14 @@
 # walk:   `minfer synth --preset qwen2.5-0.5b --type Q8_0` built into an f16
 #         vindex of level inference; `minfer vindex hnsw` times the build of
 #         all 24 graphs; then `minfer run --ffn walk --walk-k K` with and
-#         without --hnsw (graphs mapped from the cache), 3 runs each, and one
+#         without --hnsw (graphs mapped from the cache), RUNS runs each (3), and one
 #         --hnsw run without the cache (graphs built during the run).
 set -e
 bin=${MINFER_BIN:-build/bin/minfer}
 bench=${BENCH_HNSW_CACHE:-build/tests/bench_hnsw_cache}
 vocab=${VOCAB:-../shared/tokenizer/ggml-vocab-qwen2.gguf}
 n=${N_PREDICT:-32}
+runs=${RUNS:-3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/minfer-hnsw-cache.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 what=${*:-random walk}
@@ -41,10 +42,10 @@ for w in $what; do
         rm -f "$tmp/q.gguf"
         "$bin" vindex hnsw "$tmp/q.vindex" -t 2
         for k in 5% 10%; do
-            for r in 1 2 3; do run_walk --ffn walk --walk-k $k; done
-            for r in 1 2 3; do run_walk --ffn walk --walk-k $k --hnsw; done
+            for r in $(seq "$runs"); do run_walk --ffn walk --walk-k $k; done
+            for r in $(seq "$runs"); do run_walk --ffn walk --walk-k $k --hnsw; done
         done
-        for r in 1 2 3; do run_walk; done
+        for r in $(seq "$runs"); do run_walk; done
         run_walk --ffn walk --walk-k 10% --hnsw --hnsw-no-cache
         ;;
     *) echo "hnsw_cache.sh: unknown part '$w' (random, walk)" >&2; exit 2 ;;
