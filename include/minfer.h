@@ -818,7 +818,8 @@ mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_r
  * the walk FFN search a per-layer graph instead of scanning every gate row:
  * approximate (recall below 1), exact when ef >= n_features. A layer's graph
  * is built on its first query (its searches spread over the vindex's
- * threads) or by mf_vindex_hnsw_build; it depends on m, ef_construction and
+ * threads) or by mf_vindex_hnsw_build, or mapped from a cache file
+ * (mf_vindex_hnsw_load, below); it depends on m, ef_construction and
  * mips_transform only, never on the thread count. */
 typedef struct mf_vindex_hnsw_params {
     int32_t m;               /* links per node and level, 2..128 (level 0: 2m); default 16 */

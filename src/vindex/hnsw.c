@@ -40,7 +40,11 @@
  * activations are the top scores, except negative scores whose |act| is
  * small: |silu| <= 0.28 there), then the ef found are re-ranked by the key;
  * a row whose k-th |act| is below what a negative score can reach is not a
- * MIPS any more and is scanned instead (counted in the stats' fallbacks). */
+ * MIPS any more and is scanned instead (counted in the stats' fallbacks).
+ *
+ * The graphs can be saved and mapped back instead of rebuilt (hnsw_file.c);
+ * a mapped graph has no build state (similarities, transform term), so it
+ * is only ever searched. */
 #include "vindex/vindex.h"
 #include "vindex/knn_kern.h"
 #include "vindex/hnsw_int.h"
