@@ -818,7 +818,8 @@ mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_r
  * the walk FFN search a per-layer graph instead of scanning every gate row:
  * approximate (recall below 1), exact when ef >= n_features. A layer's graph
  * is built on its first query (its searches spread over the vindex's
- * threads) or by mf_vindex_hnsw_build; it depends on m, ef_construction and
+ * threads) or by mf_vindex_hnsw_build, or mapped from a cache file
+ * (mf_vindex_hnsw_load, below); it depends on m, ef_construction and
  * mips_transform only, never on the thread count. */
 typedef struct mf_vindex_hnsw_params {
     int32_t m;               /* links per node and level, 2..128 (level 0: 2m); default 16 */
@@ -839,11 +840,31 @@ typedef struct mf_vindex_hnsw_stats {
     int64_t n_links;
     uint64_t evals;          /* gate rows scored by all searches so far */
     uint64_t fallbacks;      /* walk rows scanned in full: their k-th |activation| was in reach of a negative score */
-    size_t bytes;            /* the graph's memory */
-    double build_ms;
+    size_t bytes;            /* the graph's memory (mapped from the cache file when loaded) */
+    double build_ms;         /* 0 when loaded */
+    bool loaded;             /* from a cache file (mf_vindex_hnsw_load), not built here */
 } mf_vindex_hnsw_stats;
 /* The layer's graph (built if need be). */
 mf_status mf_vindex_hnsw_get_stats(mf_vindex *v, int32_t layer, mf_vindex_hnsw_stats *out);
+/* The graph cache (src/vindex/hnsw_file.c): building takes minutes per layer
+ * at 64k features, so the graphs of every layer can be saved in one file
+ * (default DIR/hnsw_m<M>_efc<EFC>.bin, "_mips" before ".bin" with
+ * mips_transform) and mapped back. The file records the parameters, the
+ * build's version and gate_vectors.bin's size and sha256 from index.json;
+ * loading checks its checksum and every count, offset and link, and refuses
+ * (MF_ERR_FORMAT naming the file) a damaged file, one of other parameters
+ * than those set, of another build version, or for other gate vectors.
+ * A loaded graph is the graph a build makes, so every answer is the same.
+ * The default path for params (NULL: those set), malloc'd; NULL on no memory. */
+char     *mf_vindex_hnsw_cache_path(const mf_vindex *v, const mf_vindex_hnsw_params *params);
+/* Builds the layers not built yet (as mf_vindex_hnsw_build(0, n_layer - 1))
+ * and writes the file (path NULL: the default) under a temporary name
+ * renamed into place. The bytes depend on the gates and parameters only. */
+mf_status mf_vindex_hnsw_save(mf_vindex *v, const char *path);
+/* Maps a saved file as the graphs of every layer (those built before are
+ * dropped). path NULL: the default path, where a missing file is no error
+ * (*loaded false, may be NULL); a named path must exist. Needs HNSW set. */
+mf_status mf_vindex_hnsw_load(mf_vindex *v, const char *path, bool *loaded);
 
 /* The tokens feature `feature` of `layer` writes, best first: up to cap
  * (token, score) pairs; returns how many (down_top_k at most), -1 if out of range. */

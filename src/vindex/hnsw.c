@@ -40,9 +40,14 @@
  * activations are the top scores, except negative scores whose |act| is
  * small: |silu| <= 0.28 there), then the ef found are re-ranked by the key;
  * a row whose k-th |act| is below what a negative score can reach is not a
- * MIPS any more and is scanned instead (counted in the stats' fallbacks). */
+ * MIPS any more and is scanned instead (counted in the stats' fallbacks).
+ *
+ * The graphs can be saved and mapped back instead of rebuilt (hnsw_file.c);
+ * a mapped graph has no build state (similarities, transform term), so it
+ * is only ever searched. */
 #include "vindex/vindex.h"
 #include "vindex/knn_kern.h"
+#include "vindex/hnsw_int.h"
 #include "vindex/topk.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -51,21 +56,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HN_MAX_LEVEL 15
 #define HN_MAX_BATCH 64
 #define HN_SEED 0x243f6a8885a308d3ull
-
-struct vx_hnsw {
-    int32_t n, m, m0, max_level, entry;
-    uint8_t *level;     /* [n] */
-    int32_t *link0;     /* [n][1 + m0]: count, then ids */
-    float *sim0;        /* [n][m0]: build similarity of each link (for pruning) */
-    int64_t *up_off;    /* [n]: start in up/up_sim of levels 1.. (each 1 + m slots), -1 if none */
-    int32_t *up;
-    float *up_sim;
-    float *aug;         /* [n] a_i of the transform (0 without mips_transform) */
-    double build_ms;
-};
 
 /* per thread: visit stamps, the candidate max-heap, the result heap, buffers */
 struct vx_hscratch {
@@ -89,6 +81,10 @@ static uint64_t splitmix(uint64_t x) {
 
 void vx_hnsw_free(vx_hnsw *g) {
     if (!g) return;
+    if (g->mapped) {
+        free(g);
+        return;
+    }
     free(g->level), free(g->link0), free(g->sim0), free(g->up_off), free(g->up), free(g->up_sim), free(g->aug);
     free(g);
 }
@@ -106,6 +102,10 @@ void vx_hnsw_release(mf_vindex *v) {
     for (int t = 0; v->hscr && t < v->n_hscr; t++) scratch_free(&v->hscr[t]);
     free(v->hscr);
     v->hscr = NULL, v->n_hscr = 0;
+    /* after the graphs: loaded ones point into it */
+    mf_mapfile_close(&v->hnsw_map);
+    free(v->hnsw_file);
+    v->hnsw_file = NULL;
 }
 
 /* one scratch per pool thread, sized for a layer */
@@ -462,6 +462,7 @@ static mf_status build_layer(mf_vindex *v, int layer, mf_pool *pool, vx_hscratch
         up += (int64_t)lv * (1 + M);
         g->link0[(size_t)j * (1 + g->m0)] = 0;
     }
+    g->n_up = up;
     g->up = malloc((size_t)(up ? up : 1) * sizeof *g->up);
     g->up_sim = malloc((size_t)(up ? up : 1) * sizeof *g->up_sim);
     if (!g->up || !g->up_sim) goto oom;
@@ -578,7 +579,7 @@ mf_status mf_vindex_set_hnsw(mf_vindex *v, const mf_vindex_hnsw_params *p) {
     return MF_OK;
 }
 
-static mf_status need_graphs(mf_vindex *v) {
+mf_status vx_hnsw_need_graphs(mf_vindex *v) {
     if (!v->hnsw && !(v->hnsw = calloc((size_t)v->ix.n_layer, sizeof *v->hnsw)))
         return mf_err(MF_ERR_NOMEM, "out of memory");
     return need_scratch(v);
@@ -600,7 +601,7 @@ mf_status mf_vindex_hnsw_build(mf_vindex *v, int32_t l0, int32_t l1) {
     if (!v->hnsw_on) return mf_err(MF_ERR_INVALID_ARG, "HNSW is not enabled on this vindex");
     if (l0 < 0 || l1 >= v->ix.n_layer || l0 > l1)
         return mf_err(MF_ERR_INVALID_ARG, "layers %d-%d are out of range (0..%d)", l0, l1, v->ix.n_layer - 1);
-    mf_status s = need_graphs(v);
+    mf_status s = vx_hnsw_need_graphs(v);
     if (s) return s;
     if (l0 == l1 || v->n_threads == 1) {
         for (int l = l0; !s && l <= l1; l++)
@@ -631,9 +632,10 @@ mf_status mf_vindex_hnsw_get_stats(mf_vindex *v, int32_t layer, mf_vindex_hnsw_s
         out->n_links += g->link0[(size_t)j * (1 + g->m0)];
         for (int l = 1; l <= g->level[j]; l++) out->n_links += links(g, j, l)[0];
     }
-    int64_t up = 0;
-    for (int32_t j = 0; j < g->n; j++) up += (int64_t)g->level[j] * (1 + g->m);
-    out->bytes = (size_t)g->n * (1 + 4 + 8 + 4 + (1 + g->m0) * 4 + g->m0 * 4) + (size_t)up * 8;
+    out->loaded = g->mapped;
+    /* a mapped graph has only what a search reads: no build similarities, no transform term */
+    out->bytes = g->mapped ? (size_t)g->n * (1 + 8 + (1 + g->m0) * 4) + (size_t)g->n_up * 4
+                           : (size_t)g->n * (1 + 4 + 8 + 4 + (1 + g->m0) * 4 + g->m0 * 4) + (size_t)g->n_up * 8;
     /* nodes level 0 does not reach from the entry (breadth first) */
     vx_hscratch *sc = &v->hscr[0];
     new_epoch(sc);

@@ -1,12 +1,54 @@
 /* verify.c - mf_vindex_verify: the structural checks of mf_vindex_open, then
- * every listed file hashed and compared with index.json. */
+ * every listed file hashed and compared with index.json, then every HNSW
+ * graph cache in the directory (hnsw_*.bin) checked as loading checks it.
+ * The caches are not listed in index.json: they are derived from
+ * gate_vectors.bin (whose sha256 each records), made after the build, may
+ * come and go, and index.json stays as the build wrote it. */
 #include "vindex/vindex.h"
 #include "vindex/sha256.h"
 #include "core/error.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+static bool is_cache_name(const char *n) {
+    const size_t len = strlen(n);
+    return len > 9 && !strncmp(n, "hnsw_", 5) && !strcmp(n + len - 4, ".bin");
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* the caches in name order, so the first error is the same on every file system */
+static mf_status check_caches(const mf_vindex *v, const char *dir, mf_vindex_progress_fn progress, void *ud) {
+    DIR *d = opendir(dir);
+    if (!d) return mf_err(MF_ERR_IO, "%s: cannot list the directory", dir);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    mf_status s = MF_OK;
+    for (struct dirent *e; !s && (e = readdir(d));) {
+        if (!is_cache_name(e->d_name)) continue;
+        if (n == cap) {
+            char **t = realloc(names, (cap = cap ? 2 * cap : 8) * sizeof *names);
+            if (!t) s = mf_err(MF_ERR_NOMEM, "out of memory");
+            else names = t;
+        }
+        if (!s && !(names[n] = strdup(e->d_name))) s = mf_err(MF_ERR_NOMEM, "out of memory");
+        if (!s) n++;
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; !s && i < n; i++) {
+        if (progress) progress(-1, v->ix.n_layer, names[i], ud);
+        char *p = vx_path(dir, names[i]);
+        s = p ? vx_hnsw_file_check(v, p) : mf_err(MF_ERR_NOMEM, "out of memory");
+        free(p);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return s;
+}
 
 mf_status mf_vindex_verify(const char *dir, mf_vindex_progress_fn progress, void *ud) {
     mf_vindex *v;
@@ -27,6 +69,7 @@ mf_status mf_vindex_verify(const char *dir, mf_vindex_progress_fn progress, void
                        fi->sha256);
         free(p);
     }
+    if (!s) s = check_caches(v, dir, progress, ud);
     mf_vindex_free(v);
     return s;
 }

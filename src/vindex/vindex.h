@@ -129,6 +129,8 @@ struct mf_vindex {
     struct vx_hnsw **hnsw;     /* [n_layer], NULL until built */
     struct vx_hscratch *hscr;  /* [n_hscr] per-thread search scratch */
     int n_hscr;
+    mf_mapfile hnsw_map;       /* the cache file the graphs were loaded from (hnsw_file.c), else empty */
+    char *hnsw_file;           /* its path */
 };
 
 /* format.c */
@@ -163,6 +165,9 @@ mf_status vx_hnsw_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k
                       int32_t *feat, float *score);
 /* Frees every graph and the scratch. */
 void vx_hnsw_release(mf_vindex *v);
+/* hnsw_file.c: checks a cache file against this vindex and its own
+ * parameters (what `vindex verify` runs on each hnsw_*.bin). */
+mf_status vx_hnsw_file_check(const mf_vindex *v, const char *path);
 /* overlay.c */
 void vx_overlay_free(mf_vindex *v);
 /* Appends an operation (taking ownership of its vectors and note) to the open

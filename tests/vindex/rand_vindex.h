@@ -1,13 +1,16 @@
 /* rand_vindex.h - writes a browse-level vindex of random gate rows for the
  * KNN benchmarks and tests (no model behind it: down rows and embeddings are
- * zero-filled sparse files, hashes are zeros, so verify refuses it and open
- * accepts it). Rows are uniform in [-0.5, 0.5) times a per-row scale drawn
+ * zero-filled sparse files whose hashes are zeros, so verify refuses it and
+ * open accepts it; gate_vectors.bin's sha256 is the real one, because the
+ * HNSW graph cache is tied to it and the tests need two random vindexes to
+ * differ there). Rows are uniform in [-0.5, 0.5) times a per-row scale drawn
  * from [1 - spread, 1 + spread], so norms differ as real gate rows' do. */
 #ifndef MF_TEST_RAND_VINDEX_H
 #define MF_TEST_RAND_VINDEX_H
 
 #include "minfer.h"
 #include "vindex/vindex.h"
+#include "vindex/sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +71,10 @@ static inline int rand_vindex_write(const char *dir, int n_layer, int F, int E, 
         ix.files[listed[i]].size = sizes[i];
         memset(ix.files[listed[i]].sha256, '0', 64);
     }
+    mf_sha256 h;
+    mf_sha256_init(&h);
+    mf_sha256_update(&h, g, bytes);
+    mf_sha256_final_hex(&h, ix.files[VX_GATE].sha256);
     int ok = rv_write_file(dir, "gate_vectors.bin", g, bytes, 0) && rv_write_file(dir, "down_features.bin", NULL, 0, bytes) &&
              rv_write_file(dir, "embeddings.bin", NULL, 0, (size_t)E * 4) && rv_write_file(dir, "tokenizer.gguf", NULL, 0, 0);
     char *js = vx_index_dump(&ix);

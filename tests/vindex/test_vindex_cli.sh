@@ -1,7 +1,9 @@
 # test_vindex_cli.sh - the vindex commands end to end on stories260K: build
 # (exit 0, summary line), verify ok, run -m DIR equals run -m GGUF (greedy),
 # --ffn walk with every feature equals dense text, so do the walk and DESCRIBE
-# via HNSW with ef >= features, bad --hnsw options exit 2, audit prints a row per
+# via HNSW with ef >= features, bad --hnsw options exit 2, the HNSW graph cache
+# (`vindex hnsw`: thread-independent bytes, verified, mapped with the same
+# text, damaged or truncated refused naming the file), audit prints a row per
 # layer and K, lql -e prints tables and --json objects; an INSERT saved as a
 # patch makes run --patch and the compiled GGUF say the target; bad options exit 2,
 # damaged or foreign directories exit 1 with one line naming the file.
@@ -33,9 +35,33 @@ b=$("$bin" lql "$tmp/v" --hnsw --hnsw-m 4 --hnsw-ef 1000 -e 'DESCRIBE "girl" LAY
 err=$("$bin" lql "$tmp/v" --hnsw --hnsw-m 1 -e 'SHOW STATS' 2>&1); rc=$?
 [ $rc = 2 ] && [ "$err" = "minfer lql: --hnsw-m expects an integer in [2, 128], got '1'" ] || die "--hnsw-m 1 ($rc): $err"
 err=$("$bin" vindex audit "$tmp/v" -p x --hnsw-ef 8 2>&1); rc=$?
-[ $rc = 2 ] && [ "$err" = "minfer vindex audit: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw" ] || die "--hnsw-ef without --hnsw ($rc): $err"
+[ $rc = 2 ] && [ "$err" = "minfer vindex audit: --hnsw-m, --hnsw-ef, --hnsw-efc and --hnsw-no-cache need --hnsw" ] || die "--hnsw-ef without --hnsw ($rc): $err"
 "$bin" run -m "$tmp/v" --hnsw -p x 2>/dev/null; [ $? = 2 ] || die "run --hnsw without --ffn walk not refused"
 "$bin" run -m "$tmp/v" --ffn walk --hnsw --hnsw-efc 0 -p x 2>/dev/null; [ $? = 2 ] || die "--hnsw-efc 0 not refused"
+
+# the HNSW graph cache: saved by `vindex hnsw`, the same bytes on 1 and 2 threads, verified, mapped by
+# --hnsw with the same answers as graphs built in memory; damaged, it is refused by run and verify naming it
+"$bin" vindex hnsw "$tmp/v" --hnsw-m 4 -t 2 2>"$tmp/err" || die "vindex hnsw: $(cat "$tmp/err")"
+grep -q "5 layers x 172 features, M 4, efc 128: built in .* saved $tmp/v/hnsw_m4_efc128.bin" "$tmp/err" || die "vindex hnsw summary: $(cat "$tmp/err")"
+"$bin" vindex hnsw "$tmp/v" --hnsw-m 4 -t 1 -o "$tmp/t1.bin" 2>/dev/null && cmp -s "$tmp/t1.bin" "$tmp/v/hnsw_m4_efc128.bin" || die "vindex hnsw on 1 thread wrote other bytes"
+[ "$("$bin" vindex verify "$tmp/v" 2>&1)" = "$tmp/v: ok" ] || die "verify with an HNSW cache"
+a=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 10% --hnsw --hnsw-m 4 --hnsw-ef 12 -p "Once upon a time" -n 16 --temp 0 -t 2 2>"$tmp/err")
+grep -q "HNSW graphs of 5 layers mapped from $tmp/v/hnsw_m4_efc128.bin" "$tmp/err" || die "run --hnsw did not map the cache: $(cat "$tmp/err")"
+b=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 10% --hnsw --hnsw-m 4 --hnsw-ef 12 --hnsw-no-cache -p "Once upon a time" -n 16 --temp 0 -t 2 2>"$tmp/err")
+grep -q "mapped" "$tmp/err" && die "--hnsw-no-cache mapped the cache"
+[ -n "$a" ] && [ "$a" = "$b" ] || die "walk with the mapped graphs: '$a', built in memory: '$b'"
+"$bin" run -m "$tmp/v" --hnsw-no-cache -p x 2>/dev/null; [ $? = 2 ] || die "--hnsw-no-cache without --hnsw not refused"
+"$bin" vindex hnsw "$tmp/v" --hnsw-m 8 --hnsw-efc 4 2>/dev/null; [ $? = 2 ] || die "vindex hnsw with efc < M not refused with 2"
+cp "$tmp/v/hnsw_m4_efc128.bin" "$tmp/good.bin"
+printf '\001' | dd of="$tmp/v/hnsw_m4_efc128.bin" bs=1 seek=3000 conv=notrunc 2>/dev/null
+err=$("$bin" run -m "$tmp/v" --ffn walk --walk-k 10% --hnsw --hnsw-m 4 -p x -n 1 -t 2 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && [ "$err" = "minfer run: $tmp/v/hnsw_m4_efc128.bin: checksum mismatch: the file is damaged" ] || die "a damaged cache in run ($rc): $err"
+err=$("$bin" vindex verify "$tmp/v" 2>&1); rc=$?
+[ $rc = 1 ] && [ "$err" = "minfer vindex verify: $tmp/v/hnsw_m4_efc128.bin: checksum mismatch: the file is damaged" ] || die "a damaged cache in verify ($rc): $err"
+head -c 2000 "$tmp/good.bin" > "$tmp/v/hnsw_m4_efc128.bin"
+err=$("$bin" vindex verify "$tmp/v" 2>&1); rc=$?
+[ $rc = 1 ] && printf '%s' "$err" | grep -q "hnsw_m4_efc128.bin: 2000 bytes, the header says .* (truncated or extended)" || die "a truncated cache in verify ($rc): $err"
+rm -f "$tmp/v/hnsw_m4_efc128.bin"
 
 out=$("$bin" vindex audit "$tmp/v" -p "Once upon a time there was a dog" --walk-k 10%,100% -t 2) || die "audit exit"
 [ "$(printf '%s\n' "$out" | grep -cE '^ +(18|172) +[0-4] ')" = 10 ] || die "audit rows: $out"

@@ -51,21 +51,27 @@ bool cli_dev_backend(const char *cmd, const cli_dev *d, const char **backend);
 bool cli_dev_check(const char *cmd, const cli_dev *d, const mf_model *m);
 
 /* The optional HNSW gate KNN of a vindex: --hnsw, --hnsw-m M, --hnsw-ef EF,
- * --hnsw-efc N (the last three need --hnsw). */
+ * --hnsw-efc N, --hnsw-no-cache (the others need --hnsw). */
 typedef struct cli_hnsw {
     bool on;
     long m, ef, efc; /* 0: the default */
+    bool no_cache;   /* build in memory even when the vindex has a graph cache for these parameters */
 } cli_hnsw;
-#define CLI_HNSW_INIT {false, 0, 0, 0}
-#define CLI_HNSW_USAGE "  --hnsw                 gate KNN through a per-layer HNSW graph (approximate) instead of brute force\n" \
+#define CLI_HNSW_INIT {false, 0, 0, 0, false}
+#define CLI_HNSW_USAGE "  --hnsw                 gate KNN through a per-layer HNSW graph (approximate) instead of brute force;\n" \
+                       "                         the graphs come from DIR/hnsw_m<M>_efc<N>.bin when `minfer vindex hnsw`\n" \
+                       "                         saved them, else each is built on its layer's first query\n" \
                        "  --hnsw-m M             its links per node (default 16); --hnsw-ef EF its search beam (default 64,\n" \
-                       "                         at least K; EF >= features is exact); --hnsw-efc N its build beam (default 128)\n"
-/* 1: a was --hnsw, 2: a and v were one of the others (the caller skips v),
+                       "                         at least K; EF >= features is exact); --hnsw-efc N its build beam (default 128)\n" \
+                       "  --hnsw-no-cache        build the graphs in memory even when the vindex has them saved\n"
+/* 1: a was --hnsw or --hnsw-no-cache, 2: a and v were one of the others (the caller skips v),
  * 0: not one, -1: bad value (message printed) */
 int cli_hnsw_opt(const char *cmd, const char *a, const char *v, cli_hnsw *h);
 /* false (message printed) for tuning flags without --hnsw: check before loading */
 bool cli_hnsw_check(const char *cmd, const cli_hnsw *h);
-/* Sets the vindex's KNN as asked; false (message printed) on a bad combination. */
+/* Sets the vindex's KNN as asked and maps its graph cache if there is one
+ * (a line on stderr says which; without one, a line says how to make it);
+ * false (message printed) on a bad combination or a cache refused. */
 bool cli_hnsw_apply(const char *cmd, const cli_hnsw *h, mf_vindex *v);
 
 /* Reads all of stdin (for prompts), a file, or an open stream, NUL-terminated;

@@ -1,5 +1,6 @@
 /* cli_util.c - option value parsing shared by the subcommands. */
 #include "cli.h"
+#include "core/timer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -150,6 +151,10 @@ int cli_hnsw_opt(const char *cmd, const char *a, const char *v, cli_hnsw *h) {
         h->on = true;
         return 1;
     }
+    if (!strcmp(a, "--hnsw-no-cache")) {
+        h->no_cache = true;
+        return 1;
+    }
     long *dst = !strcmp(a, "--hnsw-m") ? &h->m : !strcmp(a, "--hnsw-ef") ? &h->ef : !strcmp(a, "--hnsw-efc") ? &h->efc : NULL;
     if (!dst) return 0;
     const long lo = dst == &h->m ? 2 : 1, hi = dst == &h->m ? 128 : dst == &h->ef ? 1L << 24 : 4096;
@@ -157,8 +162,8 @@ int cli_hnsw_opt(const char *cmd, const char *a, const char *v, cli_hnsw *h) {
 }
 
 bool cli_hnsw_check(const char *cmd, const cli_hnsw *h) {
-    if (!h->on && (h->m || h->ef || h->efc)) {
-        fprintf(stderr, "minfer %s: --hnsw-m, --hnsw-ef and --hnsw-efc need --hnsw\n", cmd);
+    if (!h->on && (h->m || h->ef || h->efc || h->no_cache)) {
+        fprintf(stderr, "minfer %s: --hnsw-m, --hnsw-ef, --hnsw-efc and --hnsw-no-cache need --hnsw\n", cmd);
         return false;
     }
     return true;
@@ -175,5 +180,24 @@ bool cli_hnsw_apply(const char *cmd, const cli_hnsw *h, mf_vindex *v) {
         fprintf(stderr, "minfer %s: %s\n", cmd, mf_last_error());
         return false;
     }
+    if (h->no_cache) return true;
+    char *path = mf_vindex_hnsw_cache_path(v, NULL);
+    bool loaded = false;
+    const double t0 = mf_now();
+    /* a cache that is there but refused is an error, not a silent rebuild */
+    if (!path || mf_vindex_hnsw_load(v, NULL, &loaded)) {
+        fprintf(stderr, "minfer %s: %s\n", cmd, path ? mf_last_error() : "out of memory");
+        free(path);
+        return false;
+    }
+    mf_vindex_info vi;
+    mf_vindex_get_info(v, &vi);
+    if (loaded)
+        fprintf(stderr, "minfer %s: HNSW graphs of %d layers mapped from %s (%.1f ms)\n", cmd, vi.n_layer, path,
+                (mf_now() - t0) * 1e3);
+    else
+        fprintf(stderr, "minfer %s: no %s: each layer's HNSW graph is built on its first query "
+                        "(`minfer vindex hnsw` saves them)\n", cmd, path);
+    free(path);
     return true;
 }

@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: minfer lql DIR [-e 'STATEMENT; ...'] [-f FILE.lql] [--json] [-t N]\n"
-               "                 [--hnsw [--hnsw-m M] [--hnsw-ef EF] [--hnsw-efc N]]\n"
+               "                 [--hnsw [--hnsw-m M] [--hnsw-ef EF] [--hnsw-efc N] [--hnsw-no-cache]]\n"
                CLI_HNSW_USAGE
                "  statements (keywords in any case; ';' separates them; -- comments):\n"
                "    DESCRIBE \"entity\" [AT LAYER n | LAYERS a-b] [TOP k]   features the entity's embedding activates\n"

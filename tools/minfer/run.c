@@ -52,8 +52,9 @@ static void usage(FILE *f) {
             "  --vindex DIR           the vindex for --ffn walk (default: -m when it names a vindex directory)\n"
             "  --patch FILE.vlp       apply a vindex patch (deleted, inserted, rewritten features): to the walk\n"
             "                         FFN, or without --ffn walk to the model's own dense FFN (-m or --vindex DIR)\n"
-            "  --hnsw, --hnsw-m M, --hnsw-ef EF, --hnsw-efc N\n"
-            "                         --ffn walk's top-K through per-layer HNSW graphs (approximate; built on first\n"
+            "  --hnsw, --hnsw-m M, --hnsw-ef EF, --hnsw-efc N, --hnsw-no-cache\n"
+            "                         --ffn walk's top-K through per-layer HNSW graphs (approximate; mapped from the\n"
+            "                         vindex's hnsw_m<M>_efc<N>.bin if `minfer vindex hnsw` saved it, else built on first\n"
             "                         use; M links per node, default 16; beam EF, default 64, at least K; build beam N)\n"
             "Prefill and decode speed go to stderr at the end; MINFER_TIMING=1 adds per-token times.\n"
             "\n"
@@ -292,7 +293,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     }
     if (!o->model_path) { fprintf(stderr, "minfer run: no model given (-m FILE)\n"); return 2; }
     if (o->walk_k && !o->walk) { fprintf(stderr, "minfer run: --walk-k needs --ffn walk\n"); return 2; }
-    if ((o->hnsw.on || o->hnsw.m || o->hnsw.ef || o->hnsw.efc) && !o->walk) {
+    if ((o->hnsw.on || o->hnsw.m || o->hnsw.ef || o->hnsw.efc || o->hnsw.no_cache) && !o->walk) {
         fprintf(stderr, "minfer run: --hnsw and its options need --ffn walk\n");
         return 2;
     }

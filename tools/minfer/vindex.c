@@ -1,6 +1,6 @@
-/* vindex.c - `minfer vindex build|verify|info|audit`: make a vindex from a
- * GGUF model, check one, describe one, and measure the walk FFN against the
- * dense one (audit.c). */
+/* vindex.c - `minfer vindex build|verify|info|audit|hnsw`: make a vindex from a
+ * GGUF model, check one, describe one, measure the walk FFN against the
+ * dense one (audit.c), save its HNSW graphs (vindex_hnsw.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +15,21 @@ static void usage(FILE *f) {
             "                         [--down-top-k K] [-t N]\n"
             "       minfer vindex verify DIR\n"
             "       minfer vindex info DIR\n"
+            "       minfer vindex hnsw DIR [--hnsw-m M] [--hnsw-efc N] [-t N] [-o FILE]\n"
             "       minfer vindex audit DIR [-f prompts.txt | -p TEXT] --walk-k K[,K...|%%] [-t N]\n"
-            "                         [--hnsw [--hnsw-m M] [--hnsw-ef EF] [--hnsw-efc N]]\n"
+            "                         [--hnsw [--hnsw-m M] [--hnsw-ef EF] [--hnsw-efc N] [--hnsw-no-cache]]\n"
             "  build   write the FFN of every layer as features: gate rows, the down projection feature-major,\n"
             "          the tokens each down vector writes (top K, default 10; 0 = none), embeddings, tokenizer;\n"
             "          --level inference (or all) adds the up rows and the model's weights so DIR runs the model\n"
             "          (minfer run -m DIR). --gate is the type of the gate/up/down copies (default f32).\n"
-            "  verify  check index.json and every file's size and sha256\n"
+            "  verify  check index.json and every file's size and sha256, and every HNSW cache (hnsw_*.bin)\n"
             "  info    print what the vindex holds\n"
             "  audit   per layer, cosine and relative L2 of the walk FFN's output against the dense FFN's,\n"
             "          and top-1 / top-5 agreement of the final logits, for each K (a count or N%% of features)\n"
+            "  hnsw    build every layer's HNSW gate graph (M links per node, default 16; build beam N, default\n"
+            "          128; -t threads, one layer each) and save them in DIR/hnsw_m<M>_efc<N>.bin (or FILE), which\n"
+            "          --hnsw with the same M and N then maps instead of building; the file is tied to the gate\n"
+            "          vectors it indexes and refused for others, damaged, or of other parameters\n"
             CLI_HNSW_USAGE);
 }
 
@@ -140,6 +145,7 @@ static int cmd_vinfo(int argc, char **argv) {
 }
 
 int cmd_vindex_audit(int argc, char **argv);
+int cmd_vindex_hnsw(int argc, char **argv);
 
 int cmd_vindex(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -155,6 +161,7 @@ int cmd_vindex(int argc, char **argv) {
     if (!strcmp(argv[1], "verify")) return cmd_vverify(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_vinfo(argc - 1, argv + 1);
     if (!strcmp(argv[1], "audit")) return cmd_vindex_audit(argc - 1, argv + 1);
-    fprintf(stderr, "minfer vindex: unknown subcommand '%s' (build, verify, info, audit)\n", argv[1]);
+    if (!strcmp(argv[1], "hnsw")) return cmd_vindex_hnsw(argc - 1, argv + 1);
+    fprintf(stderr, "minfer vindex: unknown subcommand '%s' (build, verify, info, audit, hnsw)\n", argv[1]);
     return 2;
 }
