@@ -35,6 +35,7 @@
 #define MF_GEMM_PACK_ONLY 1
 /* the packers of types without a tile kernel stay unused here */
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include <stdlib.h>
 #include "cpu/kern/gemm/gemm_kern.h"
 
 /* ---- tile configurations ---- */
@@ -282,6 +283,8 @@ AMX_KIND_MT("q5_K", q5k)
 AMX_KIND_MT("q2_K", q2k)
 
 static void register_amx(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt) {
+    const char *pf = getenv("MINFER_AMX_PF");
+    if (pf && *pf >= '0' && *pf <= '2') amx_pf = *pf - '0';
     tab[MF_TYPE_Q4_K] = &amx_kind_q4k;
     tab[MF_TYPE_Q5_K] = &amx_kind_q5k;
     tab[MF_TYPE_Q6_K] = &amx_kind_q6k;

@@ -36,6 +36,10 @@
 /* token tiles per call at most (f[] on the stack: 2 KiB each) */
 #define AMX_TB 8
 
+/* software prefetch level: 0 none, 1 the next super-block's B (default),
+ * 2 also the next job's A; MINFER_AMX_PF, read once at registration */
+static int amx_pf = 1;
+
 /* mins plane B tiles of one panel's super-block: step s (columns 4s..4s+3)
  * holds each row's min of the sub-block of s in all 4 bytes. The min
  * records are int16 pairs (sub-blocks 2m, 2m + 1) per row: bytes 0 / 2 of
@@ -140,13 +144,12 @@ AI void amx_kq_finish(const uint8_t *w, const uint8_t *ts, const int32_t *lo, co
                     amx_kq_finish(panels + (size_t)q * pb + (size_t)sbp * SBF, tsp, c[2 * q], c[2 * q + 1], NULL, \
                                   4 * (kk), f[jp][q], NPL, NMIN, MIN_T, 0);                                      \
         }                                                                                                        \
-        if (live && sb + 1 < nsb)                                                                                \
-            for (int i = 0, l0 = (jj * 4 + (kk)) * pf_lines; i < pf_lines && l0 + i < 2 * sbl; i++) {            \
-                const int l = l0 + i;                                                                            \
-                _mm_prefetch((const char *)(panels + (size_t)(l >= sbl) * pb + (size_t)(sb + 1) * SBF +           \
-                                            (size_t)(l % sbl) * 64),                                             \
-                             _MM_HINT_T0);                                                                       \
-            }                                                                                                    \
+        if (pf_b && live && sb + 1 < nsb) {                                                                       \
+            const uint8_t *pq = panels + (size_t)((kk) & 1) * pb + (size_t)(sb + 1) * SBF;                        \
+            const int l0 = jj * pf_job + ((kk) >> 1) * pf_half;                                                  \
+            const int l1 = l0 + pf_half < sbl ? l0 + pf_half : sbl;                                              \
+            for (int l = l0; l < l1; l++) _mm_prefetch((const char *)(pq + (size_t)l * 64), _MM_HINT_T0);        \
+        }                                                                                                        \
         if (an)                                                                                                  \
             for (int i = 0; i < 16; i++) _mm_prefetch((const char *)(an + (size_t)(kk) * 1024 + 64 * i), _MM_HINT_T0); \
     } while (0)
@@ -160,8 +163,14 @@ AI void amx_kq(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb
     const size_t a_off = (size_t)nsb * tsb; /* the token-major quants after the plain tile */
     const int PJ = MT ? 2 : 1, njobs = ntiles * PJ;
     const int64_t total = nsb * njobs;
+    /* prefetches (amx_pf, MINFER_AMX_PF): the next super-block's lines of
+     * each panel spread over this super-block's jobs (phases 0/2 panel 0,
+     * 1/3 panel 1), and with 2 the next job's A tile. They cost vector-side
+     * instructions (measured without tiles: 100 per job took the vector half
+     * from ~800 to ~530 GFLOP/s), so the B share is kept to what L1 needs. */
     const int sbl = (int)(SBF / 64); /* cache lines of one panel's super-block */
-    const int pf_lines = (2 * sbl + 4 * njobs - 1) / (4 * njobs);
+    const int pf_job = (sbl + njobs - 1) / njobs, pf_half = (pf_job + 1) / 2;
+    const int pf_b = amx_pf >= 1, pf_a = amx_pf >= 2;
     _Alignas(64) float f[AMX_TB][2][MF_TAMX_NT * 16];
     _Alignas(64) int32_t cb[2][4][16 * 16];
     _Alignas(64) uint8_t mb[2][MT ? 4096 : 64];
@@ -181,7 +190,7 @@ AI void amx_kq(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb
         /* the next job's A tile, where it is another tile's (MT: every other job) */
         const int64_t Jn = J + 1;
         const uint8_t *an = NULL;
-        if (Jn < total && (!MT || (Jn % njobs) % 2 == 0)) {
+        if (pf_a && Jn < total && (!MT || (Jn % njobs) % 2 == 0)) {
             const int jn = (int)(Jn % njobs) / PJ;
             an = tiles + (size_t)jn * tb + a_off + (size_t)(Jn / njobs) * MF_TAMX_SB_BYTES;
         }
