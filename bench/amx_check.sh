@@ -70,4 +70,6 @@ for th in 2 8; do
         done
     done
 done
+say "pp512, -t 8, MINFER_AMX=1, 1 MiB chunks (MINFER_GEMM_CHUNK_KB=1024: the activation blocks reused over more weight groups)"
+MINFER_AMX=1 MINFER_GEMM_CHUNK_KB=1024 "$B"/bin/minfer bench -m "$F" -p 512 -n 0 -r 2 -t 8 --no-bandwidth 2>&1 | grep -E 'pp512'
 say "done"
