@@ -175,6 +175,24 @@ static void gemm_chunk(matmul_task *t, int wi, long c0, long c1, uint8_t *panels
             g->pack(src, w_row, n, k, panels + (size_t)(u - c0) * group + (size_t)p * pb);
         }
     }
+    if (g->kernel_tiles) {
+        /* tile blocks outside, groups inside: the block's activations stay in
+         * L2 across the chunk's groups, and within a call each weight tile
+         * is loaded once for all the block's tokens (gemm_amx_kq.h) */
+        const int tpc = g->tiles_per_call > 0 ? g->tiles_per_call : 1;
+        for (int i0 = 0; i0 < ts->ntiles; i0 += tpc) {
+            const int n = ts->ntiles - i0 < tpc ? ts->ntiles - i0 : tpc;
+            const int tok0 = i0 * ts->nt;
+            const int ntok = t->rows - tok0 < n * ts->nt ? t->rows - tok0 : n * ts->nt;
+            for (long u = c0; u < c1; u++) {
+                const long r0 = u * g->rows_per_call;
+                const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+                g->kernel_tiles(panels + (size_t)(u - c0) * group, pb, ts->base + (size_t)i0 * ts->bytes, ts->bytes, n,
+                                k, t->out[wi] + (size_t)tok0 * n_out + r0, (size_t)n_out, nrows, ntok);
+            }
+        }
+        return;
+    }
     for (int i = 0; i < ts->ntiles; i++) {
         const int tok0 = i * ts->nt;
         const int ntok = t->rows - tok0 < ts->nt ? t->rows - tok0 : ts->nt;

@@ -49,12 +49,14 @@ int main(int argc, char **argv) {
         printf("bench_amx_vec: needs AVX-512 VNNI\n");
         return 0;
     }
+    const char *pf = getenv("MINFER_AMX_PF"); /* register_amx's reading of it (not called here) */
+    if (pf && *pf >= '0' && *pf <= '2') amx_pf = *pf - '0';
     const int64_t k = argc > 3 ? atoll(argv[1]) : 2048, n_out = argc > 3 ? atoll(argv[2]) : 2048;
     const int tok = argc > 3 ? atoi(argv[3]) : 64;
-    const mf_gemm_kind *kinds[] = {&amx_kind_q4k, &amx_kind_q6k, &amx_kind_q8_0};
-    const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0};
+    const mf_gemm_kind *kinds[] = {&amx_kind_q4k, &amx_kind_mt_q4k, &amx_kind_q6k, &amx_kind_q8_0};
+    const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0};
     qrand r = {7};
-    for (int ki = 0; ki < 3; ki++) {
+    for (int ki = 0; ki < 4; ki++) {
         const mf_gemm_kind *g = kinds[ki];
         const size_t rb = mf_row_size(types[ki], k);
         uint8_t *w = calloc(rb, (size_t)n_out);
@@ -70,8 +72,15 @@ int main(int argc, char **argv) {
                                tiles + (size_t)i * tb);
         for (int p = 0; p < npan; p++) g->pack(w, rb, 16, k, panels + (size_t)p * pb);
         const double t0 = now_cpu();
-        for (int64_t r0 = 0; r0 < n_out; r0 += g->rows_per_call)
-            for (int i = 0; i < ntiles; i++) g->kernel(panels, pb, tiles + (size_t)i * tb, k, out + (size_t)i * 16 * n_out + r0, (size_t)n_out, g->rows_per_call, 16);
+        /* the matmul's order: blocks of tiles_per_call tiles, every group per block */
+        const int step = g->kernel_tiles ? g->tiles_per_call : 1;
+        for (int i = 0; i < ntiles; i += step)
+            for (int64_t r0 = 0; r0 < n_out; r0 += g->rows_per_call) {
+                const int nb = ntiles - i < step ? ntiles - i : step;
+                float *o = out + (size_t)i * 16 * n_out + r0;
+                if (g->kernel_tiles) g->kernel_tiles(panels, pb, tiles + (size_t)i * tb, tb, nb, k, o, (size_t)n_out, g->rows_per_call, 16 * nb);
+                else g->kernel(panels, pb, tiles + (size_t)i * tb, k, o, (size_t)n_out, g->rows_per_call, 16);
+            }
         const double dt = now_cpu() - t0;
         printf("%-26s alone: %.1f GFLOP/s equivalent (k %lld, %lld rows, %d tokens)\n", g->name,
                2.0 * k * n_out * tok / dt * 1e-9, (long long)k, (long long)n_out, tok);

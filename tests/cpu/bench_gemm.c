@@ -7,7 +7,10 @@
  *   bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p]
  *     default: the 896 x 4864 and 2048 x 8192 weights (k x n_out) against 512
  *     tokens, all types; -p: only the peaks; -K: also the VNNI and AMX kernels
- *     alone in two loop orders (kernel_only).
+ *     (and the AMX tile-mins variant) alone in two loop orders, and the
+ *     AMX kernels in the matmul's order of many-tile calls (kernel_only);
+ *     -E: those AMX kernels over the C model of the tiles (checks the
+ *     benchmark runs on a CPU without AMX; the figures mean nothing).
  *
  * Columns: the scalar reference vec_dot (quant/ref_*.c, on 4 tokens) and
  * the live level's vec_dot, each one vec_dot per output after converting the
@@ -169,9 +172,14 @@ static double time_gemm(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
             g->pack(n ? w + (size_t)(r0 + p * g->panel_rows) * rb : w, rb, n, k, panels + (size_t)p * pb);
         }
         t_pack += now_cpu() - tp;
-        for (int i = 0; i < ntiles; i++) {
-            const int n = tok - i * g->nt < g->nt ? tok - i * g->nt : g->nt;
-            g->kernel(panels, pb, tiles + (size_t)i * tb, k, out + (size_t)i * g->nt * n_out + r0, (size_t)n_out, nrows, n);
+        /* many-tile kinds: as the matmul calls them, tiles_per_call at a time */
+        const int step = g->kernel_tiles ? g->tiles_per_call : 1;
+        for (int i = 0; i < ntiles; i += step) {
+            const int nb = ntiles - i < step ? ntiles - i : step;
+            const int n = tok - i * g->nt < nb * g->nt ? tok - i * g->nt : nb * g->nt;
+            float *o = out + (size_t)i * g->nt * n_out + r0;
+            if (g->kernel_tiles) g->kernel_tiles(panels, pb, tiles + (size_t)i * tb, tb, nb, k, o, (size_t)n_out, nrows, n);
+            else g->kernel(panels, pb, tiles + (size_t)i * tb, k, o, (size_t)n_out, nrows, n);
         }
     }
     const double dt = now_cpu() - t0;
@@ -221,11 +229,30 @@ static void kernel_only(const mf_gemm_kind *g, mf_type t, const uint8_t *w, int6
         dt[order] = now_cpu() - t0;
     }
     const double flop = 2.0 * (double)k * (double)n_out * tok;
-    printf("  kernel only, %s: %.1f GFLOP/s rows-outer (panels %.0f KiB per group), %.1f tiles-outer\n", g->name,
-           flop / dt[0] * 1e-9, gb / 1024.0, flop / dt[1] * 1e-9);
+    /* kinds with a many-tile kernel: as the matmul drives them, blocks of
+     * tiles_per_call tiles outside, groups inside, one call per (block, group) */
+    double dtb = 0;
+    if (g->kernel_tiles) {
+        const double t0 = now_cpu();
+        for (int i0 = 0; i0 < ntiles; i0 += g->tiles_per_call) {
+            const int nb = ntiles - i0 < g->tiles_per_call ? ntiles - i0 : g->tiles_per_call;
+            const int ntok = tok - i0 * g->nt < nb * g->nt ? tok - i0 * g->nt : nb * g->nt;
+            for (int64_t u = 0; u < ngroups; u++) {
+                const int64_t r0 = u * g->rows_per_call;
+                const int nrows = (int)(n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call);
+                g->kernel_tiles(panels + (size_t)u * gb, pb, tiles + (size_t)i0 * tb, tb, nb, k,
+                                out + (size_t)i0 * g->nt * n_out + r0, (size_t)n_out, nrows, ntok);
+            }
+        }
+        dtb = now_cpu() - t0;
+    }
+    char blk[96] = "";
+    if (dtb > 0) snprintf(blk, sizeof blk, ", %.1f %d-tile calls (the matmul's order)", flop / dtb * 1e-9, g->tiles_per_call);
+    printf("  kernel only, %s: %.1f GFLOP/s rows-outer (panels %.0f KiB per group), %.1f tiles-outer%s\n", g->name,
+           flop / dt[0] * 1e-9, gb / 1024.0, flop / dt[1] * 1e-9, blk);
     free(tiles), free(tmp), free(panels);
 }
-static int g_kernel_only;
+static int g_kernel_only, g_emulated;
 
 static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, qrand *r) {
     const mf_type_traits *tr = level_traits(t);
@@ -282,9 +309,14 @@ static void bench_shape(mf_type t, int64_t k, int64_t n_out, int tok, int reps, 
     be->ops->destroy(be);
     snprintf(line + len, sizeof line - (size_t)len, " %7.1f |", flop / best * 1e-9);
     puts(line);
+    /* -K: the VNNI kernel, the AMX kernel and its tile-mins variant; with
+     * -E the AMX ones over the C model of the tiles (slow: a check of the
+     * benchmark itself on CPUs without AMX, not a figure) */
     if (g_kernel_only)
-        for (int l = 2; l < 4; l++) {
-            const mf_gemm_kind *g = l == 2 ? mf_gemm_get_level(t, MF_CPU_AVX512_VNNI) : mf_gemm_get_amx(t, 0);
+        for (int l = 2; l < 5; l++) {
+            const mf_gemm_kind *g = l == 2   ? mf_gemm_get_level(t, MF_CPU_AVX512_VNNI)
+                                    : l == 3 ? mf_gemm_get_amx(t, g_emulated)
+                                             : mf_gemm_get_amx_mt(t, g_emulated);
             if (g && k % g->k_multiple == 0) kernel_only(g, t, w, k, n_out, x, tok, out);
         }
     fflush(stdout);
@@ -303,8 +335,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-p")) peaks_only = 1;
         else if (!strcmp(argv[i], "-K")) g_kernel_only = 1;
+        else if (!strcmp(argv[i], "-E")) g_emulated = 1;
         else {
-            fprintf(stderr, "usage: bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p] [-K]\n");
+            fprintf(stderr, "usage: bench_gemm [-k K] [-n N_OUT] [-t TOKENS] [-r REPS] [-T TYPE] [-p] [-K] [-E]\n");
             return 2;
         }
     }

@@ -96,14 +96,18 @@ static void make_acts(qrand *r, int amode, int64_t k, int ntok, float *x) {
 }
 
 /* columns of g_checked: the three levels, then the AMX kernels over the C
- * model of the tile instructions, then on the tile instructions */
-#define N_KINDS 5
+ * model of the tile instructions, then on the tile instructions, then the
+ * tile-mins variants (mins as a third tile plane) the same two ways */
+#define N_KINDS 7
 static int g_checked[N_TYPES][N_KINDS];
-static const char *const k_kind_names[N_KINDS] = {"AVX2", "AVX-512", "AVX-512 VNNI", "AMX (emulated)", "AMX"};
+static const char *const k_kind_names[N_KINDS] = {"AVX2", "AVX-512", "AVX-512 VNNI", "AMX (emulated)", "AMX",
+                                                  "AMX tmin (emu)", "AMX tmin"};
+static int is_amx(int li) { return li >= 3; }
+static int is_emulated(int li) { return li == 3 || li == 5; }
 
 static const mf_gemm_kind *kind_of(mf_type t, int li) {
     if (li < 3) return mf_gemm_get_level(t, k_levels[li]);
-    return mf_gemm_get_amx(t, li == 3);
+    return li < 5 ? mf_gemm_get_amx(t, is_emulated(li)) : mf_gemm_get_amx_mt(t, is_emulated(li));
 }
 
 /* The kernel of (type, level) on n_out rows x ntok tokens against the
@@ -156,10 +160,32 @@ static int kernel_case(int ti, int li, int64_t k, int n_out, int ntok, int wmode
             g->kernel(panels, pb, tiles + (size_t)i * tb, k, got + (size_t)i * g->nt * ldo + r0, ldo, nrows, n);
         }
     }
+    /* kinds that take several token tiles per call: all of them in one call
+     * (the kernel splits them into blocks of its own), into a second buffer */
+    float *got2 = NULL;
+    if (g->kernel_tiles) {
+        got2 = malloc(sizeof(float) * ldo * (size_t)ntok);
+        for (size_t i = 0; i < ldo * (size_t)ntok; i++) got2[i] = sentinel;
+        for (int r0 = 0; r0 < n_out; r0 += g->rows_per_call) {
+            const int nrows = n_out - r0 < g->rows_per_call ? n_out - r0 : g->rows_per_call;
+            for (int p = 0; p < npan; p++) {
+                int n = nrows - p * g->panel_rows;
+                n = n < 0 ? 0 : n > g->panel_rows ? g->panel_rows : n;
+                g->pack(n ? w + (size_t)(r0 + p * g->panel_rows) * wrb : w, wrb, n, k, panels + (size_t)p * pb);
+            }
+            g->kernel_tiles(panels, pb, tiles, tb, ntiles, k, got2 + r0, ldo, nrows, ntok);
+        }
+    }
     int bad = 0;
     for (int j = 0; j < ntok; j++) {
         for (int i = 0; i < n_out; i++) {
             const float a = want[(size_t)j * n_out + i], b = got[(size_t)j * ldo + i];
+            if (got2 && memcmp(&got2[(size_t)j * ldo + i], &a, 4)) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s (%d tiles per call): k %lld, %d x %d: row %d token %d: gemm %.9g, vec_dot %.9g\n",
+                            g->name, ntiles, (long long)k, n_out, ntok, i, j, got2[(size_t)j * ldo + i], a);
+                bad++;
+            }
             if (memcmp(&a, &b, 4)) {
                 if (bad < 3)
                     fprintf(stderr, "  %s: k %lld, %d x %d, w%d a%d: row %d token %d: gemm %.9g, vec_dot %.9g\n", g->name,
@@ -167,12 +193,13 @@ static int kernel_case(int ti, int li, int64_t k, int n_out, int ntok, int wmode
                 bad++;
             }
         }
-        for (size_t i = (size_t)n_out; i < ldo; i++) bad += got[(size_t)j * ldo + i] != sentinel;
+        for (size_t i = (size_t)n_out; i < ldo; i++)
+            bad += got[(size_t)j * ldo + i] != sentinel || (got2 && got2[(size_t)j * ldo + i] != sentinel);
     }
     CHECK(!bad, "%s: k %lld, %d rows x %d tokens, weights %d, acts %d: %d outputs differ", g->name, (long long)k, n_out,
           ntok, wmode, amode, bad);
     g_checked[ti][li]++;
-    free(w), free(x), free(xq), free(want), free(got), free(tiles), free(tmp), free(panels);
+    free(w), free(x), free(xq), free(want), free(got), free(got2), free(tiles), free(tmp), free(panels);
     return bad;
 }
 
@@ -197,6 +224,16 @@ static void kernel_tests(void) {
                     kernel_case(ti, li, ks[ki], shapes[si][0], shapes[si][1], (ki + si) % 2 ? W_RAW : W_QUANT,
                                 (ki + si) % 3 ? A_GAUSS : A_HEAVY, &r);
                 }
+            /* the AMX kinds take up to 8 token tiles per call: token counts
+             * past one block and not multiples of 16, one and several
+             * panel groups (rows 16, 32, 48, 72), short and long rows */
+            if (is_amx(li) && blk == QK_K) {
+                static const int ashapes[][2] = {{16, 16}, {32, 31}, {48, 129}, {72, 140}, {5, 100}};
+                for (int ki = 0; ki < 3; ki++)
+                    for (int si = 0; si < 5; si++)
+                        kernel_case(ti, li, ks[ki], ashapes[si][0], ashapes[si][1], (ki + si) % 2 ? W_RAW : W_QUANT,
+                                    (ki + si) % 3 ? A_GAUSS : A_HEAVY, &r);
+            }
             /* extremes of levels and activations */
             const int64_t k = blk == QK_K ? 512 : blk == 32 ? 288 : 256;
             for (int wm = W_MAX; wm <= W_ZERO; wm++)
@@ -206,9 +243,10 @@ static void kernel_tests(void) {
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int li = 0; li < N_KINDS; li++) {
             if (li < 3 && k_levels[li] > mf_cpu_level_supported()) printf("note: %s level absent on this CPU, skipped\n", k_kind_names[li]);
-            else if (li == 3 && mf_cpu_level_supported() < MF_CPU_AVX512_VNNI)
+            else if (is_emulated(li) && mf_cpu_level_supported() < MF_CPU_AVX512_VNNI)
                 printf("note: AMX model needs AVX-512 VNNI, skipped\n");
-            else if (li == 4 && !mf_amx_init()) printf("note: AMX kernels not run (%s)\n", mf_amx_note());
+            else if (is_amx(li) && !is_emulated(li) && !mf_amx_init())
+                printf("note: %s kernels not run (%s)\n", k_kind_names[li], mf_amx_note());
             else if (!g_checked[ti][li])
                 printf("note: no %s GEMM at %s (vec_dot)\n", mf_type_name(k_types[ti]), k_kind_names[li]);
             else printf("%-7s %-14s %3d kernel cases bitwise equal\n", mf_type_name(k_types[ti]), k_kind_names[li],
@@ -474,8 +512,43 @@ static void x16_tests(void) {
     x16_case(big, 2, 4864, nbig, &r);
 }
 
-int main(void) {
+/* With the AMX kinds in the matmul (MINFER_AMX_EMULATE: the C model of the
+ * tiles where the CPU has none): batches of several token-tile blocks per
+ * call (> 128 tokens), partial tiles and groups, at 1-3 threads. */
+static void amx_matmul_tests(void) {
+    qrand r = {4242};
+    const mf_type kq[] = {MF_TYPE_Q4_K, MF_TYPE_Q2_K, MF_TYPE_Q6_K};
+    const int nkq[] = {70, 33, 48};
+    matmul_case(kq, 3, 512, nkq, 150, &r);
+    const mf_type k5[] = {MF_TYPE_Q5_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_XS};
+    const int nk5[] = {40, 17, 32};
+    matmul_case(k5, 3, 768, nk5, 33, &r);
+    const mf_type b32[] = {MF_TYPE_Q8_0, MF_TYPE_Q4_0};
+    const int nb32[] = {48, 20};
+    matmul_case(b32, 2, 256, nb32, 40, &r);
+}
+
+/* argument amx-emu: only the matmul op, on the emulated AMX kinds (with
+ * tile-mins: amx-emu-tmin); the kernel cases cover the kinds themselves */
+int main(int argc, char **argv) {
+    const int emu = argc > 1 && !strncmp(argv[1], "amx-emu", 7);
+    if (emu) {
+        setenv("MINFER_AMX_EMULATE", "1", 1);
+        if (!strcmp(argv[1], "amx-emu-tmin")) setenv("MINFER_AMX_MINS", "tile", 1);
+    }
     mf_cpu_init();
+    if (emu) {
+        if (mf_cpu_level_supported() < MF_CPU_AVX512_VNNI) {
+            printf("note: AMX model needs AVX-512 VNNI, skipped\n");
+            return test_summary("cpu_gemm");
+        }
+        const mf_gemm_kind *g = mf_gemm_get(MF_TYPE_Q4_K);
+        printf("matmul kinds: %s, %s\n", g ? g->name : "-", mf_gemm_get(MF_TYPE_Q2_K) ? mf_gemm_get(MF_TYPE_Q2_K)->name : "-");
+        CHECK(g && g->act == MF_GEMM_ACT_Q8K_AMX, "MINFER_AMX_EMULATE=1: the matmul does not use the AMX kind");
+        matmul_tests();
+        amx_matmul_tests();
+        return test_summary("cpu_gemm");
+    }
     kernel_tests();
     matmul_tests();
     x16_tests();

@@ -12,7 +12,10 @@
 #include <string.h>
 
 static const mf_gemm_kind *g_tab[MF_CPU_LEVELS][MF_TYPE_COUNT];
-static const mf_gemm_kind *g_amx[2][MF_TYPE_COUNT]; /* [emulated][type] */
+static const mf_gemm_kind *g_amx[2][MF_TYPE_COUNT];    /* [emulated][type] */
+static const mf_gemm_kind *g_amx_mt[2][MF_TYPE_COUNT]; /* the tile-mins variants */
+static int g_mins_tile;                                /* MINFER_AMX_MINS=tile */
+static int g_emulate;                                  /* MINFER_AMX_EMULATE=1 (tests only) */
 static mf_cpu_level g_supported;
 static int g_off; /* MINFER_NO_GEMM */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -28,11 +31,15 @@ static void build(void) {
         else if (lv == MF_CPU_AVX512_VNNI) mf_gemm_reg_vnni_avx512(g_tab[lv]);
     }
     if (g_supported == MF_CPU_AVX512_VNNI) {
-        mf_gemm_reg_amxemu(g_amx[1]);
-        if (mf_amx_init()) mf_gemm_reg_amx(g_amx[0]);
+        mf_gemm_reg_amxemu(g_amx[1], g_amx_mt[1]);
+        if (mf_amx_init()) mf_gemm_reg_amx(g_amx[0], g_amx_mt[0]);
     }
     const char *e = getenv("MINFER_NO_GEMM");
     g_off = e && *e && strcmp(e, "0") != 0;
+    e = getenv("MINFER_AMX_MINS");
+    g_mins_tile = e && !strcmp(e, "tile");
+    e = getenv("MINFER_AMX_EMULATE");
+    g_emulate = e && !strcmp(e, "1") && g_supported == MF_CPU_AVX512_VNNI;
 }
 
 const mf_gemm_kind *mf_gemm_get_level(mf_type type, mf_cpu_level level) {
@@ -47,19 +54,30 @@ const mf_gemm_kind *mf_gemm_get_amx(mf_type type, int emulated) {
     return g_amx[emulated != 0][type];
 }
 
+const mf_gemm_kind *mf_gemm_get_amx_mt(mf_type type, int emulated) {
+    pthread_once(&g_once, build);
+    if ((int)type < 0 || type >= MF_TYPE_COUNT) return NULL;
+    return g_amx_mt[emulated != 0][type];
+}
+
 const mf_gemm_kind *mf_gemm_get(mf_type type) {
     const mf_cpu_level lv = mf_cpu_init();
     pthread_once(&g_once, build);
     if (g_off) return NULL;
-    /* at the VNNI level the tile kernels replace the VNNI ones where they exist */
-    if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amx[0][type] && mf_amx_enabled())
-        return g_amx[0][type];
+    /* at the VNNI level the tile kernels replace the VNNI ones where they
+     * exist; MINFER_AMX_EMULATE=1 puts the C model of the tiles there instead,
+     * so the tests drive the matmul's AMX path on CPUs without AMX (slow:
+     * never for real work) */
+    const int em = g_emulate;
+    if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amx[em][type] &&
+        (em || mf_amx_enabled()))
+        return g_mins_tile && g_amx_mt[em][type] ? g_amx_mt[em][type] : g_amx[em][type];
     return mf_gemm_get_level(type, lv);
 }
 
 const mf_gemm_kind *mf_gemm_pick(mf_type type, int rows) {
     const mf_gemm_kind *g = mf_gemm_get(type);
-    if (g && rows < g->min_rows && g == mf_gemm_get_amx(type, 0)) return mf_gemm_get_level(type, mf_cpu_init());
+    if (g && rows < g->min_rows && g->act >= MF_GEMM_ACT_Q8K_AMX) return mf_gemm_get_level(type, mf_cpu_init());
     return g;
 }
 

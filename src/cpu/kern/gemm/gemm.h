@@ -59,6 +59,14 @@ typedef void (*mf_gemm_pack_x16_fn)(const uint8_t *x16, int64_t row0, int nrows,
 typedef void (*mf_gemm_kernel_fn)(const uint8_t *panels, size_t panel_bytes, const uint8_t *tile, int64_t k,
                                   float *out, size_t ldo, int nrows, int ntok);
 
+/* Several token tiles per call (AMX kinds): tile i of ntiles at
+ * tiles + i * tile_bytes holds tokens 16i.. of the call; ntok tokens in all
+ * (the last tile may be partial); out row t is token t. Lets a kernel load
+ * each weight tile once for all the call's tokens. */
+typedef void (*mf_gemm_kernel_tiles_fn)(const uint8_t *panels, size_t panel_bytes, const uint8_t *tiles,
+                                        size_t tile_bytes, int ntiles, int64_t k, float *out, size_t ldo, int nrows,
+                                        int ntok);
+
 typedef struct mf_gemm_kind {
     const char *name;       /* e.g. "q4_K 32x6 AVX-512 VNNI" */
     mf_gemm_act act;
@@ -73,6 +81,8 @@ typedef struct mf_gemm_kind {
     mf_gemm_pack_fn pack;
     mf_gemm_kernel_fn kernel;
     mf_gemm_pack_x16_fn pack_x16; /* optional: NULL means unpack the rows, then pack */
+    mf_gemm_kernel_tiles_fn kernel_tiles; /* optional: the driver then passes tiles_per_call tiles per call */
+    int tiles_per_call;
 } mf_gemm_kind;
 
 /* The GEMM of weight type `type` at the SIMD level mf_cpu_init chose; NULL
@@ -107,12 +117,16 @@ void mf_gemm_fence(void);
  * no AMX). The real ones only where mf_amx_init() is true. mf_gemm_get
  * returns the real kind at the VNNI level when mf_amx_enabled(). */
 const mf_gemm_kind *mf_gemm_get_amx(mf_type type, int emulated);
+/* The tile-mins variant of the AMX kind (Q4_K, Q5_K, Q2_K: the mins as a
+ * third tile plane instead of vector steps; NULL for other types). mf_gemm_get
+ * returns it instead of mf_gemm_get_amx's where MINFER_AMX_MINS=tile. */
+const mf_gemm_kind *mf_gemm_get_amx_mt(mf_type type, int emulated);
 
 /* Per-level tables, filled by the ISA files (gemm_*_avx2.c / *_avx512.c). */
 void mf_gemm_reg_avx2(const mf_gemm_kind **tab);
 void mf_gemm_reg_avx512(const mf_gemm_kind **tab);
 void mf_gemm_reg_vnni_avx512(const mf_gemm_kind **tab);
-void mf_gemm_reg_amx(const mf_gemm_kind **tab);
-void mf_gemm_reg_amxemu(const mf_gemm_kind **tab);
+void mf_gemm_reg_amx(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt);
+void mf_gemm_reg_amxemu(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt);
 
 #endif

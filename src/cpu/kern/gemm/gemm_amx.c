@@ -4,4 +4,4 @@
 #define AMX_LVL_NAME "AMX"
 #include "cpu/kern/gemm/gemm_amx.h"
 
-void mf_gemm_reg_amx(const mf_gemm_kind **tab) { register_amx(tab); }
+void mf_gemm_reg_amx(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt) { register_amx(tab, tab_mt); }

@@ -13,7 +13,10 @@
  * any order; the float expressions are unchanged).
  *   K-quants: levels pre-multiplied by their unit scale (folded panels,
  *     below), a super-block's 256 columns summed inside the tiles, one store
- *     per super-block; mins and float terms as in kq_kernel.
+ *     per super-block and token tile; one call takes up to AMX_TB token
+ *     tiles so each B tile is loaded once per super-block from L2 and
+ *     reused from L1 (gemm_amx_kq.h); mins and float terms as in
+ *     kq_kernel, the mins optionally as a third tile plane.
  *   32-element blocks (Q4_0, Q5_0, Q8_0, IQ4_NL): levels minus their offset
  *     (signed), one multiply per block (its float scale needs the block's
  *     own sum), 16 x 16 x 32 per store.
@@ -32,6 +35,7 @@
 #define MF_GEMM_PACK_ONLY 1
 /* the packers of types without a tile kernel stay unused here */
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include <stdlib.h>
 #include "cpu/kern/gemm/gemm_kern.h"
 
 /* ---- tile configurations ---- */
@@ -135,105 +139,7 @@ AI void amx_fold(uint8_t *panel, int64_t k, const size_t SBV, const int NSC, con
     }
 }
 
-/* The vector steps of super-block ps for tokens t0 .. t0 + 3 of both
- * panels, from the sums the tiles stored in lo/hi (cb[ps & 1]). */
-AI void amx_kf_finish(const uint8_t *panels, size_t pb, const uint8_t *ts, const int32_t (*c)[256], int64_t ps,
-                      int t0, float *f, const int NPL, const int NMIN, const int MIN_T) {
-    const size_t SBF = amx_sbf(NPL, NMIN);
-    for (int p = 0; p < 2; p++) {
-        const uint8_t *w = panels + (size_t)p * pb + (size_t)ps * SBF;
-        const int32_t *lo = c[2 * p], *hi = c[2 * p + 1];
-        const vf xd = VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN) * REC));
-        const vf xm = NMIN ? VF_LOAD((const float *)(w + (size_t)(64 * NPL + NMIN + 1) * REC)) : VF_ZERO();
-        vi mv[8];
-        for (int m = 0; m < NMIN && m < 8; m++) mv[m] = VI_LOAD(w + (size_t)(64 * NPL + m) * REC);
-#pragma GCC unroll 4
-        for (int t = t0; t < t0 + 4; t++) {
-            vi is = VI_LOAD(lo + 16 * t);
-            if (NPL == 2) is = VI_ADD32(is, VI_SLLI32(VI_LOAD(hi + 16 * t), 8));
-            const vf yd = VF_BCAST(ts + ((size_t)MF_T8K_D * MF_TAMX_NT + t) * 4);
-            vf term = VF_MUL(VF_MUL(xd, yd), VF_CVT(is));
-            if (NMIN) {
-                vi mn = VI_ZERO();
-                for (int m = 0; m < NMIN && m < 8; m++)
-                    mn = VI_DPWSSD(mn, mv[m], VI_BCAST(ts + ((size_t)(MIN_T + m) * MF_TAMX_NT + t) * 4));
-                term = VF_SUB(term, VF_MUL(VF_MUL(xm, yd), VF_CVT(mn)));
-            }
-            float *fp = f + ((size_t)p * MF_TAMX_NT + t) * 16;
-            VF_STORE(fp, VF_ADD(VF_LOAD(fp), term));
-        }
-    }
-}
-
-/* Step kk (64 columns) of super-block sb: A into tmm0 / tmm1 by the parity
- * of kk (the next load need not wait for the multiplies reading the last),
- * B alternately in tmm2 / tmm3; tmm4/tmm5 panel 0's lo/hi sums, tmm6/tmm7
- * panel 1's. */
-#define AMX_KF_STEP(AT, a, w0, w1, kk, NPL)                                 \
-    do {                                                                    \
-        TL_LOAD(AT, (a) + 64 * (kk), 256);                                  \
-        TL_LOAD(2, (w0) + (size_t)16 * (kk) * REC, REC);                    \
-        TL_DPBSUD(4, AT, 2);                                                \
-        if (NPL == 2) {                                                     \
-            TL_LOAD(3, (w0) + (size_t)(64 + 16 * (kk)) * REC, REC);         \
-            TL_DPBSSD(5, AT, 3);                                            \
-        }                                                                   \
-        TL_LOAD(2, (w1) + (size_t)16 * (kk) * REC, REC);                    \
-        TL_DPBSUD(6, AT, 2);                                                \
-        if (NPL == 2) {                                                     \
-            TL_LOAD(3, (w1) + (size_t)(64 + 16 * (kk)) * REC, REC);         \
-            TL_DPBSSD(7, AT, 3);                                            \
-        }                                                                   \
-    } while (0)
-
-/* One call: two panels (32 rows) x the 16 tokens of one tile. The vector
- * steps of super-block sb - 1 are interleaved, a quarter of the tokens at a
- * time, with the four multiply steps of sb, so the core always has vector
- * work beside the tile instructions in flight. NMIN min records against
- * tile entries MIN_T; the float steps are the VNNI kernel's. */
-AI void amx_kf(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo, int nrows,
-               int ntok, const int NPL, const int NMIN, const int MIN_T) {
-    const int64_t nsb = k / QK_K;
-    const size_t tsb = (size_t)MF_T8K_WORDS * 4 * MF_TAMX_NT, SBF = amx_sbf(NPL, NMIN);
-    const uint8_t *a0 = tile + (size_t)nsb * tsb;
-    _Alignas(64) float f[2 * MF_TAMX_NT * 16];
-    _Alignas(64) int32_t cb[2][4][16 * 16];
-    for (int i = 0; i < 2 * MF_TAMX_NT * 16; i++) f[i] = 0.0f;
-    amx_config(64);
-    for (int64_t sb = 0; sb <= nsb; sb++) {
-        const int live = sb < nsb, fin = sb > 0;
-        const uint8_t *a = a0 + (size_t)sb * MF_TAMX_SB_BYTES;
-        const uint8_t *w0 = panels + (size_t)sb * SBF, *w1 = panels + pb + (size_t)sb * SBF;
-        const uint8_t *ts = tile + (size_t)(sb - fin) * tsb;
-        const int32_t(*c)[256] = (const int32_t(*)[256])cb[(sb - 1) & 1];
-        if (live) {
-            TL_ZERO(4);
-            TL_ZERO(6);
-            if (NPL == 2) {
-                TL_ZERO(5);
-                TL_ZERO(7);
-            }
-            AMX_KF_STEP(0, a, w0, w1, 0, NPL);
-        }
-        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 0, f, NPL, NMIN, MIN_T);
-        if (live) AMX_KF_STEP(1, a, w0, w1, 1, NPL);
-        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 4, f, NPL, NMIN, MIN_T);
-        if (live) AMX_KF_STEP(0, a, w0, w1, 2, NPL);
-        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 8, f, NPL, NMIN, MIN_T);
-        if (live) AMX_KF_STEP(1, a, w0, w1, 3, NPL);
-        if (fin && !AMX_SKIP_VECTOR) amx_kf_finish(panels, pb, ts, c, sb - 1, 12, f, NPL, NMIN, MIN_T);
-        if (live) {
-            int32_t(*o)[256] = cb[sb & 1];
-            TL_STORE(4, o[0], 64);
-            TL_STORE(6, o[2], 64);
-            if (NPL == 2) {
-                TL_STORE(5, o[1], 64);
-                TL_STORE(7, o[3], 64);
-            }
-        }
-    }
-    store_rows(out, ldo, f, 2, MF_TAMX_NT, 0, nrows, ntok);
-}
+#include "cpu/kern/gemm/gemm_amx_kq.h"
 
 /* Per type: the VNNI packer, then the fold. (VNNI layout: [64 levels][NSC
  * scales][pre][mins][d][dmin]; the pre records are not needed here.) */
@@ -249,7 +155,21 @@ AI void amx_kf(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k,
     }                                                                                                          \
     static void amx_kern_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, \
                                 size_t ldo, int nrows, int ntok) {                                             \
-        amx_kf(panels, pb, tile, k, out, ldo, nrows, ntok, NPL, NMIN, MIN_T);                                  \
+        amx_kq(panels, pb, tile, 0, 1, k, out, ldo, nrows, ntok, NPL, NMIN, MIN_T, 0);                         \
+    }                                                                                                          \
+    static void amx_tiles_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb, int ntiles, \
+                                 int64_t k, float *out, size_t ldo, int nrows, int ntok) {                     \
+        amx_kq_all(panels, pb, tiles, tb, ntiles, k, out, ldo, nrows, ntok, NPL, NMIN, MIN_T, 0);              \
+    }
+/* the tile-mins variant of a type with mins (gemm_amx_kq.h) */
+#define AMX_KQ_MT(NAME, NPL, NMIN)                                                                             \
+    static void amx_kern_mt_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, \
+                                   size_t ldo, int nrows, int ntok) {                                          \
+        amx_kq(panels, pb, tile, 0, 1, k, out, ldo, nrows, ntok, NPL, NMIN, 0, 1);                             \
+    }                                                                                                          \
+    static void amx_tiles_mt_##NAME(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb,         \
+                                    int ntiles, int64_t k, float *out, size_t ldo, int nrows, int ntok) {      \
+        amx_kq_all(panels, pb, tiles, tb, ntiles, k, out, ldo, nrows, ntok, NPL, NMIN, 0, 1);                  \
     }
 AMX_KQ(q4k, Q4K_SB, 8, 0, 2, 4, (size_t)(64 + 8) * REC, (size_t)(64 + 8 + 4) * REC, MF_T8K_BS32P)
 AMX_KQ(q5k, Q5K_SB, 8, 0, 2, 4, (size_t)(64 + 8 + Q5K_NPRE) * REC, (size_t)(64 + 8 + Q5K_NPRE + 4) * REC, MF_T8K_BS32P)
@@ -330,24 +250,41 @@ AMX_B32(iq4_nl, 128, 0)
 
 /* ======================= the kinds ======================= */
 
-/* K-quants: two panels x 16 tokens per call; 32-element blocks: one
- * panel. min_rows: below 16 tokens a tile is mostly padding, and the VNNI
+/* K-quants: two panels x up to AMX_TB token tiles per call (kernel_tiles;
+ * kernel is the same code on one tile); 32-element blocks: one panel x one
+ * tile. min_rows: below 16 tokens a tile is mostly padding, and the VNNI
  * kernel takes those batches (mf_gemm_pick). */
-#define AMX_KIND(TNAME, NAME, ACT, KM, RPC, PB)                                                                 \
+#define AMX_KIND(TNAME, NAME, ACT, KM, RPC, PB, KT, TPC)                                                         \
     static const mf_gemm_kind amx_kind_##NAME = {TNAME " " #RPC "x16 " AMX_LVL_NAME, ACT, MF_TAMX_NT, 16, RPC, KM, \
-                                                 16, PB, amx_pack_##NAME, amx_kern_##NAME, NULL};
-AMX_KIND("q4_K", q4k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q4k)
-AMX_KIND("q5_K", q5k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q5k)
-AMX_KIND("q6_K", q6k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q6k)
-AMX_KIND("q3_K", q3k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q3k)
-AMX_KIND("q2_K", q2k, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_q2k)
-AMX_KIND("iq4_xs", iq4xs, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_iq4xs)
-AMX_KIND("q4_0", q4_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
-AMX_KIND("q5_0", q5_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
-AMX_KIND("q8_0", q8_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
-AMX_KIND("iq4_nl", iq4_nl, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32)
+                                                 16, PB, amx_pack_##NAME, amx_kern_##NAME, NULL, KT, TPC};
+#define AMX_KIND_KQ(TNAME, NAME) AMX_KIND(TNAME, NAME, MF_GEMM_ACT_Q8K_AMX, QK_K, 32, amx_panel_bytes_##NAME, amx_tiles_##NAME, AMX_TB)
+AMX_KIND_KQ("q4_K", q4k)
+AMX_KIND_KQ("q5_K", q5k)
+AMX_KIND_KQ("q6_K", q6k)
+AMX_KIND_KQ("q3_K", q3k)
+AMX_KIND_KQ("q2_K", q2k)
+AMX_KIND_KQ("iq4_xs", iq4xs)
+AMX_KIND("q4_0", q4_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32, NULL, 1)
+AMX_KIND("q5_0", q5_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32, NULL, 1)
+AMX_KIND("q8_0", q8_0, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32, NULL, 1)
+AMX_KIND("iq4_nl", iq4_nl, MF_GEMM_ACT_Q80_AMX, 32, 16, panel_bytes_b32, NULL, 1)
 
-static void register_amx(const mf_gemm_kind **tab) {
+/* the tile-mins variants: same panels and pack, mins as a third tile plane */
+AMX_KQ_MT(q4k, 2, 4)
+AMX_KQ_MT(q5k, 2, 4)
+AMX_KQ_MT(q2k, 1, 8)
+#define AMX_KIND_MT(TNAME, NAME)                                                                                   \
+    static const mf_gemm_kind amx_kind_mt_##NAME = {TNAME " 32x16 " AMX_LVL_NAME " tile mins", MF_GEMM_ACT_Q8K_AMX, \
+                                                    MF_TAMX_NT, 16, 32, QK_K, 16, amx_panel_bytes_##NAME,          \
+                                                    amx_pack_##NAME, amx_kern_mt_##NAME, NULL, amx_tiles_mt_##NAME,   \
+                                                    AMX_TB};
+AMX_KIND_MT("q4_K", q4k)
+AMX_KIND_MT("q5_K", q5k)
+AMX_KIND_MT("q2_K", q2k)
+
+static void register_amx(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt) {
+    const char *pf = getenv("MINFER_AMX_PF");
+    if (pf && *pf >= '0' && *pf <= '2') amx_pf = *pf - '0';
     tab[MF_TYPE_Q4_K] = &amx_kind_q4k;
     tab[MF_TYPE_Q5_K] = &amx_kind_q5k;
     tab[MF_TYPE_Q6_K] = &amx_kind_q6k;
@@ -358,4 +295,7 @@ static void register_amx(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q5_0] = &amx_kind_q5_0;
     tab[MF_TYPE_Q8_0] = &amx_kind_q8_0;
     tab[MF_TYPE_IQ4_NL] = &amx_kind_iq4_nl;
+    tab_mt[MF_TYPE_Q4_K] = &amx_kind_mt_q4k;
+    tab_mt[MF_TYPE_Q5_K] = &amx_kind_mt_q5k;
+    tab_mt[MF_TYPE_Q2_K] = &amx_kind_mt_q2k;
 }

@@ -57,4 +57,4 @@ static void emu_dp(int c, int a, int b, int b_signed) {
 #define AMX_LVL_NAME "AMX (emulated)"
 #include "cpu/kern/gemm/gemm_amx.h"
 
-void mf_gemm_reg_amxemu(const mf_gemm_kind **tab) { register_amx(tab); }
+void mf_gemm_reg_amxemu(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt) { register_amx(tab, tab_mt); }

@@ -1020,7 +1020,7 @@ static void kern_iq4xs(const uint8_t *panels, size_t pb, const uint8_t *tile, in
 #define STR(x) STR_(x)
 #define KQ_KIND(TNAME, NAME, MIN_ROWS)                                                                           \
     static const mf_gemm_kind kind_##NAME = {TNAME " " STR(KQ_ROWS) "x" STR(KQ_NT) " " LVL_NAME, MF_GEMM_ACT_Q8K, KQ_NT, 16, 16 * KQ_NV / HALVES, \
-                                             QK_K, MIN_ROWS, panel_bytes_##NAME, pack_##NAME, kern_##NAME, NULL};
+                                             QK_K, MIN_ROWS, panel_bytes_##NAME, pack_##NAME, kern_##NAME, NULL, NULL, 0};
 /* Crossovers with vec_dot, measured on the matmul op (2 threads, this
  * repository's benchmark machine; docs/PERFORMANCE.md): the AVX2 K-quant
  * kernels (16 registers: 8 rows x 6 tokens per pass) beat vec_dot only on
@@ -1075,7 +1075,7 @@ KQ_KIND("q2_K", q2k, 32)
         b32_kernel(panels, pb, tile, k, out, ldo, nrows, ntok, B_NV, B_JV, NT, SHIFT, SUMI_FIRST, CH);              \
     }                                                                                                                \
     static const mf_gemm_kind kind_##NAME = {#NAME " " STR(B_ROWS) "x" STR(NT) " " LVL_NAME, MF_GEMM_ACT_Q80, NT, 16, 16 * B_NV / HALVES, 32,      \
-                                             MIN_ROWS, panel_bytes_b32, pack_##NAME, kern_##NAME, NULL};
+                                             MIN_ROWS, panel_bytes_b32, pack_##NAME, kern_##NAME, NULL, NULL, 0};
 
 #if MF_GEMM_VNNI
 DEF_B32(q4_0, B_NT, 3, 1, 8, 4)
@@ -1150,7 +1150,7 @@ static void pack_f16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k,
 #define F16_PACK_X16 NULL
 #endif
 static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_F16, F_TV * VL, F_R, F_R, 1,
-                                      F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16, F16_PACK_X16};
+                                      F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16, F16_PACK_X16, NULL, 0};
 
 static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q4_K] = &kind_q4k;

@@ -1,0 +1,75 @@
+#!/bin/sh
+# bench/amx_check.sh - one short run on an AMX machine (Sapphire Rapids or
+# later) that says whether the AMX prefill kernels are correct there and how
+# fast they are against the VNNI path. About 4-6 minutes on 16 cores.
+#
+#   bench/amx_check.sh [BUILD_DIR] [MODEL_DIR]     (defaults: build-amx, /tmp/amx_check)
+#
+# Prints, in order:
+#   1. the tests: cpu_gemm on the real tile instructions (every AMX kind and
+#      its tile-mins variant bitwise against vec_dot), the matmul op on the
+#      AMX kinds (MINFER_AMX=1, vector mins and MINFER_AMX_MINS=tile);
+#   2. tile instruction costs (bench_amx) and the AMX kernel's two halves
+#      alone (bench_amx_tiles, bench_amx_vec) at each prefetch level;
+#   3. the kernels alone, one thread (bench_gemm -K: VNNI, AMX, AMX tile
+#      mins; the "8-tile calls" figure is the order the matmul uses);
+#   4. end to end: minfer bench -p 512 -n 0 on a synth llama-3.2-1b Q4_K_M,
+#      MINFER_AMX=0 / 1 / 1 with tile mins, at 2 and 8 threads, interleaved.
+# Knobs it does not vary (for a follow-up): MINFER_AMX_PF=0|1|2 (software
+# prefetch), MINFER_GEMM_CHUNK_KB (weight bytes packed per chunk).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+B=${1:-build-amx}
+M=${2:-/tmp/amx_check}
+J=$(nproc)
+t0=$(date +%s)
+say() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - t0 ))"; }
+
+say "build ($B, -j$J), commit $(git rev-parse --short HEAD 2>/dev/null)"
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+cmake --build "$B" -j "$J" --target minfer-cli cpu_gemm bench_gemm bench_amx bench_amx_tiles bench_amx_vec >/dev/null || exit 1
+grep -m1 'model name' /proc/cpuinfo
+grep -o -w 'amx_tile\|amx_int8\|amx_bf16\|avx512_vnni' /proc/cpuinfo | sort | uniq -c
+
+say "tests: cpu_gemm (kernels on the tile instructions; summary lines)"
+"$B"/tests/cpu_gemm > /tmp/amx_cpu_gemm.log 2>&1
+echo "rc $?"; grep -E 'AMX|FAIL|checks' /tmp/amx_cpu_gemm.log | head -60
+for mins in vector tile; do
+    say "tests: the matmul op on the AMX kinds, mins $mins"
+    MINFER_AMX=1 MINFER_AMX_MINS=$mins "$B"/tests/cpu_gemm > /tmp/amx_cpu_gemm_op.log 2>&1
+    echo "rc $?"; grep -E 'FAIL|checks' /tmp/amx_cpu_gemm_op.log | head -20
+done
+
+say "tile instruction costs (bench_amx)"
+"$B"/tests/bench_amx
+for pf in 0 1 2; do
+    say "halves alone, MINFER_AMX_PF=$pf (2048 x 2048, 128 tokens)"
+    MINFER_AMX_PF=$pf "$B"/tests/bench_amx_tiles 2048 2048 128
+    MINFER_AMX_PF=$pf "$B"/tests/bench_amx_vec 2048 2048 128
+done
+
+for T in q4_K q6_K q8_0; do
+    say "kernels alone, one thread: bench_gemm -K -k 2048 -n 8192 -t 512 -T $T"
+    "$B"/tests/bench_gemm -K -r 2 -k 2048 -n 8192 -t 512 -T $T | grep -E '^\| '"$T"'|kernel only|AMX'
+done
+say "q4_K kernels alone at k 8192 (ffn_down's shape)"
+"$B"/tests/bench_gemm -K -r 1 -k 8192 -n 2048 -t 512 -T q4_K | grep -E 'kernel only'
+
+say "synth llama-3.2-1b Q4_K_M"
+mkdir -p "$M"
+F="$M/llama-3.2-1b-q4_k_m.gguf"
+[ -s "$F" ] || "$B"/bin/minfer synth --preset llama-3.2-1b --type Q4_K_M -o "$F" -t "$J" >/dev/null || exit 1
+ls -l "$F"
+for th in 2 8; do
+    for rep in 1 2; do
+        for cfg in "0 vector" "1 vector" "1 tile"; do
+            set -- $cfg
+            say "pp512, -t $th, MINFER_AMX=$1 mins $2 (pass $rep)"
+            MINFER_AMX=$1 MINFER_AMX_MINS=$2 "$B"/bin/minfer bench -m "$F" -p 512 -n 0 -r 2 -t $th --no-bandwidth 2>&1 |
+                grep -E 'pp512|AMX|amx' | head -4
+        done
+    done
+done
+say "pp512, -t 8, MINFER_AMX=1, 1 MiB chunks (MINFER_GEMM_CHUNK_KB=1024: the activation blocks reused over more weight groups)"
+MINFER_AMX=1 MINFER_GEMM_CHUNK_KB=1024 "$B"/bin/minfer bench -m "$F" -p 512 -n 0 -r 2 -t 8 --no-bandwidth 2>&1 | grep -E 'pp512'
+say "done"
