@@ -7,7 +7,8 @@
  * prefill kernel), |gpu - ref| <= 1e-5 * sum |w||x| per output, the f32
  * accumulation's bound (the sums run in another order than the host's,
  * and nvcc may fuse a decode's multiply and add into one FMA).
- * The dp4a kernels (Q4_K, Q6_K, up to 8 rows) are held to the same bound
+ * The dp4a kernels (Q4_K, Q6_K, up to 8 rows; teams of 1, 2 and 4 warps
+ * per row) are held to the same bound
  * against a reference over the activations rounded as they round them
  * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
  * is checked exactly up to float rounding. The embedding lookup
@@ -76,6 +77,11 @@ static void check_type(int type, int k, int n) {
             const bool q = mode == 1, tc = mode == 2;
             if (q && !mfc_mmvq_takes(type, k, rows)) continue;
             if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
+            /* the dp4a products with each team size (warps per row), not
+             * just the one k picks */
+            static const int teams[] = {0, 1, 2, 4};
+            for (int ti = 0; ti < (q ? 4 : 1); ti++) {
+            mfc_mmvq_w = teams[ti];
             cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
             if (q) {
                 mfc_quant_x(0, dx, k, rows, &q8);
@@ -106,8 +112,11 @@ static void check_type(int type, int k, int n) {
                     if (!(d <= (tc ? 2e-3 : 1e-5))) bad++;
                     if (d > worst || d != d) worst = d;
                 }
-            CHECK(bad == 0, "%s k %d rows %d%s: %d of %d outputs off (worst %.2e of sum |w||x|)", mf_type_name(type), k,
-                  rows, q ? " dp4a" : tc ? " tensor cores" : "", bad, rows * n, worst);
+            CHECK(bad == 0, "%s k %d rows %d%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
+                  mf_type_name(type), k, rows, q ? " dp4a" : tc ? " tensor cores" : "", mfc_mmvq_team(k), bad, rows * n,
+                  worst);
+            }
+            mfc_mmvq_w = 0;
         }
     }
     /* embedding rows */
@@ -139,6 +148,12 @@ int main(void) {
         check_type(types[i], 1024, 37);
         check_type(types[i], 2560, 9);
     }
+    /* rows long enough for teams of 2 and 4 warps (24 and 38 super-blocks),
+     * row counts that leave a block's last team without a row */
+    check_type(MF_TYPE_Q4_K, 6144, 7);
+    check_type(MF_TYPE_Q6_K, 6144, 7);
+    check_type(MF_TYPE_Q4_K, 9728, 5);
+    check_type(MF_TYPE_Q6_K, 9728, 5);
     check_type(MF_TYPE_F32, 172, 33);
     check_type(MF_TYPE_F16, 172, 33);
     return test_summary("test_cuda_kernels");

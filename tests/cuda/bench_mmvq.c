@@ -1,0 +1,133 @@
+/* bench_mmvq.c - the batch-1 decode products alone, at the shapes of real
+ * models, as a share of the device's copy bandwidth: what the matvec
+ * kernels leave on the table, without the rest of a decode step around them.
+ *
+ *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-r rows]
+ *     -w  warps per weight row (0: the backend's choice by k)
+ *
+ * Each shape's weights are random bytes in several copies (over 256 MB in
+ * all, beyond the L2), cycled through so every launch reads from HBM; 64
+ * launches are captured in one graph (with programmatic dependent launch,
+ * as a decode step runs them) and the graph replayed, so a figure is a
+ * launch as it costs inside a step: the bytes of one product over its
+ * share of the replay. Timing only: the kernels' values are checked by
+ * test_cuda_kernels. */
+#include "cuda/cuda.h"
+#include "cuda/kernels.h"
+#include "quant/types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+typedef struct {
+    const char *what;
+    int type, k, n, nseg; /* nseg products of n rows each, one launch */
+} shape;
+
+static const shape shapes[] = {
+    {"qwen3-4b qkv", MF_TYPE_Q4_K, 2560, 2048, 3},
+    {"qwen3-4b o", MF_TYPE_Q4_K, 4096, 2560, 1},
+    {"qwen3-4b gate+up", MF_TYPE_Q4_K, 2560, 9728, 2},
+    {"qwen3-4b down q4_k", MF_TYPE_Q4_K, 9728, 2560, 1},
+    {"qwen3-4b down q6_k", MF_TYPE_Q6_K, 9728, 2560, 1},
+    {"qwen3-4b head q6_k", MF_TYPE_Q6_K, 2560, 151936, 1},
+    {"llama-3-8b qkv", MF_TYPE_Q4_K, 4096, 2048, 3},
+    {"llama-3-8b gate+up", MF_TYPE_Q4_K, 4096, 14336, 2},
+    {"llama-3-8b down q4_k", MF_TYPE_Q4_K, 14336, 4096, 1},
+    {"llama-3-8b down q6_k", MF_TYPE_Q6_K, 14336, 4096, 1},
+};
+
+#define CK(x)                                                                                                         \
+    do {                                                                                                              \
+        cudaError_t e_ = (x);                                                                                         \
+        if (e_ != cudaSuccess) {                                                                                      \
+            fprintf(stderr, "bench_mmvq: %s: %s\n", #x, cudaGetErrorString(e_));                                      \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
+int main(int argc, char **argv) {
+    int rows = 1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-w")) mfc_mmvq_w = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r")) rows = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-r rows]\n");
+            return 2;
+        }
+    }
+    int nd = 0;
+    if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
+        fprintf(stderr, "bench_mmvq: no CUDA device\n");
+        return 77;
+    }
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    mfc_pdl_on = major >= 9;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    /* the ceiling `minfer bench` sets decode against */
+    const double copy_gbs = mf_cuda_copy_bandwidth((size_t)1 << 30);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    printf("copy: %.0f GB/s (read + write); rows %d, warps per row %d (0: by k)\n", copy_gbs, rows, mfc_mmvq_w);
+    printf("%-22s %6s %7s %9s %8s %8s %7s\n", "product", "k", "n", "MB", "us", "GB/s", "%copy");
+
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *sh = &shapes[si];
+        const size_t rb = mf_row_size(sh->type, sh->k), seg_bytes = rb * (size_t)sh->n;
+        const size_t bytes = seg_bytes * sh->nseg;
+        int copies = (int)(((size_t)256 << 20) / bytes) + 2;
+        if (copies > 64) copies = 64;
+        uint8_t *w;
+        CK(cudaMalloc((void **)&w, bytes * copies));
+        /* random bytes, but finite f16 scales are not needed for timing:
+         * the kernels' instruction stream does not depend on the values */
+        CK(cudaMemset(w, 0x11, bytes * copies));
+        float *x, *out;
+        mfc_q8 q = {0};
+        CK(cudaMalloc((void **)&x, sizeof(float) * sh->k * rows));
+        CK(cudaMemset(x, 0, sizeof(float) * sh->k * rows));
+        CK(cudaMalloc((void **)&out, sizeof(float) * (size_t)sh->n * sh->nseg * rows));
+        CK(cudaMalloc((void **)&q.q, (size_t)sh->k * rows));
+        CK(cudaMalloc((void **)&q.d, (size_t)sh->k * rows / 8));
+        CK(cudaMalloc((void **)&q.s, (size_t)sh->k * rows / 8));
+        mfc_quant_x(s, x, sh->k, rows, &q);
+        enum { L = 64 };
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int l = 0; l < L; l++) {
+            const uint8_t *wl = w + (size_t)(l % copies) * bytes;
+            mfc_mm_seg seg[MFC_MAX_SEGS];
+            for (int i = 0; i < sh->nseg; i++)
+                seg[i] = (mfc_mm_seg){wl + i * seg_bytes, rb, sh->type, sh->n, out + (size_t)i * sh->n * rows, NULL,
+                                      NULL};
+            mfc_mmvq_n(s, seg, sh->nseg, sh->k, &q, rows);
+        }
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        float ms_best = 1e30f;
+        for (int it = 0; it < 7; it++) {
+            cudaEventRecord(e0, s);
+            cudaGraphLaunch(ge, s);
+            cudaEventRecord(e1, s);
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            cudaEventElapsedTime(&ms, e0, e1);
+            if (ms < ms_best) ms_best = ms;
+        }
+        const double us = ms_best * 1e3 / L, gbs = bytes / (us * 1e-6) / 1e9;
+        printf("%-22s %6d %7d %9.2f %8.2f %8.0f %6.1f%%\n", sh->what, sh->k, sh->n * sh->nseg, bytes / 1e6, us, gbs,
+               100.0 * gbs / copy_gbs);
+        cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
+        cudaFree(w), cudaFree(x), cudaFree(out), cudaFree(q.q), cudaFree(q.d), cudaFree(q.s);
+    }
+    return 0;
+}
