@@ -49,15 +49,21 @@ static void mix(mf_cuda *c, const void *p, size_t n) {
 #define MIX(c, v) mix((c), &(v), sizeof(v))
 
 static void flush(mf_cuda *c);
+static void flush_rope(mf_cuda *c);
 
 /* Hash the op; true when its kernels are to be queued (not replaying). An
  * op that cannot fuse with a held-back one (own = false) queues that first. */
+/* own: the op deals with the held-back ops itself (it may fuse with them);
+ * held RoPEs are older than a held op, so an op that may take the held op
+ * without them first issues them (all but norm, rope and kv_store, which
+ * keep their order themselves) */
 static bool op_begin_x(mf_cuda *c, int id, bool own) {
     MIX(c, id);
     c->q8_hold_now = c->q8_hold;
     c->q8_hold = false;
     if (c->mode == MFC_REPLAY || c->err) return false;
     if (!own) flush(c);
+    else if (id != 4 && id != 11 && id != 12) flush_rope(c);
     return true;
 }
 #define op_begin(c, id) op_begin_x((c), (id), false)
@@ -126,10 +132,13 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         cudaMemset(c->k[l], 0, cells * c->k_row_bytes);
         cudaMemset(c->v[l], 0, cells * c->v_row_bytes);
     }
-    /* flash-decoding shares: about 256 keys each at a full context, 2..32 */
-    c->att_split = (int)(c->max_ctx / 256);
-    if (c->att_split > 32) c->att_split = 32;
-    if (c->att_split >= 2) {
+    /* flash-decoding shares: about 128 keys (one tile of the grouped decode
+     * kernel) each at a full context, 1..64; decode steps always go through
+     * the share buffers (one share is the grouped kernel plus a merge) */
+    c->att_split = (int)(c->max_ctx / 128);
+    if (c->att_split > 64) c->att_split = 64;
+    if (c->att_split < 1) c->att_split = 1;
+    {
         const size_t heads = (size_t)c->max_width / (d->head_dim_v ? d->head_dim_v : 1) + 1;
         const size_t nf = (size_t)ATT_SPLIT_ROWS * heads * (size_t)c->att_split * (d->head_dim_v + 2);
         if (cudaMalloc((void **)&c->att_part, nf * sizeof(float)) != cudaSuccess) {
@@ -137,8 +146,6 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
             return mf_err(MF_ERR_NOMEM, "out of device memory for the attention split buffers");
         }
         c->att_heads = (int)heads;
-    } else {
-        c->att_split = 1;
     }
     /* step arrays: 5 per row, 1 per sequence, and the block tables (each at
      * most max_ctx / page_size + 1 pages) */
@@ -320,7 +327,21 @@ static const void *wdev(mf_weight w) { return w ? w->handle : NULL; }
 
 static const float *wf(mf_weight w) { return w ? (const float *)w->handle : NULL; }
 
+/* the held RoPEs, each as its own launch */
+static void flush_rope(mf_cuda *c) {
+    for (int i = 0; i < c->rp.n; i++) {
+        const mfc_rope_grp *g = &c->rp.g[i];
+        if (g->norm)
+            mfc_norm_rope(c->stream, g->x, g->w, c->rp.rows, g->n_head, c->rp.head_dim, g->eps, c->sd.pos, &c->rp.r);
+        else
+            mfc_rope_apply(c->stream, g->x, c->rp.rows, g->n_head, c->rp.head_dim, c->sd.pos, &c->rp.r);
+        check(c, "rope");
+    }
+    c->rp.n = 0;
+}
+
 static void flush(mf_cuda *c) {
+    flush_rope(c);
     if (c->pend.kind == PEND_NORM) {
         mfc_norm(c->stream, c->pend.layer, c->pend.x, c->pend.w, c->pend.b, c->pend.rows, c->pend.n, c->pend.eps,
                  c->pend.out);
@@ -440,7 +461,8 @@ static void cu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight
                     float eps, float *out) {
     mf_cuda *c = CU(be);
     MIX(c, type), MIX(c, x), MIX(c, w), MIX(c, b), MIX(c, rows), MIX(c, n), MIX(c, eps), MIX(c, out);
-    if (!op_begin(c, 4)) return;
+    if (!op_begin_x(c, 4, true)) return;
+    if (c->pend.kind != PEND_NONE) flush(c); /* a held op newer than the held RoPEs: all go, in order */
     if (c->fuse) {
         /* held back: the product or RoPE that reads it may take it in */
         c->pend.kind = PEND_NORM;
@@ -449,6 +471,7 @@ static void cu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight
         c->pend.rows = rows, c->pend.n = n, c->pend.eps = eps, c->pend.out = out;
         return;
     }
+    flush(c);
     mfc_norm(c->stream, type == MF_NORM_LAYER, x, wdev(w), wdev(b), rows, n, eps, out);
     check(c, "norm");
 }
@@ -522,10 +545,24 @@ static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf
                   p->ext_factor, p->attn_factor, p->corr_dims[0], p->corr_dims[1],
                   p->freq_factors ? (const float *)p->freq_factors->handle : NULL};
     const int rows = c->step->n_tok;
-    if (c->pend.kind == PEND_NORM && c->pend.x == x && c->pend.out == x && !c->pend.layer && !c->pend.b &&
-        c->pend.rows == rows * n_head && c->pend.n == head_dim &&
-        mfc_norm_rope(c->stream, x, c->pend.w, rows, n_head, head_dim, c->pend.eps, c->sd.pos, &r)) {
+    const bool qkn = c->pend.kind == PEND_NORM && c->pend.x == x && c->pend.out == x && !c->pend.layer &&
+                     !c->pend.b && c->pend.rows == rows * n_head && c->pend.n == head_dim;
+    if (c->fuse && head_dim <= MFC_MAX_HEAD_DIM && p->n_rot <= head_dim && (qkn || c->pend.kind == PEND_NONE)) {
+        /* held back for the KV store: with the other RoPE of the step if
+         * they match, else the ones held so far go first */
+        if (c->rp.n == 2 || (c->rp.n == 1 && (c->rp.rows != rows || c->rp.head_dim != head_dim ||
+                                               memcmp(&c->rp.r, &r, sizeof r) != 0))) {
+            flush_rope(c); /* a held norm stays: it is newer */
+        }
+        mfc_rope_grp *g = &c->rp.g[c->rp.n++];
+        *g = (mfc_rope_grp){x, qkn ? c->pend.w : NULL, n_head, qkn, qkn ? c->pend.eps : 0.0f};
+        c->rp.rows = rows, c->rp.head_dim = head_dim, c->rp.r = r;
+        if (qkn) c->pend.kind = PEND_NONE;
+        return;
+    }
+    if (qkn && mfc_norm_rope(c->stream, x, c->pend.w, rows, n_head, head_dim, c->pend.eps, c->sd.pos, &r)) {
         /* QK-norm and RoPE of each head in one pass */
+        flush_rope(c);
         c->pend.kind = PEND_NONE;
         check(c, "rope");
         return;
@@ -538,7 +575,21 @@ static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf
 static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *v) {
     mf_cuda *c = CU(be);
     MIX(c, layer), MIX(c, k), MIX(c, v);
-    if (!op_begin(c, 12)) return;
+    if (!op_begin_x(c, 12, true)) return;
+    if (c->pend.kind == PEND_NONE && c->rp.n >= 1 && c->rp.rows == c->step->n_tok) {
+        /* the held RoPEs (K's the last, or the only one) and this store in one launch */
+        const int kb = c->rp.n - 1;
+        const mfc_rope_grp none = {NULL, NULL, 0, false, 0.0f};
+        if (c->rp.g[kb].x == k && mfc_rope_store(c->stream, &c->sd, c->step->n_tok, kb ? &c->rp.g[0] : &none,
+                                                   &c->rp.g[kb], c->rp.head_dim, &c->rp.r, v, c->k[layer],
+                                                   c->v[layer], (int)c->kv.k_width, (int)c->kv.v_width,
+                                                   c->kv.type == MF_KV_F16)) {
+            c->rp.n = 0;
+            check(c, "kv_store");
+            return;
+        }
+    }
+    flush(c);
     mfc_kv_store(c->stream, &c->sd, c->step->n_tok, k, v, c->k[layer], c->v[layer], (int)c->kv.k_width,
                  (int)c->kv.v_width, c->kv.type == MF_KV_F16);
     check(c, "kv_store");
@@ -550,7 +601,7 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     if (!op_begin(c, 13)) return;
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
                   (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16};
-    const bool split = c->att_split > 1 && c->step->n_tok <= ATT_SPLIT_ROWS && p->n_head <= c->att_heads;
+    const bool split = c->step->n_tok <= ATT_SPLIT_ROWS && p->n_head <= c->att_heads;
     /* the output projection's int8 input, written by the attention itself */
     const size_t no = (size_t)c->step->n_tok * (size_t)p->n_head * (size_t)p->head_dim_v;
     const bool qz = c->fuse && c->mmvq && c->step->n_tok <= 8 && p->head_dim_v % 32 == 0 && no <= c->q8_cap;
@@ -707,8 +758,10 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                             "64x64 f32 tiles); weights decoded from the file's encoding in all\n",
                c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
         if (c->fuse)
-            mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, QK-norm+RoPE, "
-                                "gate/up+activation+quantization, attention+quantization\n");
+            mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
+                                "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "
+                                "store in one launch, attention+quantization; attention: one block per KV head and "
+                                "share of the keys for decode\n");
     }
     return &c->base;
 }

@@ -51,6 +51,13 @@ typedef struct mf_cuda {
         float *out;
         mfc_mm_seg seg[2];
     } pend;
+    /* RoPEs held back (older than pend): Q's and K's, each with its QK-norm,
+     * taken into the KV store that follows (mfc_rope_store) */
+    struct {
+        int n, rows, head_dim;
+        mfc_rope r;
+        mfc_rope_grp g[2];
+    } rp;
     bool mmvq; /* MINFER_CUDA_MMVQ=0 takes the f32 path for every type */
     bool tc;   /* MINFER_CUDA_TC=0: prefill on the f32 tiles for every type */
     /* KV cache: per layer, one row per cell in f16 or f32 (k_attn.cu) */

@@ -11,9 +11,11 @@
  * dimensions, a warp-wide sum), and keeps an online softmax (running max,
  * sum, and its lanes' share of the weighted V); the four partial states are
  * merged at the end. Decode steps (a few rows) split each query's keys into
- * nsplit equal shares, one block each, merged by a second kernel
- * (flash-decoding), so a deep cache keeps every multiprocessor busy; nsplit
- * is fixed per context, so a captured step replays at any depth. Every query reads only its own sequence's keys through
+ * nsplit equal shares, merged by a second kernel (flash-decoding), so a deep
+ * cache keeps every multiprocessor busy; nsplit is fixed per context, so a
+ * captured step replays at any depth. A share is taken by attn_dec_k, one
+ * block for all the query heads of a KV head, or by attn_k per query head
+ * for shapes attn_dec_k does not take. Every query reads only its own sequence's keys through
  * its own block table: rows of other sequences never enter its sums. */
 #include <cuda_fp16.h>
 #include <math.h>
@@ -140,12 +142,224 @@ __global__ void attn_combine_k(const float *__restrict__ part, int n_head, int d
     }
 }
 
+/* Decode attention over one share of the keys, for all G query heads of
+ * one KV head at once (grouped-query attention reads each key once, not G
+ * times). A block of DT threads walks the share in tiles of DT keys: each
+ * thread scores one key against the G queries (its K row in 16-byte loads,
+ * issued together), the block takes the tile's softmax step, then each warp
+ * accumulates every fourth key of the tile into its lanes' VPL dimensions
+ * of V (one coalesced row per key, eight keys' loads in flight). The warps'
+ * sums are added in warp order at the end and the share's unnormalised
+ * state written per head, as attn_k writes it, for attn_combine_k. The
+ * order of every sum depends only on the row's own keys and nsplit. */
+#define DT 128
+#define MAXG 8
+#define RED (4 * 1024) /* the warps' V sums: G * dv <= 1024 */
+
+__device__ __forceinline__ __half2 u32_h2(uint32_t u) {
+    __half2 h;
+    memcpy(&h, &u, 4);
+    return h;
+}
+
+__device__ __forceinline__ void ld8(const void *c, size_t i, bool f16, float *o) {
+    if (f16) {
+        const uint4 raw = *(const uint4 *)((const __half *)c + i);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 f = __half22float2(u32_h2(w[j]));
+            o[2 * j] = f.x, o[2 * j + 1] = f.y;
+        }
+    } else {
+        const float4 a = *(const float4 *)((const float *)c + i), b = *(const float4 *)((const float *)c + i + 4);
+        o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
+    }
+}
+
+/* VPL consecutive elements from element i (aligned to VPL) */
+template <int VPL>
+__device__ __forceinline__ void ldv(const void *c, size_t i, bool f16, float *o) {
+    if (f16) {
+        const __half *h = (const __half *)c + i;
+        if constexpr (VPL == 1) {
+            o[0] = __half2float(h[0]);
+        } else {
+            uint32_t w[VPL / 2];
+            if constexpr (VPL == 2) {
+                w[0] = *(const uint32_t *)h;
+            } else if constexpr (VPL == 4) {
+                const uint2 u = *(const uint2 *)h;
+                w[0] = u.x, w[1] = u.y;
+            } else {
+                const uint4 u = *(const uint4 *)h;
+                w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+            }
+#pragma unroll
+            for (int j = 0; j < VPL / 2; j++) {
+                const float2 f = __half22float2(u32_h2(w[j]));
+                o[2 * j] = f.x, o[2 * j + 1] = f.y;
+            }
+        }
+    } else {
+        const float *f = (const float *)c + i;
+#pragma unroll
+        for (int j = 0; j < VPL; j++) o[j] = f[j];
+    }
+}
+
+template <int VPL>
+__global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
+                                                 const void *vc, mfc_attn p, int nsplit, float *part) {
+    pdl_enter();
+    const int r = blockIdx.x, hk = blockIdx.y, z = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int G = p.n_head / p.n_head_kv, dk = p.head_dim_k, dv = 32 * VPL;
+    __shared__ float qs[MAXG][MAXD];
+    __shared__ float ps[MAXG][DT];
+    __shared__ float rmax[MAXG][DT / 32], rsum[MAXG][DT / 32];
+    __shared__ size_t cs[DT];
+    __shared__ float red[RED];
+    const float *qr = q + ((size_t)r * p.n_head + (size_t)hk * G) * dk;
+    for (int i = tid; i < G * dk; i += DT) qs[i / dk][i % dk] = qr[i];
+    __syncthreads();
+
+    const int pos = st.pos[r];
+    int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    const int chunk = (pos - first + nsplit) / nsplit;
+    first += z * chunk;
+    const int last = min(pos, first + chunk - 1);
+    const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
+    float m[MAXG], l[MAXG], acc[MAXG][VPL];
+#pragma unroll
+    for (int g = 0; g < MAXG; g++) {
+        m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) acc[g][i] = 0.0f;
+    }
+    for (int t0 = first; t0 <= last; t0 += DT) {
+        const int t = t0 + tid;
+        float s[MAXG];
+#pragma unroll
+        for (int g = 0; g < MAXG; g++) s[g] = 0.0f;
+        if (t <= last) {
+            const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
+            cs[tid] = cell;
+            const size_t kb = cell * p.k_width + (size_t)hk * dk;
+#pragma unroll 8
+            for (int d = 0; d < dk; d += 8) {
+                float kv[8];
+                ld8(kc, kb + d, p.f16, kv);
+#pragma unroll
+                for (int g = 0; g < MAXG; g++) {
+                    if (g >= G) break;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) s[g] += qs[g][d + i] * kv[i];
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < MAXG; g++) {
+                s[g] *= p.scale;
+                if (p.softcap > 0.0f) s[g] = p.softcap * tanhf(s[g] / p.softcap);
+            }
+        } else {
+#pragma unroll
+            for (int g = 0; g < MAXG; g++) s[g] = -INFINITY;
+        }
+        /* the tile's max per head: warps, then the block */
+#pragma unroll
+        for (int g = 0; g < MAXG; g++) {
+            if (g >= G) break;
+            float v = s[g];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+            if (lane == 0) rmax[g][warp] = v;
+        }
+        __syncthreads();
+        float mn[MAXG];
+#pragma unroll
+        for (int g = 0; g < MAXG; g++) {
+            if (g >= G) break;
+            float mt = rmax[g][0];
+#pragma unroll
+            for (int w = 1; w < DT / 32; w++) mt = fmaxf(mt, rmax[g][w]);
+            mn[g] = fmaxf(m[g], mt); /* finite: the tile has a key */
+            const float e = t <= last ? expf(s[g] - mn[g]) : 0.0f;
+            ps[g][tid] = e;
+            float v = e;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) rsum[g][warp] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int g = 0; g < MAXG; g++) {
+            if (g >= G) break;
+            float ts = rsum[g][0];
+#pragma unroll
+            for (int w = 1; w < DT / 32; w++) ts += rsum[g][w];
+            const float c = expf(m[g] - mn[g]);
+            l[g] = l[g] * c + ts;
+            m[g] = mn[g];
+#pragma unroll
+            for (int i = 0; i < VPL; i++) acc[g][i] *= c;
+        }
+        const int nt = min(DT, last - t0 + 1);
+        const size_t vo = (size_t)hk * dv + (size_t)lane * VPL;
+#pragma unroll 8
+        for (int j = warp; j < nt; j += DT / 32) {
+            float v[VPL];
+            ldv<VPL>(vc, cs[j] * p.v_width + vo, p.f16, v);
+#pragma unroll
+            for (int g = 0; g < MAXG; g++) {
+                if (g >= G) break;
+                const float pj = ps[g][j];
+#pragma unroll
+                for (int i = 0; i < VPL; i++) acc[g][i] += pj * v[i];
+            }
+        }
+        __syncthreads(); /* ps, cs and the partials are rewritten by the next tile */
+    }
+#pragma unroll
+    for (int g = 0; g < MAXG; g++) {
+        if (g >= G) break;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) red[(warp * G + g) * dv + lane * VPL + i] = acc[g][i];
+        if (tid == 0) {
+            float *pp = part + (((size_t)r * p.n_head + (size_t)hk * G + g) * nsplit + z) * (dv + 2);
+            pp[0] = m[g], pp[1] = l[g];
+        }
+    }
+    __syncthreads();
+    for (int x = tid; x < G * dv; x += DT) {
+        const int g = x / dv, d = x % dv;
+        float a = red[g * dv + d];
+#pragma unroll
+        for (int w = 1; w < DT / 32; w++) a += red[(w * G + g) * dv + d];
+        float *pp = part + (((size_t)r * p.n_head + (size_t)hk * G + g) * nsplit + z) * (dv + 2);
+        pp[2 + d] = a;
+    }
+}
+
 extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
                               const void *vc, const mfc_attn *p, float *out, int nsplit, float *part,
                               const mfc_q8 *qout) {
     if (!rows) return;
     mfc_q8 qo = {NULL, NULL, NULL};
     if (qout && p->head_dim_v % 32 == 0) qo = *qout;
+    /* the grouped decode kernel: heads of 32..256 (V), K rows of whole
+     * 16-byte pieces, groups of up to 8 whose V sums fit its buffer */
+    const int G = p->n_head / p->n_head_kv, dv = p->head_dim_v, vpl = dv / 32;
+    if (nsplit >= 1 && part && G <= MAXG && p->head_dim_k % 8 == 0 && p->k_width % 8 == 0 && dv % 32 == 0 &&
+        (vpl == 1 || vpl == 2 || vpl == 4 || vpl == 8) && p->v_width % vpl == 0 && G * dv * 4 <= RED &&
+        p->head_dim_k <= MAXD) {
+        const dim3 grid(rows, p->n_head_kv, nsplit);
+        if (vpl == 1) launch_k(attn_dec_k<1>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, (const float *)part, p->n_head, dv, nsplit, out, qo);
+        return;
+    }
     if (nsplit > 1 && part) {
         launch_k(attn_k, dim3(rows, p->n_head, nsplit), AW * 32, 0, s, *st, q, kc, vc, *p, out, nsplit, part, mfc_q8{NULL, NULL, NULL});
         launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, (const float *)part, p->n_head, p->head_dim_v, nsplit, out, qo);

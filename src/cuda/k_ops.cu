@@ -168,6 +168,64 @@ extern "C" bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows
     return true;
 }
 
+/* The attention inputs of a decode step in one launch: RoPE (after a
+ * QK-norm where the group has one) of group a's heads (Q) and group b's
+ * heads (K), b's rotated heads and the V rows stored into the cache at the
+ * step's cells. Block (row, y): y < a.n_head a head of a, then b's heads,
+ * then one block for the row's V. Each head as norm_rope_k (the same
+ * thread count, so the same sums) or rope_k computes it, the cache as
+ * kv_store_k writes it. */
+__global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, int head_dim, mfc_rope p,
+                             const float *__restrict__ vr, void *kc, void *vc, int kw, int vw, bool f16) {
+    pdl_enter();
+    __shared__ float sh[32];
+    __shared__ float hv[MFC_MAX_HEAD_DIM];
+    const int r = blockIdx.x;
+    int h = blockIdx.y;
+    const size_t cell = (size_t)st.cell[r];
+    if (h == a.n_head + b.n_head) {
+        for (int i = threadIdx.x; i < vw; i += blockDim.x) {
+            const float x = vr[(size_t)r * vw + i];
+            if (f16) ((__half *)vc)[cell * vw + i] = __float2half_rn(x);
+            else ((float *)vc)[cell * vw + i] = x;
+        }
+        return;
+    }
+    const bool kh = h >= a.n_head;
+    if (kh) h -= a.n_head;
+    const mfc_rope_grp g = kh ? b : a;
+    float *v = g.x + ((size_t)r * g.n_head + h) * head_dim;
+    if (g.norm) {
+        float mean, scale;
+        norm_stats(false, v, head_dim, g.eps, sh, mean, scale);
+        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) hv[i] = norm_elem(v[i], mean, scale, g.w, NULL, i);
+    } else {
+        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) hv[i] = v[i];
+    }
+    __syncthreads();
+    rope_head(hv, st.pos[r], p);
+    __syncthreads();
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+        const float x = hv[i];
+        v[i] = x;
+        if (kh) {
+            const size_t o = cell * kw + (size_t)h * head_dim + i;
+            if (f16) ((__half *)kc)[o] = __float2half_rn(x);
+            else ((float *)kc)[o] = x;
+        }
+    }
+}
+
+extern "C" bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a,
+                               const mfc_rope_grp *b, int head_dim, const mfc_rope *p, const float *v, void *kc,
+                               void *vc, int k_width, int v_width, bool f16) {
+    if (head_dim > MFC_MAX_HEAD_DIM || p->n_rot > head_dim || k_width != b->n_head * head_dim) return false;
+    if (rows)
+        launch_k(rope_store_k, dim3(rows, a->n_head + b->n_head + 1), norm_threads(head_dim), 0, s, *st, *a, *b,
+                 head_dim, *p, v, kc, vc, k_width, v_width, f16);
+    return true;
+}
+
 /* ---- the bandwidth probe: 16-byte loads and stores ---- */
 
 __global__ void copy_k(uint4 *dst, const uint4 *src, size_t n) {

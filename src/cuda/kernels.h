@@ -80,6 +80,10 @@ typedef struct mfc_mm_seg {
 
 /* whether mfc_mmvq takes this product */
 bool mfc_mmvq_takes(int type, int k, int rows);
+/* warps per weight row the products take for rows of k (a function of k
+ * only); mfc_mmvq_w = 1, 2 or 4 forces it (benchmarks; 0: by k) */
+int mfc_mmvq_team(int k);
+extern int mfc_mmvq_w;
 void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q);
 /* as mfc_matmul, over activations mfc_quant_x wrote into q */
 void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q, int rows,
@@ -88,8 +92,8 @@ void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, 
 /* up to MFC_MAX_SEGS products of the same activations (Q/K/V) in one
  * launch; each output row as mfc_mmvq computes it */
 void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
-/* gate and up products (one type, no bias) and the gated activation in one
- * launch: act[r][j] = glu(gate[r][j], up[r][j]) (act: 0 SwiGLU, 1 GEGLU),
+/* gate and up products (one type, no bias) as one launch, then the gated
+ * activation: act[r][j] = glu(gate[r][j], up[r][j]) (act: 0 SwiGLU, 1 GEGLU),
  * gate and up written too; when qout is given, act also quantized into it as
  * mfc_quant_x would. False when the shape does not fit (n % 32). */
 bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k, const mfc_q8 *q,
@@ -125,10 +129,28 @@ void mfc_rope_apply(cudaStream_t s, float *x, int rows, int n_head, int head_dim
 bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows, int n_head, int head_dim, float eps,
                    const int32_t *pos, const mfc_rope *p);
 
+/* a group of heads for mfc_rope_store: x (rows x n_head x head_dim), in
+ * place; norm: an RMS QK-norm (weight w, or none) first */
+typedef struct mfc_rope_grp {
+    float *x;
+    const float *w;
+    int n_head;
+    bool norm;
+    float eps;
+} mfc_rope_grp;
+/* RoPE of a's heads (Q; n_head may be 0) and b's (K), each after its
+ * QK-norm, then b's heads and v stored into the cache as mfc_kv_store
+ * stores them: the bits of mfc_norm_rope / mfc_rope_apply then
+ * mfc_kv_store, in one launch. False unless k_width == b's heads x
+ * head_dim and the head fits MFC_MAX_HEAD_DIM. */
+bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a, const mfc_rope_grp *b,
+                    int head_dim, const mfc_rope *p, const float *v, void *kc, void *vc, int k_width, int v_width,
+                    bool f16);
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, bool f16);
-/* nsplit > 1 with part (rows x n_head x nsplit x (head_dim_v + 2) floats):
- * each query's keys in nsplit shares, then merged. qout (or NULL): out
+/* With part (rows x n_head x nsplit x (head_dim_v + 2) floats; decode
+ * steps): each query's keys in nsplit >= 1 shares, then merged; without,
+ * one block per query head over all its keys (prefill). qout (or NULL): out
  * also quantized there as mfc_quant_x would (head_dim_v % 32 == 0). */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                    const mfc_attn *p, float *out, int nsplit, float *part, const mfc_q8 *qout);
