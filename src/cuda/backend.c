@@ -85,7 +85,6 @@ static void cu_destroy(mf_backend *be) {
     if (c->d_step) cudaFree(c->d_step);
     if (c->h_dl) cudaFreeHost(c->h_dl);
     cudaFree(c->att_part);
-    cudaFree(c->att_done);
     for (int i = 0; i < 2; i++) {
         cudaFree(c->q8b[i].q);
         cudaFree(c->q8b[i].d);
@@ -142,12 +141,10 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
     {
         const size_t heads = (size_t)c->max_width / (d->head_dim_v ? d->head_dim_v : 1) + 1;
         const size_t nf = (size_t)ATT_SPLIT_ROWS * heads * (size_t)c->att_split * (d->head_dim_v + 2);
-        if (cudaMalloc((void **)&c->att_part, nf * sizeof(float)) != cudaSuccess ||
-            cudaMalloc((void **)&c->att_done, (size_t)ATT_SPLIT_ROWS * heads * sizeof(int)) != cudaSuccess) {
+        if (cudaMalloc((void **)&c->att_part, nf * sizeof(float)) != cudaSuccess) {
             cudaGetLastError();
             return mf_err(MF_ERR_NOMEM, "out of device memory for the attention split buffers");
         }
-        cudaMemset(c->att_done, 0, (size_t)ATT_SPLIT_ROWS * heads * sizeof(int));
         c->att_heads = (int)heads;
     }
     /* step arrays: 5 per row, 1 per sequence, and the block tables (each at
@@ -609,7 +606,7 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     const size_t no = (size_t)c->step->n_tok * (size_t)p->n_head * (size_t)p->head_dim_v;
     const bool qz = c->fuse && c->mmvq && c->step->n_tok <= 8 && p->head_dim_v % 32 == 0 && no <= c->q8_cap;
     mfc_attention(c->stream, &c->sd, c->step->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1,
-                  split ? c->att_part : NULL, split ? c->att_done : NULL, qz ? &c->q8b[c->q8_i] : NULL);
+                  split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
     if (qz) c->q8_x = out, c->q8_hold = true;
     check(c, "attention");
 }

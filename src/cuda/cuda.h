@@ -67,7 +67,6 @@ typedef struct mf_cuda {
     /* flash-decoding: steps of up to ATT_SPLIT_ROWS rows split each query's
      * keys in att_split shares; their states go to att_part */
     int att_split;
-    int *att_done; /* per (row, KV head): shares finished (the last merges) */
     float *att_part;
     int att_heads; /* query heads att_part has room for */
     int max_width;

@@ -118,36 +118,28 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     }
 }
 
-/* merge the nsplit partial states pp of one (row, head) into out[o0..),
- * in split order, by a block of 128 threads (whole warps per 32 outputs
- * for the quantization); the loads bypass L1, since the last share's
- * block reads what other blocks wrote in this launch */
-__device__ __forceinline__ void combine_head(const float *pp, int dv, int nsplit, float *out, size_t o0,
-                                             const mfc_q8 &qo) {
-    float M = -INFINITY;
-    for (int s = 0; s < nsplit; s++) M = fmaxf(M, __ldcg(pp + (size_t)s * (dv + 2)));
-    float L = 0.0f;
-    for (int s = 0; s < nsplit; s++) {
-        const float ms = __ldcg(pp + (size_t)s * (dv + 2));
-        if (ms != -INFINITY) L += __ldcg(pp + (size_t)s * (dv + 2) + 1) * expf(ms - M);
-    }
-    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
-        float a = 0.0f;
-        for (int s = 0; s < nsplit; s++) {
-            const float ms = __ldcg(pp + (size_t)s * (dv + 2));
-            if (ms != -INFINITY) a += __ldcg(pp + (size_t)s * (dv + 2) + 2 + d) * expf(ms - M);
-        }
-        out[o0 + d] = a / L;
-        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s); /* whole warps: dv % 32 == 0 */
-    }
-}
-
 /* merge the nsplit partial states of one (row, head), in split order */
 __global__ void attn_combine_k(const float *__restrict__ part, int n_head, int dv, int nsplit, float *out, mfc_q8 qo) {
     pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y;
-    combine_head(part + ((size_t)r * n_head + h) * nsplit * (dv + 2), dv, nsplit, out, ((size_t)r * n_head + h) * dv,
-                 qo);
+    const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[(size_t)s * (dv + 2)]);
+    float L = 0.0f;
+    for (int s = 0; s < nsplit; s++) {
+        const float ms = pp[(size_t)s * (dv + 2)];
+        if (ms != -INFINITY) L += pp[(size_t)s * (dv + 2) + 1] * expf(ms - M);
+    }
+    const size_t o0 = ((size_t)r * n_head + h) * dv;
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+        float a = 0.0f;
+        for (int s = 0; s < nsplit; s++) {
+            const float ms = pp[(size_t)s * (dv + 2)];
+            if (ms != -INFINITY) a += pp[(size_t)s * (dv + 2) + 2 + d] * expf(ms - M);
+        }
+        out[o0 + d] = a / L;
+        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s); /* whole warps: dv % 32 == 0 */
+    }
 }
 
 /* Decode attention over one share of the keys, for all G query heads of
@@ -218,8 +210,7 @@ __device__ __forceinline__ void ldv(const void *c, size_t i, bool f16, float *o)
 
 template <int VPL>
 __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
-                                                 const void *vc, mfc_attn p, int nsplit, float *part, int *done,
-                                                 float *out, mfc_q8 qo) {
+                                                 const void *vc, mfc_attn p, int nsplit, float *part) {
     pdl_enter();
     const int r = blockIdx.x, hk = blockIdx.y, z = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = p.n_head / p.n_head_kv, dk = p.head_dim_k, dv = 32 * VPL;
@@ -347,28 +338,10 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
         float *pp = part + (((size_t)r * p.n_head + (size_t)hk * G + g) * nsplit + z) * (dv + 2);
         pp[2 + d] = a;
     }
-    /* the last share's block to finish merges the group's heads (the
-     * merge reads the shares in split order, whichever block it is), and
-     * leaves the counter at zero for the next launch */
-    __shared__ bool is_last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        int *cnt = done + (size_t)r * p.n_head_kv + hk;
-        is_last = atomicAdd(cnt, 1) == nsplit - 1;
-        if (is_last) *cnt = 0;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    for (int g = 0; g < G; g++) {
-        const size_t hh = (size_t)r * p.n_head + (size_t)hk * G + g;
-        combine_head(part + hh * nsplit * (dv + 2), dv, nsplit, out, hh * dv, qo);
-    }
 }
 
 extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                              const void *vc, const mfc_attn *p, float *out, int nsplit, float *part, int *done,
+                              const void *vc, const mfc_attn *p, float *out, int nsplit, float *part,
                               const mfc_q8 *qout) {
     if (!rows) return;
     mfc_q8 qo = {NULL, NULL, NULL};
@@ -376,14 +349,15 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     /* the grouped decode kernel: heads of 32..256 (V), K rows of whole
      * 16-byte pieces, groups of up to 8 whose V sums fit its buffer */
     const int G = p->n_head / p->n_head_kv, dv = p->head_dim_v, vpl = dv / 32;
-    if (nsplit >= 1 && part && done && G <= MAXG && p->head_dim_k % 8 == 0 && p->k_width % 8 == 0 && dv % 32 == 0 &&
+    if (nsplit >= 1 && part && G <= MAXG && p->head_dim_k % 8 == 0 && p->k_width % 8 == 0 && dv % 32 == 0 &&
         (vpl == 1 || vpl == 2 || vpl == 4 || vpl == 8) && p->v_width % vpl == 0 && G * dv * 4 <= RED &&
         p->head_dim_k <= MAXD) {
         const dim3 grid(rows, p->n_head_kv, nsplit);
-        if (vpl == 1) launch_k(attn_dec_k<1>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, done, out, qo);
-        else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, done, out, qo);
-        else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, done, out, qo);
-        else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, done, out, qo);
+        if (vpl == 1) launch_k(attn_dec_k<1>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, (const float *)part, p->n_head, dv, nsplit, out, qo);
         return;
     }
     if (nsplit > 1 && part) {

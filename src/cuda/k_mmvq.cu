@@ -31,27 +31,16 @@ __global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq,
  * blocks of 32 ---- */
 __global__ void norm_quant_k(bool layer, const float *x, const float *__restrict__ w, const float *__restrict__ b,
                              int n, float eps, float *out, int8_t *xq, float *xd, float *xs) {
-    /* the norm's weights (constant) are read before the wait */
-    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
-    constexpr int PW = 4;
-    float wv[PW];
-#pragma unroll
-    for (int u = 0; u < PW; u++) {
-        const int blk = (threadIdx.x >> 5) + u * nw;
-        wv[u] = w && blk < nb ? w[blk * 32 + lane] : 1.0f;
-    }
     pdl_enter();
     __shared__ float sh[32];
     const float *xr = x + (size_t)blockIdx.x * n;
     float *yr = out + (size_t)blockIdx.x * n;
     float mean, scale;
     norm_stats(layer, xr, n, eps, sh, mean, scale);
-    int u = 0;
-    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw, u++) {
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
+    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw) {
         const int i = blk * 32 + lane;
-        float y = (xr[i] - mean) * scale; /* norm_elem's operations */
-        if (w) y *= u < PW ? wv[u < PW ? u : 0] : w[i];
-        if (b) y += b[i];
+        const float y = norm_elem(xr[i], mean, scale, w, b, i);
         yr[i] = y;
         quant_block32(y, (size_t)blockIdx.x * nb + blk, xq, xd, xs);
     }

@@ -149,12 +149,11 @@ bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, bool f16);
 /* With part (rows x n_head x nsplit x (head_dim_v + 2) floats; decode
- * steps) and done (rows x n_head_kv counters, zero before the first call
- * and left zero): each query's keys in nsplit >= 1 shares, then merged; without,
+ * steps): each query's keys in nsplit >= 1 shares, then merged; without,
  * one block per query head over all its keys (prefill). qout (or NULL): out
  * also quantized there as mfc_quant_x would (head_dim_v % 32 == 0). */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
-                   const mfc_attn *p, float *out, int nsplit, float *part, int *done, const mfc_q8 *qout);
+                   const mfc_attn *p, float *out, int nsplit, float *part, const mfc_q8 *qout);
 
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);
