@@ -753,7 +753,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                pr.name, pr.major, pr.minor, pr.multiProcessorCount, (double)pr.totalGlobalMem / (1u << 30),
                c->graphs ? "on" : "off", mfc_pdl_on ? "on" : "off (sm_90+, MINFER_CUDA_PDL)",
                c->fuse ? "on" : "off (MINFER_CUDA_FUSE=0)");
-        mf_log(MF_LOG_INFO, "minfer: cuda kernels: up to 8 rows: Q4_K/Q6_K by dp4a over int8 activations%s, other "
+        mf_log(MF_LOG_INFO, "minfer: cuda kernels: up to 8 rows: Q4_K/Q6_K/Q8_0 by dp4a over int8 activations%s, other "
                             "types warp-per-row f32; more rows: 128x64 f16 tensor-core tiles%s (F32/BF16: "
                             "64x64 f32 tiles); weights decoded from the file's encoding in all\n",
                c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");

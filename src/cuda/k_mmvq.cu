@@ -1,7 +1,7 @@
 /* k_mmvq.cu - decode products (up to 8 rows) for Q4_K and Q6_K, the types
- * of Q4_K_M files, over activations quantized to int8 in blocks of 32 (one
- * f32 scale and the scaled sum of each block): the weights' 4- and 6-bit
- * levels meet the int8 activations in dp4a (four products per instruction),
+ * of Q4_K_M files, and Q8_0, over activations quantized to int8 in blocks
+ * of 32 (one f32 scale and the scaled sum of each block): the weights'
+ * 4-, 6- and 8-bit levels meet the int8 activations in dp4a (four products per instruction),
  * so a lane moves 16 weight bytes and a quarter of the activation bytes the
  * f32 path needs.
  *
@@ -9,6 +9,7 @@
  * super-blocks of one weight row per step. Q4_K: a lane takes 16 bytes of
  * levels (32 weights: the same 16 positions of two sub-blocks). Q6_K: a lane
  * takes 8 positions of each quarter of a 128-weight half (32 weights).
+ * Q8_0: a lane takes one block of 32.
  *
  * The activations' rounding to 8 bits is the CPU's approach too (q8_K
  * there, per 256; q8 per 32 here): results agree with the CPU within the
@@ -88,6 +89,14 @@ template <> struct wround<T_Q6_K> {
     uint32_t la[NB][2], lb[NB][2], lh[NB][2], scb[NB];
     float dd[NB];
 };
+/* Q8_0: a "super-block" is 8 blocks of 32 (272 bytes, so rows of k % 256
+ * == 0 start 16-byte aligned), lane t takes block t: its 32 levels as the
+ * nine aligned words that span them (even blocks start 2 bytes into a
+ * word) */
+template <> struct wround<T_Q8_0> {
+    uint32_t q[NB][9];
+    float d[NB];
+};
 
 template <int T, int W>
 __device__ __forceinline__ void wload(wround<T> &w, const uint8_t *__restrict__ wr, int nsb, int sb0, int t) {
@@ -101,6 +110,13 @@ __device__ __forceinline__ void wload(wround<T> &w, const uint8_t *__restrict__ 
             const uint8_t *blk = wr + (size_t)sb * 144;
             w.hd[u] = *(const uint4 *)blk;
             w.qv[u] = *(const uint4 *)(blk + 16 + 32 * kk + 16 * h);
+        } else if constexpr (T == T_Q8_0) {
+            const uint8_t *blk = wr + ((size_t)sb * 8 + t) * 34;
+            w.d[u] = ld_h(blk);
+            const uint32_t *p = (const uint32_t *)((uintptr_t)(blk + 2) & ~(uintptr_t)3);
+#pragma unroll
+            for (int i = 0; i < 8; i++) w.q[u][i] = p[i];
+            w.q[u][8] = (t & 1) ? 0u : p[8]; /* odd blocks' levels are word-aligned: eight words */
         } else { /* 210-byte blocks are only 2-byte aligned */
             const int h = t >> 2, l0 = (t & 3) * 8;
             const uint8_t *blk = wr + (size_t)sb * 210;
@@ -152,6 +168,22 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                 float v = d * (float)sc0 * dv.x * (float)s0 + d * (float)sc1 * dv.y * (float)s1;
                 if (h == 0) v -= dmin * ((float)m0 * sv.x + (float)m1 * sv.y);
                 acc[r] += v;
+            }
+        } else if constexpr (T == T_Q8_0) {
+            uint32_t qw[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) qw[i] = (t & 1) ? w.q[u][i] : __funnelshift_r(w.q[u][i], w.q[u][i + 1], 16);
+            const int b = sb * 8 + t;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (r >= rows) break;
+                const int8_t *xr = xq + (size_t)r * k + (size_t)b * 32;
+                const int4 a4 = *(const int4 *)xr, b4 = *(const int4 *)(xr + 16);
+                const int xv[8] = {a4.x, a4.y, a4.z, a4.w, b4.x, b4.y, b4.z, b4.w};
+                int is = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) is = __dp4a((int)qw[i], xv[i], is);
+                acc[r] += w.d[u] * xd[(size_t)r * kb + b] * (float)is;
             }
         } else {
             const int h = t >> 2, l0 = (t & 3) * 8;
@@ -213,11 +245,14 @@ __device__ __forceinline__ void row_dot(const uint8_t *__restrict__ wr, int k, c
         for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
 }
 
-template <int R, int W>
+/* TS, the types a launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any (a
+ * kernel holds the registers of the largest path it has) */
+template <int R, int W, int TS>
 __device__ __forceinline__ void row_dot_t(int type, const uint8_t *wr, int k, const mfc_q8 &q, int rows, float *acc,
                                           int vl) {
-    if (type == T_Q4_K) row_dot<T_Q4_K, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
-    else row_dot<T_Q6_K, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
+    if (TS != 0 && (TS == 1 || type == T_Q8_0)) row_dot<T_Q8_0, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
+    else if (TS != 1 && type == T_Q4_K) row_dot<T_Q4_K, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
+    else if (TS != 1) row_dot<T_Q6_K, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
 }
 
 /* up to MFC_MAX_SEGS products in one grid: segment i takes blocks
@@ -229,7 +264,7 @@ struct mm_segs {
     int nseg;
 };
 
-template <int R, int W>
+template <int R, int W, int TS>
 __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int rows) {
     constexpr int RPB = 4 / W;
     int si = 0;
@@ -240,7 +275,7 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
     const uint8_t *w = (const uint8_t *)g.w;
     const bool ok = j < g.n;
     float acc[R];
-    if (ok) row_dot_t<R, W>(g.type, w + (size_t)j * g.row_bytes, k, q, rows, acc, (warp % W) * 32 + lane);
+    if (ok) row_dot_t<R, W, TS>(g.type, w + (size_t)j * g.row_bytes, k, q, rows, acc, (warp % W) * 32 + lane);
     else pdl_enter();
     if constexpr (W > 1) { /* the team's warps summed in their order */
         __shared__ float red[4][R];
@@ -272,7 +307,7 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
 }
 
 extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
-    return (type == T_Q4_K || type == T_Q6_K) && k % 256 == 0 && rows >= 1 && rows <= 8;
+    return (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0) && k % 256 == 0 && rows >= 1 && rows <= 8;
 }
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
@@ -293,12 +328,21 @@ extern "C" int mfc_mmvq_team(int k) {
     return nsb <= 16 ? 1 : nsb <= 32 ? 2 : 4;
 }
 
+template <int W, int TS>
+static void mmvq_launch_r(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
+    if (rows == 1) launch_k(mmvq_k<1, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+    else if (rows == 2) launch_k(mmvq_k<2, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+    else if (rows <= 4) launch_k(mmvq_k<4, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+    else launch_k(mmvq_k<8, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+}
+
 template <int W>
 static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
-    if (rows == 1) launch_k(mmvq_k<1, W>, nb, 128, 0, s, S, k, *q, rows);
-    else if (rows == 2) launch_k(mmvq_k<2, W>, nb, 128, 0, s, S, k, *q, rows);
-    else if (rows <= 4) launch_k(mmvq_k<4, W>, nb, 128, 0, s, S, k, *q, rows);
-    else launch_k(mmvq_k<8, W>, nb, 128, 0, s, S, k, *q, rows);
+    int n8 = 0;
+    for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0;
+    if (n8 == 0) mmvq_launch_r<W, 0>(s, S, nb, k, q, rows);
+    else if (n8 == S.nseg) mmvq_launch_r<W, 1>(s, S, nb, k, q, rows);
+    else mmvq_launch_r<W, 2>(s, S, nb, k, q, rows);
 }
 
 extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {

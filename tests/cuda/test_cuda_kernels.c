@@ -7,7 +7,7 @@
  * prefill kernel), |gpu - ref| <= 1e-5 * sum |w||x| per output, the f32
  * accumulation's bound (the sums run in another order than the host's,
  * and nvcc may fuse a decode's multiply and add into one FMA).
- * The dp4a kernels (Q4_K, Q6_K, up to 8 rows; teams of 1, 2 and 4 warps
+ * The dp4a kernels (Q4_K, Q6_K, Q8_0, up to 8 rows; teams of 1, 2 and 4 warps
  * per row) are held to the same bound
  * against a reference over the activations rounded as they round them
  * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
@@ -152,6 +152,7 @@ int main(void) {
      * row counts that leave a block's last team without a row */
     check_type(MF_TYPE_Q4_K, 6144, 7);
     check_type(MF_TYPE_Q6_K, 6144, 7);
+    check_type(MF_TYPE_Q8_0, 6144, 7);
     check_type(MF_TYPE_Q4_K, 9728, 5);
     check_type(MF_TYPE_Q6_K, 9728, 5);
     check_type(MF_TYPE_F32, 172, 33);
