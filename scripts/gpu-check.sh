@@ -12,16 +12,17 @@
 #   MODELS=dir         where the benchmark models are written by `minfer synth`
 #                      (once; later runs reuse them) (/tmp/minfer-gpu-models)
 #   PRESETS="p:T ..."  synth preset and type of each benchmark model
-#                      ("qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M")
+#                      ("qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M qwen3-4b:Q8_0 qwen3-4b:Q6_K")
 #   REPS=n             timed runs per test (3)
 #   SANITIZE=1         also run the cuda tests under compute-sanitizer memcheck
-#   LLAMA_BENCH=path   also run llama.cpp's llama-bench on the same files
+#   LLAMA_BENCH=path   also run llama.cpp's llama-bench on the same files (pp512,
+#                      tg128, tg128 at depth 4096, flash attention on)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 MODELS=${MODELS:-/tmp/minfer-gpu-models}
-PRESETS=${PRESETS:-"qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M"}
+PRESETS=${PRESETS:-"qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M qwen3-4b:Q8_0 qwen3-4b:Q6_K"}
 REPS=${REPS:-3}
 mkdir -p "$BUILD" "$MODELS"
 SUMMARY=$BUILD/gpu-check.summary
@@ -53,6 +54,12 @@ if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     else say "compute-sanitizer memcheck (test_cuda): ERRORS (log $BUILD/memcheck.log)"; fi
 fi
 
+if [ -x "$BUILD/tests/bench_mmvq" ]; then
+    "$BUILD/tests/bench_mmvq" >"$BUILD/bench-mmvq.log" 2>&1
+    say "decode products alone (bench_mmvq):"
+    sed 's/^/  /' "$BUILD/bench-mmvq.log" | tee -a "$SUMMARY"
+fi
+
 MINFER=$BUILD/bin/minfer
 for pt in $PRESETS; do
     preset=${pt%%:*} type=${pt##*:}
@@ -69,7 +76,8 @@ for pt in $PRESETS; do
     bw=$(echo "$out" | sed -n 's/.*= \([0-9.]*%\) of the \([0-9.]*\) GB\/s device copy.*/\1 of \2 GB\/s copy/p')
     say "minfer $preset $type: pp512 ${pp:-?} t/s, tg128 ${tg:-?} t/s, decode ${bw:-?}; tg128 @ d4096 ${deep:-?} t/s"
     if [ -n "${LLAMA_BENCH:-}" ]; then
-        "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r "$REPS" >"$BUILD/llama-bench-$preset-$type.log" 2>&1
+        { "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r "$REPS"
+          "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d 4096 -r 1; } >"$BUILD/llama-bench-$preset-$type.log" 2>&1
         awk -F'|' '/ pp512 | tg128 /{print "llama.cpp '"$preset $type"': " $(NF-2) " " $(NF-1)}' \
             "$BUILD/llama-bench-$preset-$type.log" | tee -a "$SUMMARY"
     fi
