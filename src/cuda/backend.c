@@ -168,6 +168,9 @@ static mf_status cu_begin_step(mf_backend *be, const mf_step *st) {
     mf_cuda *c = CU(be);
     c->step = st;
     c->err = MF_OK;
+    /* nothing held survives a step (a failed one skips the final flush) */
+    c->pend.kind = PEND_NONE;
+    c->rp.n = 0;
     c->hash = 0xcbf29ce484222325ull;
     c->n_dl = 0;
     if (st->n_tok > c->max_rows) return mf_err(MF_ERR_INVALID_ARG, "step of %d rows: at most %d", st->n_tok, c->max_rows);
@@ -550,7 +553,7 @@ static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf
     if (c->fuse && head_dim <= MFC_MAX_HEAD_DIM && p->n_rot <= head_dim && (qkn || c->pend.kind == PEND_NONE)) {
         /* held back for the KV store: with the other RoPE of the step if
          * they match, else the ones held so far go first */
-        if (c->rp.n == 2 || (c->rp.n == 1 && (c->rp.rows != rows || c->rp.head_dim != head_dim ||
+        if (c->rp.n == 2 || (c->rp.n == 1 && (c->rp.rows != rows || c->rp.head_dim != head_dim || c->rp.g[0].x == x ||
                                                memcmp(&c->rp.r, &r, sizeof r) != 0))) {
             flush_rope(c); /* a held norm stays: it is newer */
         }
@@ -560,9 +563,9 @@ static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf
         if (qkn) c->pend.kind = PEND_NONE;
         return;
     }
+    flush_rope(c); /* older than this RoPE (and than a held norm) */
     if (qkn && mfc_norm_rope(c->stream, x, c->pend.w, rows, n_head, head_dim, c->pend.eps, c->sd.pos, &r)) {
         /* QK-norm and RoPE of each head in one pass */
-        flush_rope(c);
         c->pend.kind = PEND_NONE;
         check(c, "rope");
         return;
@@ -580,7 +583,10 @@ static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *
         /* the held RoPEs (K's the last, or the only one) and this store in one launch */
         const int kb = c->rp.n - 1;
         const mfc_rope_grp none = {NULL, NULL, 0, false, 0.0f};
-        if (c->rp.g[kb].x == k && mfc_rope_store(c->stream, &c->sd, c->step->n_tok, kb ? &c->rp.g[0] : &none,
+        /* one launch rotates Q and K in place while it reads V: only for
+         * three distinct buffers */
+        const bool apart = v != k && (kb == 0 || (c->rp.g[0].x != k && c->rp.g[0].x != v));
+        if (c->rp.g[kb].x == k && apart && mfc_rope_store(c->stream, &c->sd, c->step->n_tok, kb ? &c->rp.g[0] : &none,
                                                    &c->rp.g[kb], c->rp.head_dim, &c->rp.r, v, c->k[layer],
                                                    c->v[layer], (int)c->kv.k_width, (int)c->kv.v_width,
                                                    c->kv.type == MF_KV_F16)) {

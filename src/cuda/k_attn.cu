@@ -349,7 +349,7 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     /* the grouped decode kernel: heads of 32..256 (V), K rows of whole
      * 16-byte pieces, groups of up to 8 whose V sums fit its buffer */
     const int G = p->n_head / p->n_head_kv, dv = p->head_dim_v, vpl = dv / 32;
-    if (nsplit >= 1 && part && G <= MAXG && p->head_dim_k % 8 == 0 && p->k_width % 8 == 0 && dv % 32 == 0 &&
+    if (nsplit >= 1 && part && p->n_head % p->n_head_kv == 0 && G <= MAXG && p->head_dim_k % 8 == 0 && p->k_width % 8 == 0 && dv % 32 == 0 &&
         (vpl == 1 || vpl == 2 || vpl == 4 || vpl == 8) && p->v_width % vpl == 0 && G * dv * 4 <= RED &&
         p->head_dim_k <= MAXD) {
         const dim3 grid(rows, p->n_head_kv, nsplit);

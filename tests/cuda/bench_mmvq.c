@@ -5,7 +5,7 @@
  *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-r rows]
  *     -w  warps per weight row (0: the backend's choice by k)
  *
- * Each shape's weights are random bytes in several copies (over 256 MB in
+ * Each shape's weights are constant bytes in several copies (over 256 MB in
  * all, beyond the L2), cycled through so every launch reads from HBM; 64
  * launches are captured in one graph (with programmatic dependent launch,
  * as a decode step runs them) and the graph replayed, so a figure is a
@@ -62,6 +62,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (rows < 1 || rows > 8) {
+        fprintf(stderr, "bench_mmvq: -r takes 1..8 rows (the decode products' range)\n");
+        return 2;
+    }
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
         fprintf(stderr, "bench_mmvq: no CUDA device\n");
@@ -88,8 +92,8 @@ int main(int argc, char **argv) {
         if (copies > 64) copies = 64;
         uint8_t *w;
         CK(cudaMalloc((void **)&w, bytes * copies));
-        /* random bytes, but finite f16 scales are not needed for timing:
-         * the kernels' instruction stream does not depend on the values */
+        /* constant bytes (finite f16 scales): the kernels' instruction
+         * stream does not depend on the values */
         CK(cudaMemset(w, 0x11, bytes * copies));
         float *x, *out;
         mfc_q8 q = {0};
