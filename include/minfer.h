@@ -865,6 +865,23 @@ mf_status mf_vindex_hnsw_save(mf_vindex *v, const char *path);
  * dropped). path NULL: the default path, where a missing file is no error
  * (*loaded false, may be NULL); a named path must exist. Needs HNSW set. */
 mf_status mf_vindex_hnsw_load(mf_vindex *v, const char *path, bool *loaded);
+/* The graph caches in the vindex's directory (hnsw_*.bin), in name order,
+ * from their 256-byte headers alone: cheap at any size (mf_vindex_verify
+ * checks each whole). Fields a header too short or foreign to read are 0. */
+typedef struct mf_vindex_hnsw_cache {
+    char name[256];          /* the file's name in the directory */
+    uint64_t bytes;          /* its size */
+    int32_t m, ef_construction;
+    bool mips_transform;
+    int32_t n_layer, n_features;
+    bool gates_match;        /* it records gate_vectors.bin's size and sha256 as index.json lists them */
+    char problem[192];       /* "" when the header fits this vindex (shape, type, build version, gates, size,
+                                name); else why --hnsw or verify would refuse it */
+} mf_vindex_hnsw_cache;
+/* *out malloc'd (free it; NULL when none), *n how many. */
+mf_status mf_vindex_hnsw_caches(const mf_vindex *v, mf_vindex_hnsw_cache **out, int32_t *n);
+/* One line for it, as `vindex info` and SHOW STATS print it, into buf. */
+void mf_vindex_hnsw_cache_text(const mf_vindex_hnsw_cache *c, char *buf, size_t cap);
 
 /* The tokens feature `feature` of `layer` writes, best first: up to cap
  * (token, score) pairs; returns how many (down_top_k at most), -1 if out of range. */

@@ -168,6 +168,10 @@ void vx_hnsw_release(mf_vindex *v);
 /* hnsw_file.c: checks a cache file against this vindex and its own
  * parameters (what `vindex verify` runs on each hnsw_*.bin). */
 mf_status vx_hnsw_file_check(const mf_vindex *v, const char *path);
+/* The names of the cache files in dir (hnsw_*.bin), sorted; *names malloc'd
+ * (vx_free_names). */
+mf_status vx_hnsw_cache_names(const char *dir, char ***names, size_t *n);
+void vx_free_names(char **names, size_t n);
 /* overlay.c */
 void vx_overlay_free(mf_vindex *v);
 /* Appends an operation (taking ownership of its vectors and note) to the open
