@@ -197,6 +197,18 @@ uint32_t  mf_context_n_seq_max(const mf_context *ctx);
  * (results do not depend on it). */
 int32_t   mf_context_n_threads(const mf_context *ctx);
 mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads);
+/* Resuming at a layer, for searches that decode one prompt again and again
+ * while only layers >= `layer` change (INSERT's strength search): until it
+ * is turned off (x NULL), a decode skips the embedding and layers
+ * 0..layer-1 and starts from x, the residual stream entering `layer`
+ * ([n_rows][n_embd] host floats in step order, as a layer callback saw
+ * them after layer - 1; the caller keeps them alive). Each decode must be
+ * of those very rows (same tokens and positions) in one forward pass
+ * (n_rows <= n_batch; a decode of another row count fails with
+ * MF_ERR_INVALID_ARG): layers >= `layer` then compute bit for bit what a
+ * full decode computes. The skipped layers' KV cells are not written. Host-
+ * memory backends only (as the callbacks); layer in 1..n_layer - 1. */
+mf_status mf_context_set_resume(mf_context *ctx, int32_t layer, const float *x, int32_t n_rows);
 /* Number of positions sequence 0 holds in the KV cache. */
 uint32_t  mf_context_n_past(const mf_context *ctx);
 /* Forget sequence 0's cached positions from `n_keep` on (0 clears it). */
