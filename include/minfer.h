@@ -822,7 +822,8 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads);
 /* Gate KNN: for each of n_rows residual vectors x ([n_rows][n_embd]), the k
  * features of `layer` with the largest gate scores (dot of the stored gate
  * row and x), best first (ties: lower feature first): feat and score are
- * [n_rows][k]. k <= n_features and k <= 4096. */
+ * [n_rows][k]. k <= n_features (the scratch sized at open holds 4096; a
+ * larger k grows it once). */
 mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_rows, int32_t k, int32_t *feat,
                         float *score);
 

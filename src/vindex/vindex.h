@@ -27,6 +27,7 @@
 #define VX_FORMAT "minfer-vindex"
 #define VX_VERSION 1
 #define VX_ALIGN 64
+/* LQL: a filtered NEAREST ranks this many features at most */
 #define VX_MAX_K 4096
 
 typedef enum vx_file {
@@ -116,6 +117,7 @@ struct mf_vindex {
     mf_pool *pool;
     int n_threads;
     /* KNN scratch, sized with the thread count (knn.c): one query at a time per vindex */
+    int kcap;                  /* features each heap holds: grown to the largest k asked */
     float *heap_s;
     int32_t *heap_i;
     struct mf_topk *heads;     /* [n_threads][VX_QROWS] heap descriptors */
