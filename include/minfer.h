@@ -197,6 +197,18 @@ uint32_t  mf_context_n_seq_max(const mf_context *ctx);
  * (results do not depend on it). */
 int32_t   mf_context_n_threads(const mf_context *ctx);
 mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads);
+/* Resuming at a layer, for searches that decode one prompt again and again
+ * while only layers >= `layer` change (INSERT's strength search): until it
+ * is turned off (x NULL), a decode skips the embedding and layers
+ * 0..layer-1 and starts from x, the residual stream entering `layer`
+ * ([n_rows][n_embd] host floats in step order, as a layer callback saw
+ * them after layer - 1; the caller keeps them alive). Each decode must be
+ * of those very rows (same tokens and positions) in one forward pass
+ * (n_rows <= n_batch; a decode of another row count fails with
+ * MF_ERR_INVALID_ARG): layers >= `layer` then compute bit for bit what a
+ * full decode computes. The skipped layers' KV cells are not written. Host-
+ * memory backends only (as the callbacks); layer in 1..n_layer - 1. */
+mf_status mf_context_set_resume(mf_context *ctx, int32_t layer, const float *x, int32_t n_rows);
 /* Number of positions sequence 0 holds in the KV cache. */
 uint32_t  mf_context_n_past(const mf_context *ctx);
 /* Forget sequence 0's cached positions from `n_keep` on (0 clears it). */
@@ -810,7 +822,8 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads);
 /* Gate KNN: for each of n_rows residual vectors x ([n_rows][n_embd]), the k
  * features of `layer` with the largest gate scores (dot of the stored gate
  * row and x), best first (ties: lower feature first): feat and score are
- * [n_rows][k]. k <= n_features and k <= 4096. */
+ * [n_rows][k]. k <= n_features (the scratch sized at open holds 4096; a
+ * larger k grows it once). */
 mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_rows, int32_t k, int32_t *feat,
                         float *score);
 
@@ -865,6 +878,23 @@ mf_status mf_vindex_hnsw_save(mf_vindex *v, const char *path);
  * dropped). path NULL: the default path, where a missing file is no error
  * (*loaded false, may be NULL); a named path must exist. Needs HNSW set. */
 mf_status mf_vindex_hnsw_load(mf_vindex *v, const char *path, bool *loaded);
+/* The graph caches in the vindex's directory (hnsw_*.bin), in name order,
+ * from their 256-byte headers alone: cheap at any size (mf_vindex_verify
+ * checks each whole). Fields a header too short or foreign to read are 0. */
+typedef struct mf_vindex_hnsw_cache {
+    char name[256];          /* the file's name in the directory */
+    uint64_t bytes;          /* its size */
+    int32_t m, ef_construction;
+    bool mips_transform;
+    int32_t n_layer, n_features;
+    bool gates_match;        /* it records gate_vectors.bin's size and sha256 as index.json lists them */
+    char problem[192];       /* "" when the header fits this vindex (shape, type, build version, gates, size,
+                                name); else why --hnsw or verify would refuse it */
+} mf_vindex_hnsw_cache;
+/* *out malloc'd (free it; NULL when none), *n how many. */
+mf_status mf_vindex_hnsw_caches(const mf_vindex *v, mf_vindex_hnsw_cache **out, int32_t *n);
+/* One line for it, as `vindex info` and SHOW STATS print it, into buf. */
+void mf_vindex_hnsw_cache_text(const mf_vindex_hnsw_cache *c, char *buf, size_t cap);
 
 /* The tokens feature `feature` of `layer` writes, best first: up to cap
  * (token, score) pairs; returns how many (down_top_k at most), -1 if out of range. */

@@ -209,6 +209,23 @@ uint32_t mf_context_n_past(const mf_context *ctx) { return ctx->kv.seq[0].n_pos;
 
 int32_t mf_context_n_threads(const mf_context *ctx) { return ctx->be->ops->n_threads(ctx->be); }
 
+mf_status mf_context_set_resume(mf_context *ctx, int32_t layer, const float *x, int32_t n_rows) {
+    if (!x) {
+        ctx->resume_x = NULL, ctx->resume_layer = 0, ctx->resume_rows = 0;
+        return MF_OK;
+    }
+    const uint32_t L = ctx->model->hp.n_layer;
+    if (layer < 1 || (uint32_t)layer >= L)
+        return mf_err(MF_ERR_INVALID_ARG, "resume layer %d is out of range (1..%u)", layer, L - 1);
+    if (n_rows < 1 || (uint32_t)n_rows > ctx->n_batch)
+        return mf_err(MF_ERR_INVALID_ARG, "resume rows %d: one forward pass holds 1..%u", n_rows, ctx->n_batch);
+    /* the rows are copied into the backend's residual buffer as host memory */
+    if (!ctx->be->ops->host_memory || ctx->embeddings)
+        return mf_err(MF_ERR_UNSUPPORTED, "resuming at a layer needs a host-memory backend and a logits context");
+    ctx->resume_x = x, ctx->resume_layer = layer, ctx->resume_rows = n_rows;
+    return MF_OK;
+}
+
 mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads) {
     if (n_threads < 0 || n_threads > 1024) return mf_err(MF_ERR_INVALID_ARG, "thread count %d is out of range", n_threads);
     return ctx->be->ops->set_threads(ctx->be, n_threads);

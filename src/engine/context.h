@@ -82,6 +82,9 @@ struct mf_context {
     mf_batch one;        /* mf_decode's batch */
     uint32_t *seq_scratch; /* [n_seq_max + 1] per-sequence counters of one decode */
     int32_t *seq_last_row; /* [n_seq_max] output row of each sequence's last token in the last decode, or -1 */
+    /* mf_context_set_resume: decodes start at resume_layer from resume_x ([resume_rows][n_embd]); NULL = off */
+    const float *resume_x;
+    int32_t resume_layer, resume_rows;
 };
 
 /* One forward pass over the step (<= n_batch rows). Output rows go to

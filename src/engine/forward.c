@@ -261,10 +261,10 @@ static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
     }
 }
 
-static mf_status run_layers(mf_context *ctx, const mf_step *st) {
+static mf_status run_layers(mf_context *ctx, const mf_step *st, uint32_t il0) {
     const mf_hparams *hp = &ctx->model->hp;
     const int n = st->n_tok;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
+    for (uint32_t il = il0; il < hp->n_layer; il++) {
         attention_block(ctx, st, (int)il, n);
         mf_status fs = ffn_block(ctx, st, (int)il, n);
         if (fs) return fs;
@@ -285,16 +285,26 @@ mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base) {
     const mf_backend_ops *op = OP(ctx);
     mf_backend *be = ctx->be;
     const int n = st->n_tok;
+    if (ctx->resume_x && n != ctx->resume_rows)
+        return mf_err(MF_ERR_INVALID_ARG, "resuming at layer %d: a forward pass of %d rows, the saved residuals are %d",
+                      ctx->resume_layer, n, ctx->resume_rows);
 
     mf_status s = op->begin_step(be, st);
     if (s) return s;
-    op->get_rows(be, m->token_embd, MF_STEP_TOKENS, ctx->s.x);
-    if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, (size_t)n * hp->n_embd);
-    if (m->pos_embd) {
-        op->get_rows(be, m->pos_embd, MF_STEP_POSITIONS, ctx->s.o);
-        op->add(be, ctx->s.x, ctx->s.o, (size_t)n * hp->n_embd);
+    if (ctx->resume_x) {
+        /* the residual stream entering resume_layer, as a full pass had it:
+         * the layers below would recompute the same bits */
+        op->synchronize(be);
+        memcpy(ctx->s.x, ctx->resume_x, (size_t)n * hp->n_embd * sizeof(float));
+    } else {
+        op->get_rows(be, m->token_embd, MF_STEP_TOKENS, ctx->s.x);
+        if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, (size_t)n * hp->n_embd);
+        if (m->pos_embd) {
+            op->get_rows(be, m->pos_embd, MF_STEP_POSITIONS, ctx->s.o);
+            op->add(be, ctx->s.x, ctx->s.o, (size_t)n * hp->n_embd);
+        }
     }
-    s = run_layers(ctx, st);
+    s = run_layers(ctx, st, ctx->resume_x ? (uint32_t)ctx->resume_layer : 0);
     if (!s) output_rows(ctx, st, out_base);
     mf_status e = op->end_step(be);
     return s ? s : e;

@@ -31,6 +31,12 @@ static const synth_preset g_presets[] = {
     {.name = "tiny-qwen3", .arch = "qwen3", .source = "test shape, no real model",
      .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 128, .write_head_dim = true,
      .n_vocab = 1000, .n_ctx = 4096, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true, .qk_norm = true},
+    /* For the vindex benchmarks: an FFN 64k features wide (65,536 x 512, the
+     * shape where the HNSW gate KNN pays; no preset of a real model is that
+     * wide), in 2 layers so that building their HNSW graphs takes minutes. */
+    {.name = "wide-ffn", .arch = "llama", .source = "benchmark shape, no real model",
+     .n_layer = 2, .n_embd = 512, .n_ff = 65536, .n_head = 8, .n_head_kv = 2, .head_dim = 64,
+     .n_vocab = 1000, .n_ctx = 2048, .rope_base = 10000.0f, .norm_eps = 1e-5f, .tied = true, .llama_keys = true},
     /* Qwen/Qwen2.5-0.5B config.json: num_hidden_layers 24, hidden_size 896,
      * intermediate_size 4864, num_attention_heads 14, num_key_value_heads 2
      * (head width 896 / 14 = 64), vocab_size 151936, max_position_embeddings

@@ -33,6 +33,7 @@
 #include "vindex/hnsw_int.h"
 #include "core/error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -444,24 +445,157 @@ mf_status mf_vindex_hnsw_load(mf_vindex *v, const char *path, bool *loaded) {
     return MF_OK;
 }
 
+/* A file under a default name is what --hnsw with those parameters maps:
+ * it must hold them (a name of another form is the user's). False when
+ * `path`'s name is of the default form but not the one the header's
+ * parameters give; want gets that one. */
+static bool name_fits(const char *path, const uint8_t *h, char *want, size_t cap) {
+    snprintf(want, cap, "hnsw_m%u_efc%u%s.bin", get32(h + 32), get32(h + 40), get32(h + 44) ? "_mips" : "");
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    unsigned a, b;
+    char tail[8];
+    return !(sscanf(base, "hnsw_m%u_efc%u%7s", &a, &b, tail) == 3 && strcmp(base, want));
+}
+
 mf_status vx_hnsw_file_check(const mf_vindex *v, const char *path) {
     mf_mapfile mf;
     mf_status s = mf_mapfile_open(path, &mf);
     if (s) return s;
     s = check_file(v, &mf, path, NULL, NULL);
-    if (!s) {
-        /* a file under a default name is what --hnsw with those parameters
-         * maps: it must hold them (a name of another form is the user's) */
+    char want[64];
+    if (!s && !name_fits(path, mf.data, want, sizeof want)) {
         const uint8_t *h = mf.data;
-        char want[64];
-        snprintf(want, sizeof want, "hnsw_m%u_efc%u%s.bin", get32(h + 32), get32(h + 40), get32(h + 44) ? "_mips" : "");
-        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        unsigned a, b;
-        char tail[8];
-        if (sscanf(base, "hnsw_m%u_efc%u%7s", &a, &b, tail) == 3 && strcmp(base, want))
-            s = mf_err(MF_ERR_FORMAT, "%s: holds graphs of M %u, efc %u%s, so --hnsw would look for it as %s", path,
-                       get32(h + 32), get32(h + 40), get32(h + 44) ? ", MIPS transform" : "", want);
+        s = mf_err(MF_ERR_FORMAT, "%s: holds graphs of M %u, efc %u%s, so --hnsw would look for it as %s", path,
+                   get32(h + 32), get32(h + 40), get32(h + 44) ? ", MIPS transform" : "", want);
     }
     mf_mapfile_close(&mf);
     return s;
+}
+
+/* ---- listing (verify, `vindex info`, SHOW STATS) ---- */
+
+static bool is_cache_name(const char *n) {
+    const size_t len = strlen(n);
+    return len > 9 && !strncmp(n, "hnsw_", 5) && !strcmp(n + len - 4, ".bin");
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void vx_free_names(char **names, size_t n) {
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+mf_status vx_hnsw_cache_names(const char *dir, char ***out, size_t *count) {
+    *out = NULL, *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return mf_err(MF_ERR_IO, "%s: cannot list the directory: %s", dir, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    mf_status s = MF_OK;
+    for (struct dirent *e; !s && (e = readdir(d));) {
+        if (!is_cache_name(e->d_name)) continue;
+        if (n == cap) {
+            char **t = realloc(names, (cap = cap ? 2 * cap : 8) * sizeof *names);
+            if (!t) s = mf_err(MF_ERR_NOMEM, "out of memory");
+            else names = t;
+        }
+        if (!s && !(names[n] = strdup(e->d_name))) s = mf_err(MF_ERR_NOMEM, "out of memory");
+        if (!s) n++;
+    }
+    closedir(d);
+    if (s) {
+        vx_free_names(names, n);
+        return s;
+    }
+    /* name order, so listings and verify's first error are the same on every file system */
+    if (n) qsort(names, n, sizeof *names, cmp_names);
+    *out = names, *count = n;
+    return MF_OK;
+}
+
+/* One cache's header against this vindex: the checks loading makes before
+ * the checksum and the links (those need the whole file; verify runs them). */
+static void describe_cache(const mf_vindex *v, const char *path, mf_vindex_hnsw_cache *c) {
+    const vx_index *ix = &v->ix;
+    uint8_t h[HN_FILE_HEADER];
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    const size_t got = f ? fread(h, 1, sizeof h, f) : 0;
+    if (f) fclose(f);
+    if (!f || stat(path, &st) != 0) {
+        snprintf(c->problem, sizeof c->problem, "cannot read it: %s", strerror(errno));
+        return;
+    }
+    c->bytes = (uint64_t)st.st_size;
+    if (got < sizeof h || memcmp(h, hn_magic, 8)) {
+        snprintf(c->problem, sizeof c->problem, "not an HNSW cache file (%s)", got < sizeof h ? "too short" : "bad magic");
+        return;
+    }
+    if (get32(h + 8) != HN_FILE_VERSION) {
+        snprintf(c->problem, sizeof c->problem, "HNSW cache version %u is not supported (this build reads %d)", get32(h + 8),
+                 HN_FILE_VERSION);
+        return;
+    }
+    c->n_layer = (int32_t)get32(h + 16), c->n_features = (int32_t)get32(h + 20);
+    c->m = (int32_t)get32(h + 32), c->ef_construction = (int32_t)get32(h + 40), c->mips_transform = get32(h + 44) != 0;
+    char hs[65];
+    memcpy(hs, h + 56, 64), hs[64] = 0;
+    c->gates_match = get64(h + 48) == ix->files[VX_GATE].size && !strcmp(hs, ix->files[VX_GATE].sha256);
+    char want[64];
+    if (get64(h + 120) != c->bytes)
+        snprintf(c->problem, sizeof c->problem, "%" PRIu64 " bytes, the header says %" PRIu64 " (truncated or extended)",
+                 c->bytes, get64(h + 120));
+    else if (get32(h + 12) != HN_ALGO)
+        snprintf(c->problem, sizeof c->problem, "made by another version of the HNSW build (%u; this minfer builds %d)",
+                 get32(h + 12), HN_ALGO);
+    else if (c->n_layer != ix->n_layer || c->n_features != ix->n_features || get32(h + 24) != (uint32_t)ix->n_embd ||
+             get32(h + 28) != (uint32_t)ix->ftype)
+        snprintf(c->problem, sizeof c->problem, "built for %d layers x %d features of %u (type %u), this vindex has %d x %d of %d (%s)",
+                 c->n_layer, c->n_features, get32(h + 24), get32(h + 28), ix->n_layer, ix->n_features, ix->n_embd,
+                 mf_type_name(ix->ftype));
+    else if (!c->gates_match)
+        snprintf(c->problem, sizeof c->problem, "built for other gate vectors (sha256 %.16s...): stale, rebuild it with `minfer vindex hnsw`",
+                 hs);
+    else if (!name_fits(path, h, want, sizeof want))
+        snprintf(c->problem, sizeof c->problem, "named for other parameters than it holds (--hnsw looks for it as %s)", want);
+}
+
+mf_status mf_vindex_hnsw_caches(const mf_vindex *v, mf_vindex_hnsw_cache **out, int32_t *count) {
+    *out = NULL, *count = 0;
+    char **names;
+    size_t n;
+    mf_status s = vx_hnsw_cache_names(v->dir, &names, &n);
+    if (s || !n) return s;
+    mf_vindex_hnsw_cache *c = calloc(n, sizeof *c);
+    if (!c) {
+        vx_free_names(names, n);
+        return mf_err(MF_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(c[i].name, sizeof c[i].name, "%s", names[i]);
+        char *p = vx_path(v->dir, names[i]);
+        if (!p) {
+            free(c), vx_free_names(names, n);
+            return mf_err(MF_ERR_NOMEM, "out of memory");
+        }
+        describe_cache(v, p, &c[i]);
+        free(p);
+    }
+    vx_free_names(names, n);
+    *out = c, *count = (int32_t)n;
+    return MF_OK;
+}
+
+void mf_vindex_hnsw_cache_text(const mf_vindex_hnsw_cache *c, char *buf, size_t cap) {
+    const double mib = (double)c->bytes / (1 << 20);
+    int w;
+    if (!c->m) /* the header could not be read: only the name and size are known */
+        w = snprintf(buf, cap, "%s: %" PRIu64 " bytes (%.2f MiB)", c->name, c->bytes, mib);
+    else
+        w = snprintf(buf, cap, "%s: M %d, efc %d%s, %d layers x %d features, %" PRIu64 " bytes (%.2f MiB), gate_vectors.bin sha256 %s",
+                     c->name, (int)c->m, (int)c->ef_construction, c->mips_transform ? ", MIPS transform" : "", (int)c->n_layer,
+                     (int)c->n_features, c->bytes, mib, c->gates_match ? "matches" : "differs");
+    if (c->problem[0] && w >= 0 && (size_t)w < cap)
+        snprintf(buf + w, cap - (size_t)w, "; unusable: %s", c->problem);
 }

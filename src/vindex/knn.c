@@ -4,7 +4,8 @@
  * bounded heap per query; the heaps of all threads are then merged. The
  * heaps' total order (score, then lower feature) makes the answer
  * independent of the thread count and of the split. Scratch is sized at
- * open: a query allocates nothing. */
+ * open for k up to 4096 and grown once when a larger k is first asked for:
+ * a query allocates nothing. */
 #include "vindex/vindex.h"
 #include "vindex/knn_kern.h"
 #include "vindex/topk.h"
@@ -23,23 +24,40 @@ float vx_rank_key(vx_rank r, float g) {
     return g;
 }
 
+/* The first heaps hold this many per query; a larger k grows them once (a
+ * walk at K = 25% of 64k features asks for 16,384). */
+#define VX_K0 4096
+
+/* The threads' heaps for queries of up to kcap features (all nth of them). */
+static mf_status alloc_heaps(mf_vindex *v, int nth, int kcap, float **hs, int32_t **hi) {
+    /* per thread: VX_QROWS heaps of kcap, then VX_QROWS x VX_TILE scores */
+    const size_t per = (size_t)VX_QROWS * kcap + (size_t)VX_QROWS * VX_TILE;
+    *hs = malloc((size_t)nth * per * sizeof(float));
+    *hi = malloc((size_t)nth * VX_QROWS * kcap * sizeof(int32_t));
+    if (*hs && *hi) return MF_OK;
+    free(*hs), free(*hi);
+    *hs = NULL, *hi = NULL;
+    return mf_err(MF_ERR_NOMEM, "out of memory for the KNN heaps of %d threads (top %d)", nth, kcap);
+}
+
 mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
     mf_pool *p = mf_pool_new(n_threads);
     if (!p) return mf_err(MF_ERR_NOMEM, "cannot start %d threads", n_threads);
     const int nth = mf_pool_size(p);
-    /* per thread: VX_QROWS heaps of VX_MAX_K, then VX_QROWS x VX_TILE scores */
-    const size_t per = (size_t)VX_QROWS * VX_MAX_K + (size_t)VX_QROWS * VX_TILE;
-    float *hs = malloc((size_t)nth * per * sizeof(float));
-    int32_t *hi = malloc((size_t)nth * VX_QROWS * VX_MAX_K * sizeof(int32_t));
+    int kcap = v->kcap;
+    if (!kcap) kcap = v->ix.n_features < VX_K0 ? (v->ix.n_features > 0 ? v->ix.n_features : 1) : VX_K0;
+    float *hs;
+    int32_t *hi;
     mf_topk *hd = malloc((size_t)nth * VX_QROWS * sizeof *hd);
-    if (!hs || !hi || !hd) {
-        free(hs), free(hi), free(hd);
+    mf_status s = hd ? alloc_heaps(v, nth, kcap, &hs, &hi) : mf_err(MF_ERR_NOMEM, "out of memory");
+    if (s) {
+        free(hd);
         mf_pool_free(p);
-        return mf_err(MF_ERR_NOMEM, "out of memory for the KNN heaps of %d threads", nth);
+        return s;
     }
     mf_pool_free(v->pool);
     free(v->heap_s), free(v->heap_i), free(v->heads);
-    v->pool = p, v->n_threads = nth, v->heap_s = hs, v->heap_i = hi, v->heads = hd;
+    v->pool = p, v->n_threads = nth, v->heap_s = hs, v->heap_i = hi, v->heads = hd, v->kcap = kcap;
     return MF_OK;
 }
 
@@ -57,11 +75,11 @@ typedef struct knn_job {
 static void knn_task(void *arg, int ith, int nth) {
     knn_job *j = arg;
     const mf_vindex *v = j->v;
-    const size_t per = (size_t)VX_QROWS * VX_MAX_K + (size_t)VX_QROWS * VX_TILE;
-    float *hs = v->heap_s + (size_t)ith * per, *sc = hs + (size_t)VX_QROWS * VX_MAX_K;
-    int32_t *hi = v->heap_i + (size_t)ith * VX_QROWS * VX_MAX_K;
+    const size_t kc = (size_t)v->kcap, per = VX_QROWS * kc + (size_t)VX_QROWS * VX_TILE;
+    float *hs = v->heap_s + (size_t)ith * per, *sc = hs + VX_QROWS * kc;
+    int32_t *hi = v->heap_i + (size_t)ith * VX_QROWS * kc;
     mf_topk *h = v->heads + (size_t)ith * VX_QROWS;
-    for (int q = 0; q < j->nx; q++) mf_topk_reset(&h[q], j->k, hs + (size_t)q * VX_MAX_K, hi + (size_t)q * VX_MAX_K);
+    for (int q = 0; q < j->nx; q++) mf_topk_reset(&h[q], j->k, hs + (size_t)q * kc, hi + (size_t)q * kc);
     long r0, r1;
     mf_split(v->ix.n_features, ith, nth, &r0, &r1);
     const int E = v->ix.n_embd;
@@ -90,11 +108,19 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
                  int32_t *feat, float *score) {
     if (layer < 0 || layer >= v->ix.n_layer)
         return mf_err(MF_ERR_INVALID_ARG, "layer %d is out of range (0..%d)", layer, v->ix.n_layer - 1);
-    if (k < 1 || k > VX_MAX_K || k > v->ix.n_features)
-        return mf_err(MF_ERR_INVALID_ARG, "top-k %d is out of range (1..%d)", k,
-                      v->ix.n_features < VX_MAX_K ? v->ix.n_features : VX_MAX_K);
+    if (k < 1 || k > v->ix.n_features)
+        return mf_err(MF_ERR_INVALID_ARG, "top-k %d is out of range (1..%d)", k, v->ix.n_features);
     if (n_rows < 0) return mf_err(MF_ERR_INVALID_ARG, "n_rows %d", n_rows);
     if (v->hnsw_on) return vx_hnsw_knn(v, layer, x, n_rows, k, rank, bias, feat, score);
+    if (k > v->kcap) {
+        /* once per larger k, not per query: the heaps of every thread regrown */
+        float *hs;
+        int32_t *hi;
+        mf_status s = alloc_heaps(v, v->n_threads, k, &hs, &hi);
+        if (s) return s;
+        free(v->heap_s), free(v->heap_i);
+        v->heap_s = hs, v->heap_i = hi, v->kcap = k;
+    }
     knn_job j;
     j.v = v;
     j.rank = rank;

@@ -411,6 +411,17 @@ static void do_show(mf_lql *q, const lql_stmt *st, json_t *rows) {
     for (int l = 0; l < vi->n_layer; l++) ins += mf_vindex_n_inserted(q->v, l);
     snprintf(n, sizeof n, "%d (%d inserted, %d deleted features)", mf_vindex_n_edits(q->v), ins, mf_vindex_n_deleted(q->v));
     KV("edits", n);
+    /* the graph caches --hnsw would map, and whether each fits these gates */
+    mf_vindex_hnsw_cache *c;
+    int32_t nc;
+    if (!mf_vindex_hnsw_caches(q->v, &c, &nc)) {
+        for (int32_t i = 0; i < nc; i++) {
+            char line[512];
+            mf_vindex_hnsw_cache_text(&c[i], line, sizeof line);
+            KV("hnsw_cache", line);
+        }
+        free(c);
+    } else KV("hnsw_cache", mf_last_error());
 #undef KV
 }
 

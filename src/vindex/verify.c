@@ -8,45 +8,22 @@
 #include "vindex/sha256.h"
 #include "core/error.h"
 
-#include <dirent.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_cache_name(const char *n) {
-    const size_t len = strlen(n);
-    return len > 9 && !strncmp(n, "hnsw_", 5) && !strcmp(n + len - 4, ".bin");
-}
-
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 /* the caches in name order, so the first error is the same on every file system */
 static mf_status check_caches(const mf_vindex *v, const char *dir, mf_vindex_progress_fn progress, void *ud) {
-    DIR *d = opendir(dir);
-    if (!d) return mf_err(MF_ERR_IO, "%s: cannot list the directory", dir);
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    mf_status s = MF_OK;
-    for (struct dirent *e; !s && (e = readdir(d));) {
-        if (!is_cache_name(e->d_name)) continue;
-        if (n == cap) {
-            char **t = realloc(names, (cap = cap ? 2 * cap : 8) * sizeof *names);
-            if (!t) s = mf_err(MF_ERR_NOMEM, "out of memory");
-            else names = t;
-        }
-        if (!s && !(names[n] = strdup(e->d_name))) s = mf_err(MF_ERR_NOMEM, "out of memory");
-        if (!s) n++;
-    }
-    closedir(d);
-    if (n) qsort(names, n, sizeof *names, cmp_names);
+    char **names;
+    size_t n;
+    mf_status s = vx_hnsw_cache_names(dir, &names, &n);
     for (size_t i = 0; !s && i < n; i++) {
         if (progress) progress(-1, v->ix.n_layer, names[i], ud);
         char *p = vx_path(dir, names[i]);
         s = p ? vx_hnsw_file_check(v, p) : mf_err(MF_ERR_NOMEM, "out of memory");
         free(p);
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    vx_free_names(names, n);
     return s;
 }
 

@@ -27,6 +27,7 @@
 #define VX_FORMAT "minfer-vindex"
 #define VX_VERSION 1
 #define VX_ALIGN 64
+/* LQL: a filtered NEAREST ranks this many features at most */
 #define VX_MAX_K 4096
 
 typedef enum vx_file {
@@ -116,6 +117,7 @@ struct mf_vindex {
     mf_pool *pool;
     int n_threads;
     /* KNN scratch, sized with the thread count (knn.c): one query at a time per vindex */
+    int kcap;                  /* features each heap holds: grown to the largest k asked */
     float *heap_s;
     int32_t *heap_i;
     struct mf_topk *heads;     /* [n_threads][VX_QROWS] heap descriptors */
@@ -168,6 +170,10 @@ void vx_hnsw_release(mf_vindex *v);
 /* hnsw_file.c: checks a cache file against this vindex and its own
  * parameters (what `vindex verify` runs on each hnsw_*.bin). */
 mf_status vx_hnsw_file_check(const mf_vindex *v, const char *path);
+/* The names of the cache files in dir (hnsw_*.bin), sorted; *names malloc'd
+ * (vx_free_names). */
+mf_status vx_hnsw_cache_names(const char *dir, char ***names, size_t *n);
+void vx_free_names(char **names, size_t n);
 /* overlay.c */
 void vx_overlay_free(mf_vindex *v);
 /* Appends an operation (taking ownership of its vectors and note) to the open

@@ -62,11 +62,6 @@ mf_status mf_walk_new(mf_vindex *v, const mf_model *m, int32_t k, mf_walk **out)
     if (!w) return mf_err(MF_ERR_NOMEM, "out of memory");
     w->v = v, w->m = m;
     w->k = k == 0 || k > ix->n_features ? ix->n_features : k;
-    if (w->k > VX_MAX_K) {
-        const int kk = w->k;
-        free(w);
-        return mf_err(MF_ERR_UNSUPPORTED, "walk FFN: k = %d is above the KNN's limit of %d", kk, VX_MAX_K);
-    }
     w->dot = vx_dot_best(ix->ftype);
     w->row = malloc((size_t)ix->n_embd * sizeof(float));
     if (!w->row) {

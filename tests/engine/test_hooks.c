@@ -3,7 +3,8 @@
  * residual callback sees (and may change) every layer's output, and the FFN
  * override replaces a layer's FFN - or, declining, leaves the logits bitwise
  * as they were; two contexts on one shared thread pool decode at once from
- * two threads and get the bits of one alone. */
+ * two threads and get the bits of one alone; a decode resumed at a layer
+ * from the saved residual equals the full one bit for bit. */
 #include "testutil.h"
 #include "minfer.h"
 
@@ -46,6 +47,84 @@ static int ffn_cb(int layer, const float *xn, float *out, int n_rows, int n_embd
     h->ffn_calls++;
     if (h->ffn_mode == 1) memset(out, 0, sizeof(float) * (size_t)n_rows * (size_t)n_embd);
     return h->ffn_mode;
+}
+
+/* resuming at a layer: the residual entering layer `at` saved, calls counted */
+typedef struct resume_state {
+    int at, calls, ffn_zero; /* ffn_zero: the FFN of this layer writes zeros (-1: none) */
+    float *saved;
+} resume_state;
+
+static bool save_cb(int layer, float *x, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos, void *ud) {
+    (void)seq, (void)pos;
+    resume_state *r = ud;
+    r->calls++;
+    if (layer == r->at - 1) memcpy(r->saved, x, sizeof(float) * (size_t)n_rows * (size_t)n_embd);
+    return true;
+}
+
+static int zero_ffn_cb(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq,
+                       const int32_t *pos, void *ud) {
+    (void)xn, (void)seq, (void)pos;
+    resume_state *r = ud;
+    if (layer != r->ffn_zero) return 0;
+    memset(out, 0, sizeof(float) * (size_t)n_rows * (size_t)n_embd);
+    return 1;
+}
+
+static bool same_logits(mf_context *c, const float *want, int V) {
+    const float *lg = mf_get_logits(c, -1);
+    return lg && !memcmp(lg, want, sizeof(float) * (size_t)V);
+}
+
+/* mf_context_set_resume: a decode from the saved residual at layer 2 equals
+ * the full decode bit for bit, with and without an FFN change above it,
+ * runs only the layers from there, and refuses what it cannot do */
+static void test_resume(mf_model *m, const mf_token *t, int n, const float *plain) {
+    const int V = mf_model_n_vocab(m), L = mf_model_n_layer(m), E = mf_model_n_embd(m);
+    resume_state r = {.at = 2, .ffn_zero = -1, .saved = calloc((size_t)n * E, sizeof(float))};
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = 64, cp.n_threads = 2, cp.n_batch = 32;
+    cp.layer_cb = save_cb, cp.layer_ud = &r, cp.ffn_cb = zero_ffn_cb, cp.ffn_ud = &r;
+    mf_context *c;
+    if (mf_context_new(m, &cp, &c)) {
+        CHECK(0, "context: %s", mf_last_error());
+        return;
+    }
+    CHECK(mf_decode(c, t, n, false) == MF_OK && same_logits(c, plain, V) && r.calls == L, "the saving decode: %d calls",
+          r.calls);
+    CHECK(mf_context_set_resume(c, 2, r.saved, n) == MF_OK, "set_resume: %s", mf_last_error());
+    r.calls = 0;
+    mf_kv_truncate(c, 0);
+    CHECK(mf_decode(c, t, n, false) == MF_OK && same_logits(c, plain, V), "resumed at layer 2: logits differ from the full decode");
+    CHECK(r.calls == L - 2, "resumed at layer 2: %d layers ran, want %d", r.calls, L - 2);
+    /* an FFN change at layer 3: the resumed decode equals a full one with it, and both differ from plain */
+    r.ffn_zero = 3;
+    mf_kv_truncate(c, 0);
+    CHECK(mf_decode(c, t, n, false) == MF_OK, "resumed with a zero FFN: %s", mf_last_error());
+    float *res = malloc(sizeof(float) * (size_t)V);
+    memcpy(res, mf_get_logits(c, -1), sizeof(float) * (size_t)V);
+    CHECK(memcmp(res, plain, sizeof(float) * (size_t)V) != 0, "zeroing layer 3's FFN changed nothing");
+    CHECK(mf_context_set_resume(c, 0, NULL, 0) == MF_OK, "resume off");
+    mf_kv_truncate(c, 0);
+    CHECK(mf_decode(c, t, n, false) == MF_OK && same_logits(c, res, V),
+          "a full decode with layer 3's FFN zeroed differs from the resumed one");
+    r.ffn_zero = -1;
+    mf_kv_truncate(c, 0);
+    CHECK(mf_decode(c, t, n, false) == MF_OK && same_logits(c, plain, V), "resume off: logits differ from plain");
+    /* refused: another row count (the cache as before), layers out of range, more rows than a pass */
+    CHECK(mf_context_set_resume(c, 2, r.saved, n) == MF_OK, "set_resume again: %s", mf_last_error());
+    mf_kv_truncate(c, 0);
+    const mf_status st = mf_decode(c, t, n - 1, false);
+    CHECK(st == MF_ERR_INVALID_ARG && strstr(mf_last_error(), "the saved residuals are") && mf_context_n_past(c) == 0,
+          "a resumed decode of other rows: %d '%s', %u positions kept", (int)st, mf_last_error(), mf_context_n_past(c));
+    CHECK(mf_context_set_resume(c, 0, r.saved, n) == MF_ERR_INVALID_ARG, "resume at layer 0 accepted");
+    CHECK(mf_context_set_resume(c, L, r.saved, n) == MF_ERR_INVALID_ARG &&
+              strstr(mf_last_error(), "resume layer") != NULL,
+          "resume at layer %d accepted: %s", L, mf_last_error());
+    CHECK(mf_context_set_resume(c, 1, r.saved, 33) == MF_ERR_INVALID_ARG, "33 rows with n_batch 32 accepted");
+    free(res), free(r.saved);
+    mf_context_free(c);
 }
 
 /* two contexts on one shared pool, decoding at once from two threads */
@@ -156,6 +235,8 @@ int main(void) {
     f.ffn_mode = -1;
     float *ab = run(m, cp, t, n, &st);
     CHECK(!ab && st == MF_ERR_ABORTED, "an FFN callback returning -1 must abort (%d: %s)", (int)st, mf_last_error());
+
+    test_resume(m, t, n, plain);
 
     /* a shared thread pool: two contexts, two threads, the same bits as alone */
     mf_threadpool *tp;

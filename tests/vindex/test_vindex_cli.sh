@@ -3,7 +3,9 @@
 # --ffn walk with every feature equals dense text, so do the walk and DESCRIBE
 # via HNSW with ef >= features, bad --hnsw options exit 2, the HNSW graph cache
 # (`vindex hnsw`: thread-independent bytes, verified, mapped with the same
-# text, damaged or truncated refused naming the file), audit prints a row per
+# text, damaged or truncated refused naming the file; `vindex info` and SHOW
+# STATS list it with its parameters and size, and say whether it is for these gates,
+# truncated or stale), audit prints a row per
 # layer and K, lql -e prints tables and --json objects; an INSERT saved as a
 # patch makes run --patch and the compiled GGUF say the target; bad options exit 2,
 # damaged or foreign directories exit 1 with one line naming the file.
@@ -41,7 +43,15 @@ err=$("$bin" vindex audit "$tmp/v" -p x --hnsw-ef 8 2>&1); rc=$?
 
 # the HNSW graph cache: saved by `vindex hnsw`, the same bytes on 1 and 2 threads, verified, mapped by
 # --hnsw with the same answers as graphs built in memory; damaged, it is refused by run and verify naming it
+out=$("$bin" vindex info "$tmp/v") || die "info exit"
+printf '%s\n' "$out" | grep -qx 'hnsw cache  none (minfer vindex hnsw DIR saves one)' || die "info without a cache: $out"
 "$bin" vindex hnsw "$tmp/v" --hnsw-m 4 -t 2 2>"$tmp/err" || die "vindex hnsw: $(cat "$tmp/err")"
+# info lists the cache from its header: parameters, shape, size, and that it is for these gate vectors
+sz=$(wc -c < "$tmp/v/hnsw_m4_efc128.bin" | tr -d ' ')
+want="hnsw cache  hnsw_m4_efc128.bin: M 4, efc 128, 5 layers x 172 features, $sz bytes ($(awk "BEGIN{printf \"%.2f\", $sz/1048576}") MiB), gate_vectors.bin sha256 matches"
+out=$("$bin" vindex info "$tmp/v") || die "info exit with a cache"
+[ "$(printf '%s\n' "$out" | grep '^hnsw cache')" = "$want" ] || die "info with a cache: $out (want '$want')"
+"$bin" lql "$tmp/v" -e 'SHOW STATS' | grep -qx "hnsw_cache  *${want#hnsw cache  }" || die "SHOW STATS lists no cache: $("$bin" lql "$tmp/v" -e 'SHOW STATS')"
 grep -q "5 layers x 172 features, M 4, efc 128: built in .* saved $tmp/v/hnsw_m4_efc128.bin" "$tmp/err" || die "vindex hnsw summary: $(cat "$tmp/err")"
 "$bin" vindex hnsw "$tmp/v" --hnsw-m 4 -t 1 -o "$tmp/t1.bin" 2>/dev/null && cmp -s "$tmp/t1.bin" "$tmp/v/hnsw_m4_efc128.bin" || die "vindex hnsw on 1 thread wrote other bytes"
 [ "$("$bin" vindex verify "$tmp/v" 2>&1)" = "$tmp/v: ok" ] || die "verify with an HNSW cache"
@@ -61,6 +71,13 @@ err=$("$bin" vindex verify "$tmp/v" 2>&1); rc=$?
 head -c 2000 "$tmp/good.bin" > "$tmp/v/hnsw_m4_efc128.bin"
 err=$("$bin" vindex verify "$tmp/v" 2>&1); rc=$?
 [ $rc = 1 ] && printf '%s' "$err" | grep -q "hnsw_m4_efc128.bin: 2000 bytes, the header says .* (truncated or extended)" || die "a truncated cache in verify ($rc): $err"
+out=$("$bin" vindex info "$tmp/v") || die "info exit with a truncated cache"
+printf '%s\n' "$out" | grep -qx "hnsw cache  hnsw_m4_efc128.bin: M 4, efc 128, 5 layers x 172 features, 2000 bytes (0.00 MiB), gate_vectors.bin sha256 matches; unusable: 2000 bytes, the header says $sz (truncated or extended)" || die "info with a truncated cache: $out"
+# the sha256 of other gate vectors in the header: info calls it stale
+cp "$tmp/good.bin" "$tmp/v/hnsw_m4_efc128.bin"
+printf 'X' | dd of="$tmp/v/hnsw_m4_efc128.bin" bs=1 seek=56 conv=notrunc 2>/dev/null
+out=$("$bin" vindex info "$tmp/v") || die "info exit with a stale cache"
+printf '%s\n' "$out" | grep -q "^hnsw cache  hnsw_m4_efc128.bin: M 4, efc 128, 5 layers x 172 features, $sz bytes (.*), gate_vectors.bin sha256 differs; unusable: built for other gate vectors (sha256 X.*): stale, rebuild it with \`minfer vindex hnsw\`$" || die "info with a stale cache: $out"
 rm -f "$tmp/v/hnsw_m4_efc128.bin"
 
 out=$("$bin" vindex audit "$tmp/v" -p "Once upon a time there was a dog" --walk-k 10%,100% -t 2) || die "audit exit"

@@ -289,6 +289,28 @@ int main(void) {
     CHECK(ir.layer == 4 && ir.feature == 172 && ir.strength > 0 && ir.top_before != happy &&
               mf_vindex_n_inserted(v, 4) == 1 && mf_vindex_n_edits(v) == 1,
           "insert result: layer %d feature %d strength %g", ir.layer, ir.feature, ir.strength);
+    /* the search's answer, pinned at what whole forward passes per trial gave
+     * before trials resumed at the edited layer (mf_context_set_resume): the
+     * same decisions give the same strength on the bisection's grid */
+    CHECK(ir.strength == 5.90625f && ir.trials == 14, "insert search: strength %.9g after %d trials (whole passes: 5.90625, 14)",
+          ir.strength, ir.trials);
+    {
+        /* a middle layer (trials resume at 2, below stay the first pass's) in a fresh overlay */
+        mf_vindex *v2;
+        mf_vindex_insert_params i2 = ip;
+        mf_vindex_insert_result r2;
+        i2.layer = 2;
+        CHECK(mf_vindex_open(dir, &v2) == MF_OK && mf_vindex_insert(v2, m, &i2, &r2) == MF_OK, "insert at 2: %s", mf_last_error());
+        CHECK(r2.layer == 2 && r2.strength == 12.703125f && r2.trials == 16,
+              "insert at layer 2: layer %d, strength %.9g after %d trials (whole passes: 12.703125, 16)", r2.layer, r2.strength,
+              r2.trials);
+        mf_walk *o2 = NULL;
+        mf_token c2;
+        CHECK(mf_walk_new_overlay(v2, m, &o2) == MF_OK && greedy(m, o2, prompt, n, 1, &c2) == 0 && c2 == happy,
+              "inserted at layer 2: the model says %d, not happy", c2);
+        mf_walk_free(o2);
+        mf_vindex_free(v2);
+    }
 
     mf_walk *ov = NULL, *wall = NULL;
     CHECK(mf_walk_new_overlay(v, m, &ov) == MF_OK && mf_walk_new(v, m, 0, &wall) == MF_OK, "walks: %s", mf_last_error());

@@ -6,7 +6,9 @@
  * threads and when a loaded graph is saved again; a truncated, bit-flipped,
  * foreign (other gates, other shape, other parameters, other build
  * version) or hostile (checksum fixed up, structure broken) file is refused
- * with its message and the path, and leaves the vindex as it was. */
+ * with its message and the path, and leaves the vindex as it was; the
+ * listing `vindex info` prints reads each cache's header back and names
+ * the stale, truncated, foreign and misnamed ones. */
 #include "testutil.h"
 #include "minfer.h"
 #include "rand_vindex.h"
@@ -314,6 +316,84 @@ static void test_checksum(void) {
     }
 }
 
+/* find a listed cache by name */
+static const mf_vindex_hnsw_cache *find_cache(const mf_vindex_hnsw_cache *c, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(c[i].name, name)) return &c[i];
+    return NULL;
+}
+
+/* The listing `vindex info` and SHOW STATS print: each cache's header read
+ * back (parameters, shape, size), and whether it fits these gates. */
+static void test_listing(void) {
+    const int L = 3, F = 400, E = 32;
+    char dir[512], other[512], path[700];
+    mf_vindex *v = make("listing", L, F, E, "f16", 21, dir, sizeof dir);
+    mf_vindex *o = make("listing_other", L, F, E, "f16", 22, other, sizeof other);
+    if (!v || !o) return;
+    mf_vindex_hnsw_cache *c = NULL;
+    int32_t n = -1;
+    CHECK(mf_vindex_hnsw_caches(v, &c, &n) == MF_OK && n == 0 && !c, "no caches yet: %d listed", n);
+    mf_vindex_hnsw_params p = params(6, 12, 24), q = params(4, 12, 16);
+    CHECK(mf_vindex_set_hnsw(v, &p) == MF_OK && mf_vindex_hnsw_save(v, NULL) == MF_OK, "save M 6: %s", mf_last_error());
+    CHECK(mf_vindex_set_hnsw(v, &q) == MF_OK && mf_vindex_hnsw_save(v, NULL) == MF_OK, "save M 4: %s", mf_last_error());
+    /* the other vindex's graphs under a name of this one: same shape, other gates */
+    snprintf(path, sizeof path, "%s/hnsw_stale.bin", dir);
+    CHECK(mf_vindex_set_hnsw(o, &p) == MF_OK && mf_vindex_hnsw_save(o, path) == MF_OK, "save other: %s", mf_last_error());
+    /* a truncated copy, a file too short to have a header, a name that is no cache's */
+    size_t nb;
+    snprintf(path, sizeof path, "%s/hnsw_m6_efc24.bin", dir);
+    uint8_t *b = slurp(path, &nb);
+    CHECK(b && nb > 1024, "read %s", path);
+    if (!b) return;
+    snprintf(path, sizeof path, "%s/hnsw_cut.bin", dir), spit(path, b, nb - 8);
+    snprintf(path, sizeof path, "%s/hnsw_tiny.bin", dir), spit(path, b, 100);
+    snprintf(path, sizeof path, "%s/hnsw_m6_efc24.txt", dir), spit(path, b, nb);
+    CHECK(mf_vindex_hnsw_caches(v, &c, &n) == MF_OK && n == 5, "5 caches listed, got %d", n);
+    if (n != 5) return;
+    static const char *order[5] = {"hnsw_cut.bin", "hnsw_m4_efc16.bin", "hnsw_m6_efc24.bin", "hnsw_stale.bin", "hnsw_tiny.bin"};
+    for (int i = 0; i < 5; i++) CHECK(!strcmp(c[i].name, order[i]), "listing %d: '%s', want '%s'", i, c[i].name, order[i]);
+    const mf_vindex_hnsw_cache *a = find_cache(c, n, "hnsw_m6_efc24.bin"), *a4 = find_cache(c, n, "hnsw_m4_efc16.bin");
+    const mf_vindex_hnsw_cache *st = find_cache(c, n, "hnsw_stale.bin"), *cut = find_cache(c, n, "hnsw_cut.bin");
+    const mf_vindex_hnsw_cache *tiny = find_cache(c, n, "hnsw_tiny.bin");
+    CHECK(a->m == 6 && a->ef_construction == 24 && !a->mips_transform && a->n_layer == L && a->n_features == F &&
+              a->bytes == nb && a->gates_match && !a->problem[0],
+          "M 6: m %d efc %d layers %d features %d bytes %llu match %d problem '%s'", a->m, a->ef_construction, a->n_layer,
+          a->n_features, (unsigned long long)a->bytes, a->gates_match, a->problem);
+    CHECK(a4->m == 4 && a4->ef_construction == 16 && a4->gates_match && !a4->problem[0] && a4->bytes < nb,
+          "M 4: m %d efc %d match %d bytes %llu problem '%s'", a4->m, a4->ef_construction, a4->gates_match,
+          (unsigned long long)a4->bytes, a4->problem);
+    CHECK(st->m == 6 && st->n_features == F && !st->gates_match && strstr(st->problem, "built for other gate vectors") &&
+              strstr(st->problem, "minfer vindex hnsw"),
+          "stale: match %d problem '%s'", st->gates_match, st->problem);
+    CHECK(cut->m == 6 && cut->gates_match && cut->bytes == nb - 8 && strstr(cut->problem, "the header says") &&
+              strstr(cut->problem, "truncated"),
+          "truncated: problem '%s'", cut->problem);
+    CHECK(tiny->m == 0 && tiny->bytes == 100 && !strcmp(tiny->problem, "not an HNSW cache file (too short)"),
+          "tiny: m %d problem '%s'", tiny->m, tiny->problem);
+    /* the line `vindex info` prints */
+    char line[512], want[512];
+    mf_vindex_hnsw_cache_text(a, line, sizeof line);
+    snprintf(want, sizeof want,
+             "hnsw_m6_efc24.bin: M 6, efc 24, 3 layers x 400 features, %zu bytes (%.2f MiB), gate_vectors.bin sha256 matches", nb,
+             (double)nb / (1 << 20));
+    CHECK(!strcmp(line, want), "text '%s', want '%s'", line, want);
+    mf_vindex_hnsw_cache_text(tiny, line, sizeof line);
+    CHECK(!strcmp(line, "hnsw_tiny.bin: 100 bytes (0.00 MiB); unusable: not an HNSW cache file (too short)"),
+          "tiny text '%s'", line);
+    mf_vindex_hnsw_cache_text(st, line, 40); /* cut short, still terminated */
+    CHECK(strlen(line) == 39 && !strncmp(line, "hnsw_stale.bin: M 6", 19), "short buffer: '%s'", line);
+    /* a file of M 6 under M 16's name: the header fits, the name does not */
+    snprintf(path, sizeof path, "%s/hnsw_m16_efc128.bin", dir), spit(path, b, nb);
+    free(c);
+    CHECK(mf_vindex_hnsw_caches(v, &c, &n) == MF_OK && n == 6, "6 caches listed, got %d", n);
+    const mf_vindex_hnsw_cache *mis = c ? find_cache(c, n, "hnsw_m16_efc128.bin") : NULL;
+    CHECK(mis && mis->m == 6 && mis->gates_match && strstr(mis->problem, "--hnsw looks for it as hnsw_m6_efc24.bin"),
+          "misnamed: '%s'", mis ? mis->problem : "(not listed)");
+    free(c), free(b);
+    mf_vindex_free(v), mf_vindex_free(o);
+}
+
 int main(void) {
     char cmd[512];
     snprintf(g_tmp, sizeof g_tmp, "/tmp/test_vindex_hnsw_cache.%d", (int)getpid());
@@ -323,6 +403,7 @@ int main(void) {
     test_same_answers();
     test_bytes();
     test_refused();
+    test_listing();
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) CHECK(0, "cannot remove %s", g_tmp);
     return test_summary("test_vindex_hnsw_cache");

@@ -5,10 +5,12 @@
  * closer than rounding) for f32, f16 and q8_0 gates built from a random
  * model (synth tiny) and a real one (stories260K), for random and real
  * (embedding) queries, single and batched, and it does not depend on the
- * thread count. */
+ * thread count; a k above the 4096 the heaps start with grows them and
+ * still equals the reference. */
 #include "testutil.h"
 #include "minfer.h"
 #include "vindex/knn_kern.h"
+#include "rand_vindex.h"
 #include "cpu/kern/features.h"
 #include "quant/types.h"
 
@@ -154,6 +156,31 @@ static void test_knn(const char *model, const char *tmp) {
     }
 }
 
+/* k above the 4096 the heaps are sized for at open (a walk at K = 25% of
+ * 64k features): the heaps grow once and the answer is still the float64
+ * reference's, on 1 and 3 threads; smaller k after the growth too. */
+static void test_large_k(const char *tmp) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/wide", tmp);
+    const int F = 5000, E = 32;
+    mf_vindex *v;
+    if (rand_vindex_write(dir, 1, F, E, "f16", 11, 0.5) || mf_vindex_open(dir, &v)) {
+        CHECK(0, "%s: %s", dir, mf_last_error());
+        return;
+    }
+    float *x = malloc((size_t)9 * E * sizeof *x);
+    for (int i = 0; i < 9 * E; i++) x[i] = grand();
+    check_knn(v, "random f16, k above 4096", x, 2, 4500);
+    check_knn(v, "random f16, every feature", x, 1, F);
+    check_knn(v, "random f16, k 10 after the growth", x, 9, 10);
+    int32_t f1;
+    float s1;
+    CHECK(mf_vindex_knn(v, 0, x, 1, F + 1, &f1, &s1) == MF_ERR_INVALID_ARG && strstr(mf_last_error(), "(1..5000)"),
+          "k > features: %s", mf_last_error());
+    free(x);
+    mf_vindex_free(v);
+}
+
 int main(void) {
     test_kernels();
     char tmp[256], cmd[1024];
@@ -172,6 +199,7 @@ int main(void) {
     if (system(cmd) != 0) return 1;
     test_knn(synth, d1);
     test_knn("../shared/models/stories260K.gguf", d2);
+    test_large_k(tmp);
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd) != 0) CHECK(0, "cannot remove %s", tmp);
     return test_summary("test_vindex_knn");

@@ -23,7 +23,8 @@ static void usage(FILE *f) {
             "          --level inference (or all) adds the up rows and the model's weights so DIR runs the model\n"
             "          (minfer run -m DIR). --gate is the type of the gate/up/down copies (default f32).\n"
             "  verify  check index.json and every file's size and sha256, and every HNSW cache (hnsw_*.bin)\n"
-            "  info    print what the vindex holds\n"
+            "  info    print what the vindex holds, with each HNSW cache's parameters, size and whether it is\n"
+            "          for the current gate_vectors.bin (from its header; verify checks it whole)\n"
             "  audit   per layer, cosine and relative L2 of the walk FFN's output against the dense FFN's,\n"
             "          and top-1 / top-5 agreement of the final logits, for each K (a count or N%% of features)\n"
             "  hnsw    build every layer's HNSW gate graph (M links per node, default 16; build beam N, default\n"
@@ -140,6 +141,22 @@ static int cmd_vinfo(int argc, char **argv) {
     printf("level       %s\n", i.level == MF_VINDEX_BROWSE ? "browse" : i.level == MF_VINDEX_INFERENCE ? "inference" : "all");
     printf("down top-k  %d\n", i.down_top_k);
     printf("size        %.2f MiB\n", (double)i.bytes / (1 << 20));
+    /* the HNSW graph caches, from their headers (verify checks them whole):
+     * a stale one is refused by --hnsw, so say so before a run finds out */
+    mf_vindex_hnsw_cache *c;
+    int32_t n;
+    if (mf_vindex_hnsw_caches(v, &c, &n)) {
+        fprintf(stderr, "minfer vindex info: %s\n", mf_last_error());
+        mf_vindex_free(v);
+        return 1;
+    }
+    if (!n) printf("hnsw cache  none (minfer vindex hnsw DIR saves one)\n");
+    for (int32_t k = 0; k < n; k++) {
+        char line[512];
+        mf_vindex_hnsw_cache_text(&c[k], line, sizeof line);
+        printf("hnsw cache  %s\n", line);
+    }
+    free(c);
     mf_vindex_free(v);
     return 0;
 }
