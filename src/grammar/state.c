@@ -71,6 +71,8 @@ struct mf_grammar_state {
     uint32_t *tops;
     uint32_t n_rec, tops_n;
     gset chk, chk2;  /* scratch of the subtree shortcut */
+    uint32_t (*run)[2]; /* the mask being computed: allowed ranges of dfs_tok, ascending, apart */
+    uint32_t n_run, cap_run;
     uint32_t *reps;  /* one code point >= U+0080 per stretch the grammar treats alike */
     int32_t n_reps;  /* -1: not computed yet; -2: too many (no shortcut for non-ASCII) */
 };
@@ -90,6 +92,7 @@ void mf_grammar_state_free(mf_grammar_state *s) {
     g_set_free(&s->chk);
     g_set_free(&s->chk2);
     free(s->reps);
+    free(s->run);
     for (uint32_t i = 0; s->cache && i < s->n_cache; i++) {
         free(s->cache[i].key);
         free(s->cache[i].bits);
@@ -238,13 +241,62 @@ static mf_status build_key(mf_grammar_state *s, uint64_t *hash) {
     return st;
 }
 
-static void set_tokens(const mf_grammar_vocab *v, uint64_t *bits, int32_t t) {
-    for (; t >= 0; t = v->next_tok[t]) bits[t >> 6] |= 1ull << (t & 63);
+/* The walk goes through the trie in the order of the depth-first token
+ * list, so what it allows is a rising sequence of ranges of that list:
+ * they are noted (merging touching ones) and turned into bits at the end,
+ * from whichever side is shorter. Setting bits token by token as the walk
+ * went was half of a first mask inside a string (150,000 allowed tokens,
+ * each a dependent load through a per-token chain). */
+static mf_status allow_push(mf_grammar_state *s, uint32_t b, uint32_t e) {
+    if (s->n_run == s->cap_run) {
+        uint32_t nc = s->cap_run ? s->cap_run * 2 : 1024;
+        uint32_t(*q)[2] = realloc(s->run, sizeof *q * nc);
+        if (!q) return mf_err(MF_ERR_NOMEM, "out of memory");
+        s->run = q;
+        s->cap_run = nc;
+    }
+    s->run[s->n_run][0] = b;
+    s->run[s->n_run++][1] = e;
+    return MF_OK;
+}
+
+static inline mf_status allow(mf_grammar_state *s, uint32_t b, uint32_t e) {
+    if (b >= e) return MF_OK;
+    if (s->n_run && s->run[s->n_run - 1][1] >= b) { /* touching or overlapping the last (a shortcut over a node) */
+        if (e > s->run[s->n_run - 1][1]) s->run[s->n_run - 1][1] = e;
+        return MF_OK;
+    }
+    return allow_push(s, b, e);
+}
+
+static inline mf_status allow_own(mf_grammar_state *s, const tnode *c) {
+    return allow(s, c->dfs, tnode_own_end(s->v, c));
+}
+
+/* The runs as bits: set the allowed tokens, or when they are the majority
+ * start from every token with a piece and clear the ones between the runs. */
+static void runs_to_bits(const mf_grammar_state *s, uint64_t *bits) {
+    const mf_grammar_vocab *v = s->v;
+    const int32_t *dt = v->dfs_tok;
+    uint32_t allowed = 0;
+    for (uint32_t i = 0; i < s->n_run; i++) allowed += s->run[i][1] - s->run[i][0];
+    if (allowed <= v->n_dfs / 2) {
+        memset(bits, 0, sizeof *bits * s->n_words);
+        for (uint32_t i = 0; i < s->n_run; i++)
+            for (uint32_t k = s->run[i][0]; k < s->run[i][1]; k++) bits[dt[k] >> 6] |= 1ull << (dt[k] & 63);
+        return;
+    }
+    memcpy(bits, v->has_piece, sizeof *bits * s->n_words);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i <= s->n_run; i++) {
+        const uint32_t end = i < s->n_run ? s->run[i][0] : v->n_dfs;
+        for (uint32_t k = at; k < end; k++) bits[dt[k] >> 6] &= ~(1ull << (dt[k] & 63));
+        if (i < s->n_run) at = s->run[i][1];
+    }
 }
 
 /* Without records (they ran out): step every byte, free what a subtree made. */
-static mf_status walk_direct(mf_grammar_state *s, uint32_t node, uint32_t d, const gset *in, gutf8 u,
-                             uint64_t *bits) {
+static mf_status walk_direct(mf_grammar_state *s, uint32_t node, uint32_t d, const gset *in, gutf8 u) {
     const mf_grammar_vocab *v = s->v;
     gset *o = &s->lvl[d + 1];
     const tnode *t = &v->node[node];
@@ -255,8 +307,8 @@ static mf_status walk_direct(mf_grammar_state *s, uint32_t node, uint32_t d, con
         if (st) return st;
         s->stats.trie_nodes++;
         if (o->n || (o->done && !uo.need)) {
-            set_tokens(v, bits, v->node[c].tok);
-            if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
+            if ((st = allow_own(s, &v->node[c]))) return st;
+            if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo))) return st;
         }
         s->pool.len = mark;
     }
@@ -444,16 +496,48 @@ static mf_status subtree_free(mf_grammar_state *s, int32_t rid, uint8_t need, co
     return MF_OK;
 }
 
-/* bnd: the record at the last character boundary on the way here. */
-static mf_status walk(mf_grammar_state *s, uint32_t node, int32_t rid, int32_t bnd, uint32_t d, uint64_t *bits) {
-    const mf_grammar_vocab *v = s->v;
-    const tnode *t = &v->node[node];
-    for (uint32_t c = t->first; c < t->first + t->n; c++) {
-        const uint8_t b = v->node[c].b;
-        int32_t nx = s->rec[rid].next[b];
+/* Node c leads to one token only, whose piece goes on past c (a chain of
+ * single children): half the nodes a mask inside a string visits. The
+ * chain's nodes lie one after another (each block of one child follows its
+ * parent's), so they are followed in a loop rather than a call per node.
+ * *handled false: the records ran out on the way; the caller walks the
+ * chain the usual way. */
+static mf_status walk_chain(mf_grammar_state *s, const tnode *c, int32_t rid, bool *handled) {
+    const tnode *node = s->v->node;
+    *handled = true;
+    for (const tnode *x = c; x->n;) {
+        x = &node[x->first];
         s->stats.trie_nodes++;
+        if (!s->rec[rid].n) return MF_OK; /* the grammar can only end here: the rest of the piece is refused */
+        int32_t nx;
+        mf_status st = next_rec(s, rid, x->b, &nx);
+        if (st) return st;
+        if (nx == T_DEAD) return MF_OK;
+        if (nx == T_NOREC) {
+            *handled = false;
+            return MF_OK;
+        }
+        rid = nx;
+    }
+    return allow(s, c->dfs, c->dfs + 1);
+}
+
+/* bnd: the record at the last character boundary on the way here. */
+static mf_status walk(mf_grammar_state *s, uint32_t node, int32_t rid, int32_t bnd, uint32_t d) {
+    const mf_grammar_vocab *v = s->v;
+    /* the arrays in locals: stores through s (the run list) would make the
+     * compiler reload them for every child */
+    const tnode *const tn = v->node;
+    const uint32_t *const big = v->big;
+    srec *const rec = s->rec;
+    const uint32_t first = tn[node].first, end = first + tn[node].n;
+    s->stats.trie_nodes += tn[node].n; /* once, not per child */
+    for (uint32_t c = first; c < end; c++) {
+        const tnode *const cn = &tn[c];
+        const uint8_t b = cn->b;
+        int32_t nx = rec[rid].next[b];
         if (nx == T_UNKNOWN) {
-            const srec *r = &s->rec[rid];
+            const srec *r = &rec[rid];
             gset in = {s->tops + r->off, r->n, r->n, r->done};
             gset *o = &s->lvl[d + 1];
             gutf8 uo;
@@ -463,38 +547,42 @@ static mf_status walk(mf_grammar_state *s, uint32_t node, int32_t rid, int32_t b
             if (!o->n && !(o->done && !uo.need)) nx = T_DEAD;
             else nx = record_of(s, o, uo);
             if (nx == T_NOREC) { /* no records left: finish this subtree directly */
-                set_tokens(v, bits, v->node[c].tok);
-                if (o->n && v->node[c].n && (st = walk_direct(s, c, d + 1, o, uo, bits))) return st;
+                if ((st = allow_own(s, cn))) return st;
+                if (o->n && cn->n && (st = walk_direct(s, c, d + 1, o, uo))) return st;
                 s->pool.len = mark;
                 continue;
             }
             if (s->n_rec == before) s->pool.len = mark; /* dead or an old set: the new nodes are garbage */
-            s->rec[rid].next[b] = (int16_t)nx;
+            rec[rid].next[b] = (int16_t)nx;
         }
         if (nx == T_DEAD) continue;
-        set_tokens(v, bits, v->node[c].tok);
-        const gutf8 un = s->rec[nx].u;
-        /* right after a lead byte whose next byte is restricted (E0, ED, F0,
-         * F4: overlong, surrogate, beyond U+10FFFF) not every continuation is
-         * taken: no shortcut there */
-        const bool restricted = un.need && un.need + 1 == un.len &&
-                                (un.val == 0 || (un.len == 3 && un.val == 0xD) || (un.len == 4 && un.val == 4));
-        const int32_t nb = restricted ? -1 : un.need ? bnd : nx;
-        if (v->big[c] && s->rec[nx].n && nb >= 0) {
-            const tsub *sub = &v->sub[v->big[c] - 1];
-            bool all;
-            mf_status st = subtree_free(s, nb, s->rec[nx].u.need, sub, &all);
-            if (st) return st;
+        mf_status st = allow_own(s, cn);
+        if (st) return st;
+        const srec *const rn = &rec[nx];
+        if (!rn->n) continue; /* the grammar can only end here: nothing below is allowed */
+        const gutf8 un = rn->u;
+        if (big[c]) {
+            /* right after a lead byte whose next byte is restricted (E0, ED,
+             * F0, F4: overlong, surrogate, beyond U+10FFFF) not every
+             * continuation is taken: no shortcut there */
+            const bool restricted = un.need && un.need + 1 == un.len &&
+                                    (un.val == 0 || (un.len == 3 && un.val == 0xD) || (un.len == 4 && un.val == 4));
+            const int32_t nb = restricted ? -1 : un.need ? bnd : nx;
+            bool all = false;
+            if (nb >= 0 && (st = subtree_free(s, nb, un.need, &v->sub[big[c] - 1], &all))) return st;
             if (all) {
-                for (uint32_t i = sub->tb; i < sub->te; i++) bits[v->dfs_tok[i] >> 6] |= 1ull << (v->dfs_tok[i] & 63);
+                if ((st = allow(s, cn->dfs, cn->dend))) return st;
                 s->stats.trie_nodes++;
                 continue;
             }
         }
-        if (s->rec[nx].n && v->node[c].n) {
-            mf_status st = walk(s, c, nx, un.need ? bnd : nx, d + 1, bits);
-            if (st) return st;
+        if (!cn->n) continue;
+        if (cn->dend - cn->dfs == 1 && !cn->own) {
+            bool handled;
+            if ((st = walk_chain(s, cn, nx, &handled))) return st;
+            if (handled) continue;
         }
+        if ((st = walk(s, c, nx, un.need ? bnd : nx, d + 1))) return st;
     }
     return MF_OK;
 }
@@ -529,23 +617,22 @@ static mf_status get_mask(mf_grammar_state *s, const uint64_t **out) {
     memcpy(k, s->key, sizeof *k * s->klen);
     victim->klen = s->klen;
     victim->hash = 0;
-    memset(victim->bits, 0, sizeof *victim->bits * s->n_words);
     const uint32_t mark = s->pool.len;
     s->n_rec = s->tops_n = 0;
+    s->n_run = 0;
     memset(s->slot, 0, sizeof *s->slot * G_REC_SLOTS);
     if (s->cur.n) {
         int32_t root = record_of(s, &s->cur, s->u);
-        st = root != T_NOREC ? walk(s, 0, root, s->u.need ? -1 : root, 0, victim->bits)
-                             : walk_direct(s, 0, 0, &s->cur, s->u, victim->bits);
+        st = root != T_NOREC ? walk(s, 0, root, s->u.need ? -1 : root, 0) : walk_direct(s, 0, 0, &s->cur, s->u);
     }
     s->pool.len = mark;
     if (st) {
         victim->stamp = 0;
         return st;
     }
+    runs_to_bits(s, victim->bits);
     if (mf_grammar_done(s))
-        for (int32_t t = 0; t < v->n_vocab; t++)
-            if (v->eog[t]) victim->bits[t >> 6] |= 1ull << (t & 63);
+        for (int32_t i = 0; i < v->n_eog; i++) victim->bits[v->eog_list[i] >> 6] |= 1ull << (v->eog_list[i] & 63);
     victim->hash = h;
     victim->stamp = ++s->clock;
     *out = victim->bits;

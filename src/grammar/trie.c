@@ -26,7 +26,6 @@ static int cmp_piece(const void *a, const void *b) {
 void mf_grammar_vocab_free(mf_grammar_vocab *v) {
     if (!v) return;
     free(v->node);
-    free(v->next_tok);
     free(v->off);
     free(v->len);
     free(v->bytes);
@@ -34,6 +33,8 @@ void mf_grammar_vocab_free(mf_grammar_vocab *v) {
     free(v->big);
     free(v->sub);
     free(v->dfs_tok);
+    free(v->has_piece);
+    free(v->eog_list);
     free(v);
 }
 
@@ -82,8 +83,8 @@ static mf_status add_node(lnode **nodes, uint32_t *n_nodes, uint32_t *cap, uint8
 
 /* Renumbers the linked trie into v->node with each node's children in one
  * block, the blocks in depth-first order: the mask's depth-first walk then
- * reads memory mostly forward. */
-static mf_status relayout(mf_grammar_vocab *v, const lnode *L, uint32_t n) {
+ * reads memory mostly forward. tok[id]: the first token ending at the node. */
+static mf_status relayout(mf_grammar_vocab *v, const lnode *L, uint32_t n, int32_t *tok) {
     uint32_t(*stack)[2] = malloc(sizeof *stack * n); /* (old id, new id) */
     v->node = malloc(sizeof *v->node * n);
     if (!stack || !v->node) {
@@ -97,7 +98,7 @@ static mf_status relayout(mf_grammar_vocab *v, const lnode *L, uint32_t n) {
         sp--;
         const uint32_t o = stack[sp][0], id = stack[sp][1];
         tnode *t = &v->node[id];
-        t->tok = L[o].tok;
+        tok[id] = L[o].tok;
         t->b = L[o].b;
         t->first = next;
         t->n = 0;
@@ -141,15 +142,18 @@ typedef struct subinfo {
 
 typedef struct subctx {
     mf_grammar_vocab *v;
+    const int32_t *tok, *next_tok; /* per node its first token, per token the next with the same piece */
     uint32_t n_dfs, cap_sub;
     bool oom;
 } subctx;
 
 static subinfo sub_visit(subctx *x, uint32_t node) {
     mf_grammar_vocab *v = x->v;
-    const tnode *t = &v->node[node];
+    tnode *t = &v->node[node];
     const uint32_t tb = x->n_dfs;
-    for (int32_t k = t->tok; k >= 0; k = v->next_tok[k]) v->dfs_tok[x->n_dfs++] = k;
+    t->dfs = tb;
+    for (int32_t k = x->tok[node]; k >= 0; k = x->next_tok[k]) v->dfs_tok[x->n_dfs++] = k;
+    t->own = (uint8_t)(x->n_dfs - tb < 255 ? x->n_dfs - tb : 255);
     subinfo r = {{0, 0}, 0, false, 0xF};
     for (uint32_t c = t->first; c < t->first + t->n; c++) {
         const uint8_t b = v->node[c].b;
@@ -165,7 +169,8 @@ static subinfo sub_visit(subctx *x, uint32_t node) {
             if (nx < 0 || !(ci.ok >> nx & 1)) r.ok &= (uint8_t)~(1u << st);
         }
     }
-    if (x->n_dfs - tb >= SUB_MIN_TOKENS + (t->tok >= 0) && r.ok && t->n) {
+    t->dend = x->n_dfs;
+    if (x->n_dfs - tb >= SUB_MIN_TOKENS + (x->tok[node] >= 0) && r.ok && t->n) {
         if (v->n_sub == x->cap_sub) {
             uint32_t nc = x->cap_sub ? x->cap_sub * 2 : 1024;
             tsub *q = realloc(v->sub, sizeof *q * nc);
@@ -173,19 +178,30 @@ static subinfo sub_visit(subctx *x, uint32_t node) {
             v->sub = q;
             x->cap_sub = nc;
         }
-        v->sub[v->n_sub] = (tsub){{r.ascii[0], r.ascii[1]}, tb, x->n_dfs, r.nonascii, r.ok, (uint16_t)r.depth};
+        v->sub[v->n_sub] = (tsub){{r.ascii[0], r.ascii[1]}, r.nonascii, r.ok, (uint16_t)r.depth};
         v->big[node] = ++v->n_sub;
     }
     return r;
 }
 
-static mf_status build_subs(mf_grammar_vocab *v) {
+static mf_status build_subs(mf_grammar_vocab *v, const int32_t *tok, const int32_t *next_tok) {
+    const size_t nv = (size_t)(v->n_vocab > 0 ? v->n_vocab : 1);
     v->big = calloc(v->n_nodes, sizeof *v->big);
-    v->dfs_tok = malloc(sizeof *v->dfs_tok * (size_t)(v->n_vocab > 0 ? v->n_vocab : 1));
-    if (!v->big || !v->dfs_tok) return mf_err(MF_ERR_NOMEM, "out of memory");
-    subctx x = {v, 0, 0, false};
+    v->dfs_tok = malloc(sizeof *v->dfs_tok * nv);
+    v->has_piece = calloc((nv + 63) / 64, sizeof *v->has_piece);
+    if (!v->big || !v->dfs_tok || !v->has_piece) return mf_err(MF_ERR_NOMEM, "out of memory");
+    subctx x = {v, tok, next_tok, 0, 0, false};
     sub_visit(&x, 0); /* recursion as deep as the longest piece (at most 512 bytes) */
-    return x.oom ? mf_err(MF_ERR_NOMEM, "out of memory") : MF_OK;
+    if (x.oom) return mf_err(MF_ERR_NOMEM, "out of memory");
+    v->n_dfs = x.n_dfs;
+    for (uint32_t i = 0; i < v->n_dfs; i++) v->has_piece[v->dfs_tok[i] >> 6] |= 1ull << (v->dfs_tok[i] & 63);
+    int32_t n_eog = 0;
+    for (int32_t t = 0; t < v->n_vocab; t++) n_eog += v->eog[t];
+    v->eog_list = malloc(sizeof *v->eog_list * (size_t)(n_eog ? n_eog : 1));
+    if (!v->eog_list) return mf_err(MF_ERR_NOMEM, "out of memory");
+    for (int32_t t = 0; t < v->n_vocab; t++)
+        if (v->eog[t]) v->eog_list[v->n_eog++] = t;
+    return MF_OK;
 }
 
 mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
@@ -198,17 +214,17 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
     v->off = malloc(sizeof *v->off * nv);
     v->len = malloc(sizeof *v->len * nv);
     v->eog = calloc(nv, 1);
-    v->next_tok = malloc(sizeof *v->next_tok * nv);
+    int32_t *next_tok = malloc(sizeof *next_tok * nv), *tok = NULL;
     piece_ref *order = malloc(sizeof *order * nv);
     uint32_t *path = NULL, *last = NULL, cap = 1024, n_nodes = 0;
     lnode *L = malloc(sizeof *L * cap);
-    mf_status st = !v->off || !v->len || !v->eog || !v->next_tok || !order || !L
+    mf_status st = !v->off || !v->len || !v->eog || !next_tok || !order || !L
                        ? mf_err(MF_ERR_NOMEM, "out of memory")
                        : read_pieces(model, v);
     int32_t n = 0;
     uint32_t maxlen = 0;
     for (int32_t t = 0; !st && t < v->n_vocab; t++) {
-        v->next_tok[t] = -1;
+        next_tok[t] = -1;
         if (v->len[t]) order[n++] = (piece_ref){NULL, v->len[t], t}; /* empty pieces (control tokens) are never allowed */
         if (v->len[t] > maxlen) maxlen = v->len[t];
     }
@@ -256,7 +272,7 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
         }
         if (st) break;
         lnode *e = &L[path[l]];
-        v->next_tok[t] = e->tok;
+        next_tok[t] = e->tok;
         e->tok = t;
         prev = t;
         prev_len = l;
@@ -264,9 +280,12 @@ mf_status mf_grammar_vocab_new(const mf_model *model, mf_grammar_vocab **out) {
     free(order);
     free(path);
     free(last);
-    if (!st) st = relayout(v, L, n_nodes);
+    if (!st && !(tok = malloc(sizeof *tok * n_nodes))) st = mf_err(MF_ERR_NOMEM, "out of memory");
+    if (!st) st = relayout(v, L, n_nodes, tok);
     free(L);
-    if (!st) st = build_subs(v);
+    if (!st) st = build_subs(v, tok, next_tok);
+    free(tok);
+    free(next_tok);
     if (st) {
         mf_grammar_vocab_free(v);
         return st;

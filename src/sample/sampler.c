@@ -278,9 +278,30 @@ static mf_status mask_grammar(mf_sampler *s, mf_grammar_state *g) {
     if (nv != s->n_vocab)
         return mf_err(MF_ERR_INVALID_ARG, "sampler: the grammar's vocabulary has %d tokens, the sampler %d", nv, s->n_vocab);
     int32_t w = 0;
-    for (int32_t i = 0; i < s->n; i++) {
-        mf_token t = s->c[i].id;
-        if (bits[t >> 6] >> (t & 63) & 1) s->c[w++] = s->c[i];
+    if (s->n == s->n_vocab) {
+        /* straight after load_logits candidate i is token i: a word of the
+         * mask at a time. Per candidate this loop cost 0.2-0.3 ms on a
+         * 151,936-token vocabulary, ten times the cached mask itself; now a
+         * word of disallowed tokens is skipped and a word of allowed ones
+         * moved as a block, in the same order. */
+        const int32_t nw = (s->n + 63) / 64;
+        for (int32_t k = 0; k < nw; k++) {
+            uint64_t m = bits[k];
+            if (k == nw - 1 && s->n % 64) m &= (1ull << (s->n % 64)) - 1; /* past the vocabulary */
+            const int32_t base = k * 64;
+            if (!m) continue;
+            if (m == ~0ull) {
+                memmove(&s->c[w], &s->c[base], sizeof *s->c * 64);
+                w += 64;
+                continue;
+            }
+            for (uint64_t z = m; z; z &= z - 1) s->c[w++] = s->c[base + __builtin_ctzll(z)];
+        }
+    } else {
+        for (int32_t i = 0; i < s->n; i++) {
+            mf_token t = s->c[i].id;
+            if (bits[t >> 6] >> (t & 63) & 1) s->c[w++] = s->c[i];
+        }
     }
     if (!w) return mf_err(MF_ERR_FORMAT, "grammar: no token of the vocabulary can continue the grammar here");
     s->n = w;
