@@ -250,11 +250,15 @@ static void distribution(mf_sampler *s) {
 /* A random draw from c[0 .. n).p, which sums to `total`. */
 static mf_token draw_from(mf_sampler *s, double total) {
     double u = next_unit(s) * total, cum = 0;
+    int32_t last = s->n - 1;
     for (int32_t i = 0; i < s->n; i++) {
         cum += s->c[i].p;
         if (u < cum) return s->c[i].id;
+        if (s->c[i].p > 0) last = i;
     }
-    return s->c[s->n - 1].id;
+    /* rounding left u past the sum: the last candidate that has mass (one
+     * masked to -inf in place by the grammar has none) */
+    return s->c[last].id;
 }
 
 static mf_token draw(mf_sampler *s) {
@@ -285,6 +289,21 @@ static mf_status mask_grammar(mf_sampler *s, mf_grammar_state *g) {
          * word of disallowed tokens is skipped and a word of allowed ones
          * moved as a block, in the same order. */
         const int32_t nw = (s->n + 63) / 64;
+        int32_t allowed = 0;
+        for (int32_t k = 0; k < nw; k++) allowed += __builtin_popcountll(bits[k]);
+        if (allowed > s->n / 2) {
+            /* most tokens allowed (inside a string): moving them all cost more
+             * than the mask; the others get -inf in place, which every stage
+             * after this one treats as absent (p = 0, never in a top-k that
+             * has enough finite candidates, the argmax unchanged), so the
+             * draws are the same (test_grammar_mask_random checks it) */
+            for (int32_t k = 0; k < nw; k++) {
+                uint64_t z = ~bits[k];
+                if (k == nw - 1 && s->n % 64) z &= (1ull << (s->n % 64)) - 1;
+                for (; z; z &= z - 1) s->c[k * 64 + __builtin_ctzll(z)].logit = -INFINITY;
+            }
+            return MF_OK;
+        }
         for (int32_t k = 0; k < nw; k++) {
             uint64_t m = bits[k];
             if (k == nw - 1 && s->n % 64) m &= (1ull << (s->n % 64)) - 1; /* past the vocabulary */
@@ -341,6 +360,7 @@ mf_status mf_sampler_verify(mf_sampler *s, const float *logits, mf_grammar_state
         int32_t at = -1;
         for (int32_t i = 0; i < s->n; i++)
             if (s->c[i].id == draft) { at = i; break; }
+        if (at >= 0 && s->c[at].logit == -INFINITY) at = -1; /* masked in place: as if filtered out */
         const double pd = at >= 0 ? s->c[at].p : 0.0;
         if (at >= 0 && next_unit(s) < pd) {
             t = draft;

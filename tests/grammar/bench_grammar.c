@@ -8,8 +8,8 @@
  * best allowed token -> mf_grammar_accept, restarting the grammar whenever
  * it completes. Reports the median, p90, p99 and mean per token, and how
  * many masks came from the state's cache; then the cost of a first visit
- * (a fresh state, nothing cached: the trie walk) at a few JSON positions;
- * with `first`, only those, 20 times each. */
+ * (a fresh state, nothing cached: the trie walk) at a few JSON positions,
+ * median and best of 3 fresh states; with `first`, only those, of 31. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +84,8 @@ static int run(const char *name, const char *gbnf, const mf_model *m, const mf_g
     return 0;
 }
 
-/* The uncached mask at a few positions of a grammar (best of `reps` fresh states). */
+/* The uncached mask at a few positions of a grammar: median and best of
+ * `reps` fresh states (the median is the figure on a loaded machine). */
 static void first_visits(const mf_model *m, const mf_grammar_vocab *v, int reps, const char *name, const char *j,
                          const char *const *pre) {
     mf_grammar *g = NULL;
@@ -92,19 +93,22 @@ static void first_visits(const mf_model *m, const mf_grammar_vocab *v, int reps,
     float *l = malloc(sizeof *l * (size_t)mf_model_n_vocab(m));
     printf("first visit, %s (trie walk, nothing cached):", name);
     for (size_t k = 0; pre[k]; k++) {
-        double best = 1e30;
+        double best = 1e30, dts[64];
+        int got = 0;
         unsigned long long nodes = 0;
-        for (int r = 0; r < reps; r++) {
+        for (int r = 0; r < reps && r < 64; r++) {
             mf_grammar_state *s = NULL;
             if (mf_grammar_state_new(g, v, &s) || mf_grammar_accept_text(s, pre[k], strlen(pre[k]))) break;
             double t0 = now_us();
             mf_grammar_apply(s, l);
             double dt = now_us() - t0;
             if (dt < best) best = dt;
+            dts[got++] = dt;
             nodes = (unsigned long long)mf_grammar_state_stats(s).trie_nodes;
             mf_grammar_state_free(s);
         }
-        printf("%s '%s' %.0f us (%llu nodes)", k ? "," : "", pre[k], best, nodes);
+        qsort(dts, (size_t)got, sizeof *dts, cmp_d);
+        printf("%s '%s' median %.0f / best %.0f us (%llu nodes)", k ? "," : "", pre[k], got ? dts[got / 2] : 0.0, best, nodes);
     }
     printf("\n");
     free(l);
@@ -127,10 +131,12 @@ int main(int argc, char **argv) {
            ((double)v->n_nodes * (sizeof *v->node + sizeof *v->big) + (double)v->n_sub * sizeof *v->sub +
             (double)v->n_vocab * (sizeof *v->dfs_tok + 4 * 3)) / (1024.0 * 1024.0));
     static const char *const json_pre[] = {"", "{", "{\"key\": ", "{\"key\": \"some text", "[1, 2", "[tr", NULL};
-    /* in the schema: a bounded string (maxLength 40) at its start and midway, an unbounded one */
+    /* in the schema: a bounded string (maxLength 40) at its start, midway and
+     * 5 characters from its end, an unbounded one */
     static const char *const schema_pre[] = {
         "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"",
         "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"twenty characters in",
+        "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"thirty-five characters long, nearly",
         "{\"id\": \"123e4567-e89b-12d3-a456-426614174000\", \"user\": {\"name\": \"a\", \"age\": 3}, \"items\": [{\"sku\": \"x",
         NULL};
     char *gbnf = NULL;
@@ -144,9 +150,9 @@ int main(int argc, char **argv) {
         "\"required\":[\"id\",\"user\",\"items\",\"when\"]}";
     int rc = 0;
     if (mf_json_schema_to_grammar(schema, &gbnf)) { fprintf(stderr, "bench_grammar: %s\n", mf_last_error()); rc = 1; }
-    if (!rc && argc > 3 && !strcmp(argv[3], "first")) { /* only the first visits, 20 times each (for profiling) */
-        first_visits(m, v, 20, "json", mf_grammar_json(), json_pre);
-        first_visits(m, v, 20, "schema", gbnf, schema_pre);
+    if (!rc && argc > 3 && !strcmp(argv[3], "first")) { /* only the first visits, 31 times each (for profiling) */
+        first_visits(m, v, 31, "json", mf_grammar_json(), json_pre);
+        first_visits(m, v, 31, "schema", gbnf, schema_pre);
     } else if (!rc) {
         rc = run("json", mf_grammar_json(), m, v, steps);
         first_visits(m, v, 3, "json", mf_grammar_json(), json_pre);

@@ -420,6 +420,8 @@ static void run_vocab(const char *path, int n_grammars, int steps, uint64_t seed
     sampler_equivalence(&V, mf_grammar_json(), true);
     sampler_equivalence(&V, mf_grammar_json(), false);
     sampler_equivalence(&V, "root ::= [a-z ]{0,12} \".\"", false); /* a bounded string, then the end */
+    sampler_equivalence(&V, "root ::= [^.]{0,300} \".\"", false); /* most tokens allowed: masked in place */
+    sampler_equivalence(&V, "root ::= [^.]{0,300} \".\"", true);
     free_vocab(&V);
 }
 
