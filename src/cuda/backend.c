@@ -132,15 +132,19 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         cudaMemset(c->k[l], 0, cells * c->k_row_bytes);
         cudaMemset(c->v[l], 0, cells * c->v_row_bytes);
     }
-    /* flash-decoding shares: about 128 keys (one tile of the grouped decode
-     * kernel) each at a full context, 1..64; decode steps always go through
-     * the share buffers (one share is the grouped kernel plus a merge) */
-    c->att_split = (int)(c->max_ctx / 128);
-    if (c->att_split > 64) c->att_split = 64;
+    /* flash-decoding shares of att_share keys: at least one tile of the
+     * grouped decode kernel (128), at most 64 shares at a full context;
+     * decode steps always go through the share buffers (one share is the
+     * grouped kernel plus a merge). The share size is the context's, so a
+     * row's result never depends on the rest of the step. */
+    c->att_share = (int)((c->max_ctx + 63) / 64);
+    if (c->att_share < 128) c->att_share = 128;
+    c->att_split = (int)((c->max_ctx + (uint32_t)c->att_share - 1) / (uint32_t)c->att_share);
     if (c->att_split < 1) c->att_split = 1;
     {
         const size_t heads = (size_t)c->max_width / (d->head_dim_v ? d->head_dim_v : 1) + 1;
-        const size_t nf = (size_t)ATT_SPLIT_ROWS * heads * (size_t)c->att_split * (d->head_dim_v + 2);
+        const size_t split_rows = c->max_rows < ATT_SPLIT_ROWS ? (size_t)c->max_rows : ATT_SPLIT_ROWS;
+        const size_t nf = split_rows * heads * (size_t)c->att_split * (d->head_dim_v + 2);
         if (cudaMalloc((void **)&c->att_part, nf * sizeof(float)) != cudaSuccess) {
             cudaGetLastError();
             return mf_err(MF_ERR_NOMEM, "out of device memory for the attention split buffers");
@@ -606,12 +610,27 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     MIX(c, layer), MIX(c, q), MIX(c, *p), MIX(c, out);
     if (!op_begin(c, 13)) return;
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
-                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16};
-    const bool split = c->step->n_tok <= ATT_SPLIT_ROWS && p->n_head <= c->att_heads;
+                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16,
+                  c->att_share};
+    const mf_step *st = c->step;
+    const bool split = st->n_tok <= ATT_SPLIT_ROWS && st->n_tok <= c->max_rows && p->n_head <= c->att_heads;
+    /* blocks along the shares: the most any row has (a captured step: the
+     * context's capacity, for it replays at later positions) */
+    int nz = c->att_split;
+    if (split && c->mode != MFC_CAPTURE) {
+        nz = 1;
+        for (int i = 0; i < st->n_tok; i++) {
+            const int pos = st->pos[i];
+            const int first = p->window > 0 && pos >= p->window ? pos - p->window + 1 : 0;
+            const int n = (pos - first + c->att_share) / c->att_share;
+            if (n > nz) nz = n;
+        }
+        if (nz > c->att_split) nz = c->att_split;
+    }
     /* the output projection's int8 input, written by the attention itself */
-    const size_t no = (size_t)c->step->n_tok * (size_t)p->n_head * (size_t)p->head_dim_v;
-    const bool qz = c->fuse && c->mmvq && c->step->n_tok <= 8 && p->head_dim_v % 32 == 0 && no <= c->q8_cap;
-    mfc_attention(c->stream, &c->sd, c->step->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1,
+    const size_t no = (size_t)st->n_tok * (size_t)p->n_head * (size_t)p->head_dim_v;
+    const bool qz = c->fuse && c->mmvq && split && p->head_dim_v % 32 == 0 && no <= c->q8_cap;
+    mfc_attention(c->stream, &c->sd, st->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1, nz,
                   split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
     if (qz) c->q8_x = out, c->q8_hold = true;
     check(c, "attention");
@@ -726,8 +745,16 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     c->mmvq = !(getenv("MINFER_CUDA_MMVQ") && !mf_env_on("MINFER_CUDA_MMVQ"));
     c->tc = !(getenv("MINFER_CUDA_TC") && !mf_env_on("MINFER_CUDA_TC"));
     cudaGetDevice(&c->device);
-    /* int8 activations for up to 8 rows of the widest input */
-    const size_t qn = (size_t)8 * (size_t)(cfg->max_width + 256);
+    /* int8 activations for the rows the dp4a and int8 tensor-core products
+     * take (MINFER_CUDA_MMQ_ROWS: at most that many on the tensor cores, 8
+     * or less: none) of the widest input */
+    {
+        const char *mr = getenv("MINFER_CUDA_MMQ_ROWS");
+        if (mr && *mr) mfc_mmq_rows = atoi(mr);
+    }
+    int q8_rows = cfg->max_rows < mfc_mmq_rows ? cfg->max_rows : mfc_mmq_rows;
+    if (q8_rows < 8) q8_rows = 8;
+    const size_t qn = (size_t)q8_rows * (size_t)(cfg->max_width + 256);
     c->q8_cap = qn;
     for (int i = 0; i < 2; i++)
         if (cudaMalloc((void **)&c->q8b[i].q, qn) != cudaSuccess ||
@@ -759,10 +786,11 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                pr.name, pr.major, pr.minor, pr.multiProcessorCount, (double)pr.totalGlobalMem / (1u << 30),
                c->graphs ? "on" : "off", mfc_pdl_on ? "on" : "off (sm_90+, MINFER_CUDA_PDL)",
                c->fuse ? "on" : "off (MINFER_CUDA_FUSE=0)");
-        mf_log(MF_LOG_INFO, "minfer: cuda kernels: up to 8 rows: Q4_K/Q6_K/Q8_0 by dp4a over int8 activations%s, other "
-                            "types warp-per-row f32; more rows: 128x64 f16 tensor-core tiles%s (F32/BF16: "
-                            "64x64 f32 tiles); weights decoded from the file's encoding in all\n",
-               c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
+        mf_log(MF_LOG_INFO, "minfer: cuda kernels: Q4_K/Q6_K/Q8_0 over int8 activations, up to 8 rows by dp4a, "
+                            "9..%d rows by int8 mma%s; other types warp-per-row f32 up to 8 rows; more rows: "
+                            "128x64 f16 tensor-core tiles%s (F32/BF16: 64x64 f32 tiles); weights decoded from the "
+                            "file's encoding in all\n",
+               mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
         if (c->fuse)
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "

@@ -17,7 +17,7 @@
  * a graph captured earlier for the same op sequence replays them (replay). */
 typedef enum mfc_mode { MFC_EAGER, MFC_CAPTURE, MFC_REPLAY } mfc_mode;
 
-#define ATT_SPLIT_ROWS 8
+#define ATT_SPLIT_ROWS 64
 
 typedef struct mf_cuda {
     mf_backend base;
@@ -65,8 +65,9 @@ typedef struct mf_cuda {
     void **k, **v;
     size_t k_row_bytes, v_row_bytes;
     /* flash-decoding: steps of up to ATT_SPLIT_ROWS rows split each query's
-     * keys in att_split shares; their states go to att_part */
-    int att_split;
+     * keys in shares of att_share keys, at most att_split of them (at
+     * max_ctx); their states go to att_part */
+    int att_split, att_share;
     float *att_part;
     int att_heads; /* query heads att_part has room for */
     int max_width;

@@ -10,10 +10,13 @@
  * takes every fourth visible key, scores it (lanes split the head's
  * dimensions, a warp-wide sum), and keeps an online softmax (running max,
  * sum, and its lanes' share of the weighted V); the four partial states are
- * merged at the end. Decode steps (a few rows) split each query's keys into
- * nsplit equal shares, merged by a second kernel (flash-decoding), so a deep
- * cache keeps every multiprocessor busy; nsplit is fixed per context, so a
- * captured step replays at any depth. A share is taken by attn_dec_k, one
+ * merged at the end. Decode steps (up to 64 rows) split each query's keys
+ * into shares of p.share keys (fixed per context), merged by a second kernel
+ * (flash-decoding), so a deep cache keeps every multiprocessor busy. A
+ * row's shares depend only on its own position, never on the other rows of
+ * the step, nor on how many blocks the launch has along z (nz: blocks past
+ * a row's last share return at once), so a captured step launched with
+ * the context's capacity replays at any depth. A share is taken by attn_dec_k, one
  * block for all the query heads of a KV head, or by attn_k per query head
  * for shapes attn_dec_k does not take. Every query reads only its own sequence's keys through
  * its own block table: rows of other sequences never enter its sums. */
@@ -33,9 +36,9 @@ __device__ __forceinline__ float ld_cache(const void *c, size_t i, bool f16) {
 }
 
 /* part == NULL: the block takes all of the query's keys and writes its
- * output. Otherwise (decode: flash-decoding) it takes split blockIdx.z of
- * nsplit equal shares of them and writes its unnormalised state
- * (max, sum, weighted V) to part for attn_combine_k. */
+ * output. Otherwise (decode: flash-decoding) it takes share blockIdx.z (of
+ * p.share keys) and writes its unnormalised state (max, sum, weighted V)
+ * to part (nsplit shares per head) for attn_combine_k. */
 __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
                                                   const void *vc, mfc_attn p, float *out, int nsplit, float *part,
                                                   mfc_q8 qo) {
@@ -54,9 +57,9 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     const int pos = st.pos[r];
     int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0, last = pos;
     if (part) {
-        const int chunk = (pos - first + nsplit) / nsplit; /* ceil(visible / nsplit) */
-        first += blockIdx.z * chunk;
-        last = min(pos, first + chunk - 1);
+        first += blockIdx.z * p.share;
+        if (first > pos) return; /* past the row's last share: the whole block */
+        last = min(pos, first + p.share - 1);
     }
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
     float m = -INFINITY, l = 0.0f, acc[DPL];
@@ -118,11 +121,19 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     }
 }
 
-/* merge the nsplit partial states of one (row, head), in split order */
-__global__ void attn_combine_k(const float *__restrict__ part, int n_head, int dv, int nsplit, float *out, mfc_q8 qo) {
+/* the shares of p.share keys a row at pos has */
+__device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
+    const int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    return (pos - first + p.share) / p.share;
+}
+
+/* merge the partial states of one (row, head), in share order */
+__global__ void attn_combine_k(mfc_step_dev st, const float *__restrict__ part, mfc_attn p, int nsplit, float *out,
+                               mfc_q8 qo) {
     pdl_enter();
-    const int r = blockIdx.x, h = blockIdx.y;
+    const int r = blockIdx.x, h = blockIdx.y, n_head = p.n_head, dv = p.head_dim_v;
     const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
+    nsplit = n_shares(p, st.pos[r]);
     float M = -INFINITY;
     for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[(size_t)s * (dv + 2)]);
     float L = 0.0f;
@@ -151,7 +162,7 @@ __global__ void attn_combine_k(const float *__restrict__ part, int n_head, int d
  * of V (one coalesced row per key, eight keys' loads in flight). The warps'
  * sums are added in warp order at the end and the share's unnormalised
  * state written per head, as attn_k writes it, for attn_combine_k. The
- * order of every sum depends only on the row's own keys and nsplit. */
+ * order of every sum depends only on the row's own keys and p.share. */
 #define DT 128
 #define MAXG 8
 #define RED (4 * 1024) /* the warps' V sums: G * dv <= 1024 */
@@ -225,9 +236,9 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
 
     const int pos = st.pos[r];
     int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
-    const int chunk = (pos - first + nsplit) / nsplit;
-    first += z * chunk;
-    const int last = min(pos, first + chunk - 1);
+    first += z * p.share;
+    if (first > pos) return; /* past the row's last share: the whole block, before any barrier */
+    const int last = min(pos, first + p.share - 1);
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
     float m[MAXG], l[MAXG], acc[MAXG][VPL];
 #pragma unroll
@@ -341,7 +352,7 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
 }
 
 extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                              const void *vc, const mfc_attn *p, float *out, int nsplit, float *part,
+                              const void *vc, const mfc_attn *p, float *out, int nsplit, int nz, float *part,
                               const mfc_q8 *qout) {
     if (!rows) return;
     mfc_q8 qo = {NULL, NULL, NULL};
@@ -352,17 +363,17 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     if (nsplit >= 1 && part && p->n_head % p->n_head_kv == 0 && G <= MAXG && p->head_dim_k % 8 == 0 && p->k_width % 8 == 0 && dv % 32 == 0 &&
         (vpl == 1 || vpl == 2 || vpl == 4 || vpl == 8) && p->v_width % vpl == 0 && G * dv * 4 <= RED &&
         p->head_dim_k <= MAXD) {
-        const dim3 grid(rows, p->n_head_kv, nsplit);
+        const dim3 grid(rows, p->n_head_kv, nz);
         if (vpl == 1) launch_k(attn_dec_k<1>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
         else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
         else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
         else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
-        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, (const float *)part, p->n_head, dv, nsplit, out, qo);
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo);
         return;
     }
     if (nsplit > 1 && part) {
-        launch_k(attn_k, dim3(rows, p->n_head, nsplit), AW * 32, 0, s, *st, q, kc, vc, *p, out, nsplit, part, mfc_q8{NULL, NULL, NULL});
-        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, (const float *)part, p->n_head, p->head_dim_v, nsplit, out, qo);
+        launch_k(attn_k, dim3(rows, p->n_head, nz), AW * 32, 0, s, *st, q, kc, vc, *p, out, nsplit, part, mfc_q8{NULL, NULL, NULL});
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo);
         return;
     }
     launch_k(attn_k, dim3(rows, p->n_head), AW * 32, 0, s, *st, q, kc, vc, *p, out, 1, (float *)NULL, qo);

@@ -307,7 +307,8 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
 }
 
 extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
-    return (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0) && k % 256 == 0 && rows >= 1 && rows <= 8;
+    return (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0) && k % 256 == 0 && rows >= 1 &&
+           (rows <= 8 || rows <= mfc_mmq_rows);
 }
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
@@ -346,6 +347,10 @@ static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const m
 }
 
 extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
+    if (rows > 8) {
+        mfc_mmq_n(s, seg, nseg, k, q, rows);
+        return;
+    }
     const int W = mfc_mmvq_team(k), rpb = 4 / W;
     mm_segs S = {};
     S.nseg = nseg;
@@ -389,7 +394,7 @@ __global__ void glu_quant_k(int act, const float *__restrict__ g, const float *_
 extern "C" bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k,
                              const mfc_q8 *q, int rows, float *act_out, const mfc_q8 *qout) {
     if (gate->n != up->n || gate->n % 32 || gate->b || up->b || gate->res || up->res || (act != 0 && act != 1) ||
-        rows < 1 || rows > 8)
+        !mfc_mmvq_takes(gate->type, k, rows) || !mfc_mmvq_takes(up->type, k, rows))
         return false;
     const mfc_mm_seg seg[2] = {*gate, *up};
     mfc_mmvq_n(s, seg, 2, k, q, rows);

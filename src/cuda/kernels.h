@@ -37,6 +37,7 @@ typedef struct mfc_attn {
     int page_size;
     int k_width, v_width; /* elements per cache row */
     bool f16;             /* cache type: f16, else f32 */
+    int share;            /* keys per share of split (decode) attention */
 } mfc_attn;
 
 typedef struct mfc_rope {
@@ -78,8 +79,13 @@ typedef struct mfc_mm_seg {
 #define MFC_MAX_SEGS 4
 #define MFC_MAX_HEAD_DIM 256
 
-/* whether mfc_mmvq takes this product */
+/* whether mfc_mmvq takes this product: up to 8 rows by dp4a, 9 ..
+ * mfc_mmq_rows on the int8 tensor cores (k_mmq.cu) */
 bool mfc_mmvq_takes(int type, int k, int rows);
+extern int mfc_mmq_rows;
+/* the int8 tensor-core products (any rows, in chunks of 64), as mfc_mmvq_n */
+void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
+int mfc_mmq_team(int k);
 /* warps per weight row the products take for rows of k (a function of k
  * only); mfc_mmvq_w = 1, 2 or 4 forces it (benchmarks; 0: by k) */
 int mfc_mmvq_team(int k);
@@ -149,11 +155,13 @@ bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, bool f16);
 /* With part (rows x n_head x nsplit x (head_dim_v + 2) floats; decode
- * steps): each query's keys in nsplit >= 1 shares, then merged; without,
- * one block per query head over all its keys (prefill). qout (or NULL): out
- * also quantized there as mfc_quant_x would (head_dim_v % 32 == 0). */
+ * steps): each query's keys in shares of p->share (at most nsplit of them
+ * per row), then merged; nz (1..nsplit) blocks along the shares, at least
+ * the most any row of the step has. Without part: one block per query head
+ * over all its keys (prefill). qout (or NULL): out also quantized there as
+ * mfc_quant_x would (head_dim_v % 32 == 0). */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
-                   const mfc_attn *p, float *out, int nsplit, float *part, const mfc_q8 *qout);
+                   const mfc_attn *p, float *out, int nsplit, int nz, float *part, const mfc_q8 *qout);
 
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);

@@ -2,8 +2,10 @@
  * models, as a share of the device's copy bandwidth: what the matvec
  * kernels leave on the table, without the rest of a decode step around them.
  *
- *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-r rows]
+ *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-r rows] [-tc 1]
  *     -w  warps per weight row (0: the backend's choice by k)
+ *     -r  activation rows: 1..8 dp4a, 9..512 int8 mma (chunks of 64)
+ *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
  *
  * Each shape's weights are constant bytes in several copies (over 256 MB in
  * all, beyond the L2), cycled through so every launch reads from HBM; 64
@@ -53,19 +55,21 @@ static const shape shapes[] = {
     } while (0)
 
 int main(int argc, char **argv) {
-    int rows = 1;
+    int rows = 1, tc = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-w")) mfc_mmvq_w = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) rows = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-tc")) tc = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-r rows]\n");
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-r rows] [-tc 1]\n");
             return 2;
         }
     }
-    if (rows < 1 || rows > 8) {
-        fprintf(stderr, "bench_mmvq: -r takes 1..8 rows (the decode products' range)\n");
+    if (rows < 1 || rows > 512 || (tc && rows <= 8)) {
+        fprintf(stderr, "bench_mmvq: -r takes 1..512 rows (with -tc 1: 9..512)\n");
         return 2;
     }
+    mfc_mmq_rows = rows;
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
         fprintf(stderr, "bench_mmvq: no CUDA device\n");
@@ -81,7 +85,8 @@ int main(int argc, char **argv) {
     const double copy_gbs = mf_cuda_copy_bandwidth((size_t)1 << 30);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
-    printf("copy: %.0f GB/s (read + write); rows %d, warps per row %d (0: by k)\n", copy_gbs, rows, mfc_mmvq_w);
+    printf("copy: %.0f GB/s (read + write); rows %d, %s, warps per row %d (0: by k)\n", copy_gbs, rows,
+           tc ? "f16 tensor cores" : rows > 8 ? "int8 mma" : "dp4a", mfc_mmvq_w);
     printf("%-22s %6s %7s %9s %8s %8s %7s\n", "product", "k", "n", "MB", "us", "GB/s", "%copy");
 
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -114,7 +119,10 @@ int main(int argc, char **argv) {
             for (int i = 0; i < sh->nseg; i++)
                 seg[i] = (mfc_mm_seg){wl + i * seg_bytes, rb, sh->type, sh->n, out + (size_t)i * sh->n * rows, NULL,
                                       NULL};
-            mfc_mmvq_n(s, seg, sh->nseg, sh->k, &q, rows);
+            if (tc)
+                for (int i = 0; i < sh->nseg; i++)
+                    mfc_gemm_tc(s, sh->type, seg[i].w, rb, sh->k, sh->n, x, rows, seg[i].out, NULL, NULL);
+            else mfc_mmvq_n(s, seg, sh->nseg, sh->k, &q, rows);
         }
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));

@@ -8,7 +8,9 @@
  * accumulation's bound (the sums run in another order than the host's,
  * and nvcc may fuse a decode's multiply and add into one FMA).
  * The dp4a kernels (Q4_K, Q6_K, Q8_0, up to 8 rows; teams of 1, 2 and 4 warps
- * per row) are held to the same bound
+ * per row) and the int8 tensor-core kernel (the same types, 20, 33, 64 and
+ * 100 rows: one to four m16 tiles, chunks of 64; each row's outputs also
+ * bit for bit the same at every row count) are held to the same bound
  * against a reference over the activations rounded as they round them
  * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
  * is checked exactly up to float rounding. The embedding lookup
@@ -57,7 +59,7 @@ static void check_type(int type, int k, int n) {
         tr->from_float_ref(wf + (size_t)j * k, wq + (size_t)j * rb, k);
         tr->to_float(wq + (size_t)j * rb, wd + (size_t)j * k, k);
     }
-    const int R = 20;
+    const int R = 100;
     float *x = malloc(sizeof(float) * (size_t)R * k), *xr = malloc(sizeof(float) * (size_t)R * k);
     for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
     /* outputs: the products' rows x n, or get_rows' 3 x k */
@@ -70,12 +72,18 @@ static void check_type(int type, int k, int n) {
     cudaMalloc((void **)&q8.q, (size_t)R * k);
     cudaMalloc((void **)&q8.d, (size_t)R * k / 8);
     cudaMalloc((void **)&q8.s, (size_t)R * k / 8);
-    static const int rows_list[] = {1, 3, 8, 20};
+    static const int rows_list[] = {1, 3, 8, 20, 33, 64, 100};
+    /* the int8 tensor-core rows (over 8): each row's outputs bit for bit
+     * the same at every row count (in chunks of 64 past 64 rows) */
+    float *first_mq = malloc(sizeof(float) * (size_t)R * n);
+    int first_rows = 0;
     for (int mode = 0; mode < 3; mode++) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
             const bool q = mode == 1, tc = mode == 2;
+            mfc_mmq_rows = rows > 64 ? 128 : 64;
             if (q && !mfc_mmvq_takes(type, k, rows)) continue;
+            if (!q && rows > 20) continue; /* the f32 and f16 tiles: 20 rows cover their paths */
             if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
             /* the dp4a products with each team size (warps per row), not
              * just the one k picks */
@@ -113,12 +121,24 @@ static void check_type(int type, int k, int n) {
                     if (d > worst || d != d) worst = d;
                 }
             CHECK(bad == 0, "%s k %d rows %d%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
-                  mf_type_name(type), k, rows, q ? " dp4a" : tc ? " tensor cores" : "", mfc_mmvq_team(k), bad, rows * n,
-                  worst);
+                  mf_type_name(type), k, rows, q ? (rows > 8 ? " int8 mma" : " dp4a") : tc ? " tensor cores" : "",
+                  rows > 8 && q ? mfc_mmq_team(k) : mfc_mmvq_team(k), bad, rows * n, worst);
+            if (q && rows > 8) {
+                if (!first_rows) {
+                    memcpy(first_mq, out, sizeof(float) * (size_t)rows * n);
+                    first_rows = rows;
+                } else {
+                    CHECK(memcmp(first_mq, out, sizeof(float) * (size_t)first_rows * n) == 0,
+                          "%s k %d: int8 mma rows 0..%d differ between steps of %d and %d rows", mf_type_name(type),
+                          k, first_rows - 1, first_rows, rows);
+                }
+            }
             }
             mfc_mmvq_w = 0;
         }
     }
+    mfc_mmq_rows = 64;
+    free(first_mq);
     /* embedding rows */
     int32_t ids[3] = {n - 1, 0, n / 2};
     int32_t *did = dup_dev(ids, sizeof ids);
