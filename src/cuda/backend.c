@@ -132,13 +132,14 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         cudaMemset(c->k[l], 0, cells * c->k_row_bytes);
         cudaMemset(c->v[l], 0, cells * c->v_row_bytes);
     }
-    /* flash-decoding shares of att_share keys: at least one tile of the
-     * grouped decode kernel (128), at most 64 shares at a full context;
+    /* flash-decoding shares of att_share keys: at least 32 (short contexts
+     * at one row want many blocks: 336 tok/s at 256 cells with 32, 299 with
+     * 128), at most 64 shares at a full context;
      * decode steps always go through the share buffers (one share is the
      * grouped kernel plus a merge). The share size is the context's, so a
      * row's result never depends on the rest of the step. */
     c->att_share = (int)((c->max_ctx + 63) / 64);
-    if (c->att_share < 128) c->att_share = 128;
+    if (c->att_share < 32) c->att_share = 32;
     c->att_split = (int)((c->max_ctx + (uint32_t)c->att_share - 1) / (uint32_t)c->att_share);
     if (c->att_split < 1) c->att_split = 1;
     {
@@ -754,11 +755,12 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     }
     int q8_rows = cfg->max_rows < mfc_mmq_rows ? cfg->max_rows : mfc_mmq_rows;
     if (q8_rows < 8) q8_rows = 8;
+    q8_rows = (q8_rows + 15) / 16 * 16; /* whole tiles of the tiled layout (kernels.h) */
     const size_t qn = (size_t)q8_rows * (size_t)(cfg->max_width + 256);
     c->q8_cap = qn;
     for (int i = 0; i < 2; i++)
         if (cudaMalloc((void **)&c->q8b[i].q, qn) != cudaSuccess ||
-            cudaMalloc((void **)&c->q8b[i].d, qn / 32 * 4) != cudaSuccess ||
+            cudaMalloc((void **)&c->q8b[i].d, qn / 32 * 8) != cudaSuccess || /* (d, s) pairs when tiled */
             cudaMalloc((void **)&c->q8b[i].s, qn / 32 * 4) != cudaSuccess) {
             snprintf(why, why_len, "out of device memory for the activation buffers");
             cudaGetLastError();
@@ -787,10 +789,10 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                c->graphs ? "on" : "off", mfc_pdl_on ? "on" : "off (sm_90+, MINFER_CUDA_PDL)",
                c->fuse ? "on" : "off (MINFER_CUDA_FUSE=0)");
         mf_log(MF_LOG_INFO, "minfer: cuda kernels: Q4_K/Q6_K/Q8_0 over int8 activations, up to 8 rows by dp4a, "
-                            "9..%d rows by int8 mma%s; other types warp-per-row f32 up to 8 rows; more rows: "
+                            "more rows (up to %d) by int8 mma%s; other types warp-per-row f32 up to 8 rows; more rows: "
                             "128x64 f16 tensor-core tiles%s (F32/BF16: 64x64 f32 tiles); weights decoded from the "
                             "file's encoding in all\n",
-               mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
+               c->max_rows < mfc_mmq_rows ? c->max_rows : mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
         if (c->fuse)
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "

@@ -41,7 +41,7 @@ __device__ __forceinline__ float ld_cache(const void *c, size_t i, bool f16) {
  * to part (nsplit shares per head) for attn_combine_k. */
 __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
                                                   const void *vc, mfc_attn p, float *out, int nsplit, float *part,
-                                                  mfc_q8 qo) {
+                                                  mfc_q8 qo, int qkb) {
     pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
         float a = 0.0f;
         for (int w = 0; w < AW; w++) a += wacc[w][d] * f[w];
         out[o0 + d] = a / L;
-        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s); /* whole warps: dv % 32 == 0 */
+        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s, qkb); /* whole warps: dv % 32 == 0 */
     }
 }
 
@@ -129,7 +129,7 @@ __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
 
 /* merge the partial states of one (row, head), in share order */
 __global__ void attn_combine_k(mfc_step_dev st, const float *__restrict__ part, mfc_attn p, int nsplit, float *out,
-                               mfc_q8 qo) {
+                               mfc_q8 qo, int qkb) {
     pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y, n_head = p.n_head, dv = p.head_dim_v;
     const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
@@ -149,7 +149,7 @@ __global__ void attn_combine_k(mfc_step_dev st, const float *__restrict__ part, 
             if (ms != -INFINITY) a += pp[(size_t)s * (dv + 2) + 2 + d] * expf(ms - M);
         }
         out[o0 + d] = a / L;
-        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s); /* whole warps: dv % 32 == 0 */
+        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s, qkb); /* whole warps: dv % 32 == 0 */
     }
 }
 
@@ -357,6 +357,7 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     if (!rows) return;
     mfc_q8 qo = {NULL, NULL, NULL};
     if (qout && p->head_dim_v % 32 == 0) qo = *qout;
+    const int qkb = mfc_q8_tiled_kb(rows, p->n_head * p->head_dim_v);
     /* the grouped decode kernel: heads of 32..256 (V), K rows of whole
      * 16-byte pieces, groups of up to 8 whose V sums fit its buffer */
     const int G = p->n_head / p->n_head_kv, dv = p->head_dim_v, vpl = dv / 32;
@@ -368,15 +369,15 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
         else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
         else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
         else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
-        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo);
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
         return;
     }
     if (nsplit > 1 && part) {
-        launch_k(attn_k, dim3(rows, p->n_head, nz), AW * 32, 0, s, *st, q, kc, vc, *p, out, nsplit, part, mfc_q8{NULL, NULL, NULL});
-        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo);
+        launch_k(attn_k, dim3(rows, p->n_head, nz), AW * 32, 0, s, *st, q, kc, vc, *p, out, nsplit, part, mfc_q8{NULL, NULL, NULL}, 0);
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
         return;
     }
-    launch_k(attn_k, dim3(rows, p->n_head), AW * 32, 0, s, *st, q, kc, vc, *p, out, 1, (float *)NULL, qo);
+    launch_k(attn_k, dim3(rows, p->n_head), AW * 32, 0, s, *st, q, kc, vc, *p, out, 1, (float *)NULL, qo, qkb);
 }
 
 __global__ void kv_store_k(mfc_step_dev st, const float *__restrict__ k, const float *__restrict__ v, void *kc,

@@ -8,10 +8,14 @@
  * for every weight row, so L1 traffic grows with rows x weights and the
  * product stops being bound by the weights' bytes; an mma reuses each
  * activation fragment for 8 weight rows and each weight fragment for 16
- * rows.
+ * rows. The activations come in the tiled layout (kernels.h,
+ * mfc_q8_tiled_kb): a tile's fragment for one block of 32 is 512
+ * contiguous bytes in lane order and its scales 16 contiguous pairs, so a
+ * warp's loads are whole lines (scattered 8-byte loads from 8 rows were
+ * the bound: about 48 L1 wavefronts per mma).
  *
- * A warp takes 8 weight rows (the mma's n) and every activation row of its
- * chunk of 64 (up to four m16 tiles); a team of W warps splits the
+ * A warp takes 8 weight rows (the mma's n) and every activation row of
+ * its chunk of 64 (up to four m16 tiles); a team of W warps splits the
  * super-blocks of k between them (W a function of k alone) and sums in warp
  * order, so an output's value depends only on its own activation row, the
  * weights and k: never on how many rows the step has, nor on which chunk or
@@ -22,16 +26,21 @@
  * t = lane % 4 picks k positions. The sum over k does not care which k
  * position sits in which fragment slot as long as A and B agree, so each
  * lane takes 8 consecutive levels (one 8-byte load): slots 4t..4t+3 hold
- * positions 8t..8t+3 and slots 16+4t.. positions 8t+4..8t+7 (Q4_K, Q8_0);
- * Q6_K's k16 takes positions 4t..4t+3 in place. The C fragment's rows 2t,
- * 2t+1 are the weight rows whose scales the lane applies. */
+ * positions 8t..8t+3 and slots 16+4t.. positions 8t+4..8t+7. Q6_K's scales
+ * cover 16 weights, lanes 0-1 and 2-3 of a block: two mmas, each with the
+ * other half's levels zero. The C fragment's rows 2t, 2t+1 are the weight
+ * rows whose scales the lane applies. Activation rows past the step's
+ * (the rest of a last tile) hold whatever the buffer held: an mma's output
+ * row depends only on its own A row, and those rows are never written. */
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 
 #define MQ_ROWS 64 /* activation rows per chunk: four m16 tiles */
 
-int mfc_mmq_rows = MQ_ROWS;
+/* the most rows these kernels take (MINFER_CUDA_MMQ_ROWS): every count by
+ * default, prefill included (measured faster than the f16 tiles at 512) */
+int mfc_mmq_rows = 1 << 30;
 
 __device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                         uint32_t b1) {
@@ -53,8 +62,7 @@ __device__ __forceinline__ uint32_t ld32_2(const uint8_t *p) { /* 2-byte aligned
 }
 
 /* 8 bytes at p, 2-byte aligned, as two words: aligned word loads and a
- * funnel shift (never past p + 10, which stays inside the Q8_0 row: see
- * wload) */
+ * funnel shift (never past p + 10, which stays inside the row: see wload) */
 __device__ __forceinline__ uint2 ld64_2(const uint8_t *p) {
     const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
     if (((uintptr_t)p & 3) == 0) return make_uint2(w[0], w[1]);
@@ -75,8 +83,8 @@ template <> struct mq_w<T_Q4_K> {
     uint4 hd[2];   /* d, dmin, 12 scale bytes of rows 2t, 2t+1 */
 };
 template <> struct mq_w<T_Q6_K> {
-    uint32_t ql[2][2][2], qh[2][2]; /* [half][sixteenth]([low/high 32]) words at 4t */
-    uint32_t sc[2][4];              /* 16 scale bytes of rows 2t, 2t+1 */
+    uint2 ql[2][2], qh[2]; /* per half: bytes 8t..8t+7 of each 32 of the low bits, of the high bits */
+    uint32_t sc[2][4];     /* 16 scale bytes of rows 2t, 2t+1 */
     float d[2];
 };
 template <> struct mq_w<T_Q8_0> {
@@ -95,15 +103,13 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
         w.hd[0] = we0 ? *(const uint4 *)(we0 + (size_t)sb * 144) : make_uint4(0, 0, 0, 0);
         w.hd[1] = we1 ? *(const uint4 *)(we1 + (size_t)sb * 144) : make_uint4(0, 0, 0, 0);
     } else if constexpr (T == T_Q6_K) {
-        const uint8_t *b = wb + (size_t)sb * 210;
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int s = 0; s < 2; s++) {
-                w.ql[h][s][0] = wb ? ld32_2(b + 64 * h + 16 * s + 4 * t) : 0u;
-                w.ql[h][s][1] = wb ? ld32_2(b + 64 * h + 32 + 16 * s + 4 * t) : 0u;
-                w.qh[h][s] = wb ? ld32_2(b + 128 + 32 * h + 16 * s + 4 * t) : 0u;
-            }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *b = wb + (size_t)sb * 210 + 64 * h + 8 * t;
+            w.ql[h][0] = wb ? ld64_2(b) : make_uint2(0, 0);
+            w.ql[h][1] = wb ? ld64_2(b + 32) : make_uint2(0, 0);
+            w.qh[h] = wb ? ld64_2(wb + (size_t)sb * 210 + 128 + 32 * h + 8 * t) : make_uint2(0, 0);
+        }
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const uint8_t *r = e ? we1 : we0;
@@ -128,148 +134,156 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
     }
 }
 
-/* acc[m][0..3] += the super-block's products for tile m's rows g, g + 8
- * (ra, rb; beyond the chunk's rows: zeros, not read) with rows 2t, 2t + 1 */
-template <int T, int MT>
-__device__ __forceinline__ void wmma(const mq_w<T> &w, int sb, int k, const int8_t *__restrict__ xq,
-                                     const float *__restrict__ xd, const float *__restrict__ xs, int r0, int nr,
-                                     int g, int t, float (*acc)[4]) {
-    const int kb = k / 32;
+/* tile m's fragment (rows g, g + 8) of block blk, and its scale pairs */
+struct mq_a {
+    uint4 q;
+    float2 da, db; /* (d, d * sum of levels) of rows g, g + 8 */
+};
+__device__ __forceinline__ mq_a a_load(const int8_t *__restrict__ xq, const float2 *__restrict__ xd, size_t unit,
+                                       int lane, int g) {
+    mq_a a;
+    a.q = *(const uint4 *)(xq + unit * 512 + (size_t)lane * 16);
+    a.da = xd[unit * 16 + g], a.db = xd[unit * 16 + g + 8];
+    return a;
+}
+
+/* Q4_K's scale and min of sub-block j (6 bits each, 12 packed bytes) */
+__device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &mw) {
+    const __half2 dm = *(const __half2 *)&hd.x;
+    int sc, mn;
+    if (j < 4) {
+        sc = sbyte(hd.y, hd.z, hd.w, j) & 63;
+        mn = sbyte(hd.y, hd.z, hd.w, j + 4) & 63;
+    } else {
+        sc = (sbyte(hd.y, hd.z, hd.w, j + 4) & 0x0f) | ((sbyte(hd.y, hd.z, hd.w, j - 4) >> 6) << 4);
+        mn = (sbyte(hd.y, hd.z, hd.w, j + 4) >> 4) | ((sbyte(hd.y, hd.z, hd.w, j) >> 6) << 4);
+    }
+    dw = __low2float(dm) * (float)sc;
+    mw = __high2float(dm) * (float)mn;
+}
+
+/* acc[u][m][0..3] += the super-block's products of weight tile u (rows 2t,
+ * 2t + 1 of it) with activation tile m (rows g, g + 8); tiles from mt0 (the
+ * chunk's first), nr rows. Each activation fragment is loaded once for
+ * the NT weight tiles. */
+template <int T, int MT, int NT>
+__device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, const int8_t *__restrict__ xq,
+                                     const float2 *__restrict__ xd, int mt0, int nr, int lane, int g, int t,
+                                     float (*acc)[MT][4]) {
     if constexpr (T == T_Q4_K) {
-        float dw[2][8], mw[2][8];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const __half2 dm = *(const __half2 *)&w.hd[e].x;
-            const float d = __low2float(dm), dmin = __high2float(dm);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                int sc, mn;
-                if (j < 4) {
-                    sc = sbyte(w.hd[e].y, w.hd[e].z, w.hd[e].w, j) & 63;
-                    mn = sbyte(w.hd[e].y, w.hd[e].z, w.hd[e].w, j + 4) & 63;
-                } else {
-                    sc = (sbyte(w.hd[e].y, w.hd[e].z, w.hd[e].w, j + 4) & 0x0f) |
-                         ((sbyte(w.hd[e].y, w.hd[e].z, w.hd[e].w, j - 4) >> 6) << 4);
-                    mn = (sbyte(w.hd[e].y, w.hd[e].z, w.hd[e].w, j + 4) >> 4) |
-                         ((sbyte(w.hd[e].y, w.hd[e].z, w.hd[e].w, j) >> 6) << 4);
-                }
-                dw[e][j] = d * (float)sc;
-                mw[e][j] = dmin * (float)mn;
-            }
-        }
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int sh = 4 * (j & 1);
-            const uint32_t b0 = (w.qv[j >> 1].x >> sh) & 0x0F0F0F0Fu, b1 = (w.qv[j >> 1].y >> sh) & 0x0F0F0F0Fu;
-            const int blk = sb * 8 + j;
+            uint32_t b0[NT], b1[NT];
+            float dw[NT][2], mw[NT][2];
+#pragma unroll
+            for (int u = 0; u < NT; u++) {
+                b0[u] = (w[u].qv[j >> 1].x >> sh) & 0x0F0F0F0Fu, b1[u] = (w[u].qv[j >> 1].y >> sh) & 0x0F0F0F0Fu;
+                k4_sm(w[u].hd[0], j, dw[u][0], mw[u][0]);
+                k4_sm(w[u].hd[1], j, dw[u][1], mw[u][1]);
+            }
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 if (16 * m >= nr) break;
-                const int ra = 16 * m + g, rb = ra + 8;
-                uint2 ua = make_uint2(0, 0), ub = make_uint2(0, 0);
-                float dxa = 0.0f, sxa = 0.0f, dxb = 0.0f, sxb = 0.0f;
-                if (ra < nr) {
-                    const size_t r = (size_t)(r0 + ra);
-                    ua = *(const uint2 *)(xq + r * k + (size_t)blk * 32 + 8 * t);
-                    dxa = xd[r * kb + blk], sxa = xs[r * kb + blk];
+                const mq_a a = a_load(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, lane, g);
+#pragma unroll
+                for (int u = 0; u < NT; u++) {
+                    int c[4] = {0, 0, 0, 0};
+                    mma_k32(c, a.q.x, a.q.z, a.q.y, a.q.w, b0[u], b1[u]);
+                    acc[u][m][0] += dw[u][0] * a.da.x * (float)c[0] - mw[u][0] * a.da.y;
+                    acc[u][m][1] += dw[u][1] * a.da.x * (float)c[1] - mw[u][1] * a.da.y;
+                    acc[u][m][2] += dw[u][0] * a.db.x * (float)c[2] - mw[u][0] * a.db.y;
+                    acc[u][m][3] += dw[u][1] * a.db.x * (float)c[3] - mw[u][1] * a.db.y;
                 }
-                if (rb < nr) {
-                    const size_t r = (size_t)(r0 + rb);
-                    ub = *(const uint2 *)(xq + r * k + (size_t)blk * 32 + 8 * t);
-                    dxb = xd[r * kb + blk], sxb = xs[r * kb + blk];
-                }
-                int c[4] = {0, 0, 0, 0};
-                mma_k32(c, ua.x, ub.x, ua.y, ub.y, b0, b1);
-                acc[m][0] += dw[0][j] * dxa * (float)c[0] - mw[0][j] * sxa;
-                acc[m][1] += dw[1][j] * dxa * (float)c[1] - mw[1][j] * sxa;
-                acc[m][2] += dw[0][j] * dxb * (float)c[2] - mw[0][j] * sxb;
-                acc[m][3] += dw[1][j] * dxb * (float)c[3] - mw[1][j] * sxb;
             }
         }
     } else if constexpr (T == T_Q6_K) {
+        const bool lo16 = t < 2; /* this lane's 8 positions are in the block's first 16 */
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int qq = 0; qq < 4; qq++)
+            for (int qq = 0; qq < 4; qq++) {
+                const int ns = 4 * (qq >> 1), hs = 2 * qq;
+                const int gi = 8 * h + 2 * qq; /* the scales of the block's two 16-weight groups: gi, gi + 1 */
+                uint32_t bx[NT], by[NT];
+                float dw[NT][2][2];
 #pragma unroll
-                for (int s = 0; s < 2; s++) {
-                    const uint32_t lo = (w.ql[h][s][qq & 1] >> (4 * (qq >> 1))) & 0x0F0F0F0Fu;
-                    const uint32_t hi = ((w.qh[h][s] >> (2 * qq)) & 0x03030303u) << 4;
-                    const uint32_t b0 = __vsubss4(lo | hi, 0x20202020u);
-                    const int gi = 8 * h + 2 * qq + s; /* the 16-weight group's scale */
-                    const float dw0 = w.d[0] * (float)(int8_t)(w.sc[0][gi >> 2] >> (8 * (gi & 3)));
-                    const float dw1 = w.d[1] * (float)(int8_t)(w.sc[1][gi >> 2] >> (8 * (gi & 3)));
-                    const int p0 = sb * 256 + 128 * h + 32 * qq + 16 * s, blk = p0 / 32;
+                for (int u = 0; u < NT; u++) {
+                    const uint2 l = w[u].ql[h][qq & 1];
+                    bx[u] = __vsubss4(((l.x >> ns) & 0x0F0F0F0Fu) | (((w[u].qh[h].x >> hs) & 0x03030303u) << 4),
+                                      0x20202020u);
+                    by[u] = __vsubss4(((l.y >> ns) & 0x0F0F0F0Fu) | (((w[u].qh[h].y >> hs) & 0x03030303u) << 4),
+                                      0x20202020u);
 #pragma unroll
-                    for (int m = 0; m < MT; m++) {
-                        if (16 * m >= nr) break;
-                        const int ra = 16 * m + g, rb = ra + 8;
-                        uint32_t ua = 0, ub = 0;
-                        float dxa = 0.0f, dxb = 0.0f;
-                        if (ra < nr) {
-                            const size_t r = (size_t)(r0 + ra);
-                            ua = *(const uint32_t *)(xq + r * k + p0 + 4 * t);
-                            dxa = xd[r * kb + blk];
-                        }
-                        if (rb < nr) {
-                            const size_t r = (size_t)(r0 + rb);
-                            ub = *(const uint32_t *)(xq + r * k + p0 + 4 * t);
-                            dxb = xd[r * kb + blk];
-                        }
-                        int c[4] = {0, 0, 0, 0};
-                        mma_k16(c, ua, ub, b0);
-                        acc[m][0] += dw0 * dxa * (float)c[0];
-                        acc[m][1] += dw1 * dxa * (float)c[1];
-                        acc[m][2] += dw0 * dxb * (float)c[2];
-                        acc[m][3] += dw1 * dxb * (float)c[3];
+                    for (int e = 0; e < 2; e++)
+#pragma unroll
+                        for (int s2 = 0; s2 < 2; s2++)
+                            dw[u][e][s2] =
+                                w[u].d[e] * (float)(int8_t)(w[u].sc[e][(gi + s2) >> 2] >> (8 * ((gi + s2) & 3)));
+                }
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    if (16 * m >= nr) break;
+                    const mq_a a = a_load(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + 4 * h + qq, lane, g);
+#pragma unroll
+                    for (int u = 0; u < NT; u++) {
+                        int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+                        mma_k32(c0, a.q.x, a.q.z, a.q.y, a.q.w, lo16 ? bx[u] : 0u, lo16 ? by[u] : 0u);
+                        mma_k32(c1, a.q.x, a.q.z, a.q.y, a.q.w, lo16 ? 0u : bx[u], lo16 ? 0u : by[u]);
+                        acc[u][m][0] += a.da.x * (dw[u][0][0] * (float)c0[0] + dw[u][0][1] * (float)c1[0]);
+                        acc[u][m][1] += a.da.x * (dw[u][1][0] * (float)c0[1] + dw[u][1][1] * (float)c1[1]);
+                        acc[u][m][2] += a.db.x * (dw[u][0][0] * (float)c0[2] + dw[u][0][1] * (float)c1[2]);
+                        acc[u][m][3] += a.db.x * (dw[u][1][0] * (float)c0[3] + dw[u][1][1] * (float)c1[3]);
                     }
                 }
+            }
     } else {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int blk = sb * 8 + j;
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 if (16 * m >= nr) break;
-                const int ra = 16 * m + g, rb = ra + 8;
-                uint2 ua = make_uint2(0, 0), ub = make_uint2(0, 0);
-                float dxa = 0.0f, dxb = 0.0f;
-                if (ra < nr) {
-                    const size_t r = (size_t)(r0 + ra);
-                    ua = *(const uint2 *)(xq + r * k + (size_t)blk * 32 + 8 * t);
-                    dxa = xd[r * kb + blk];
+                const mq_a a = a_load(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, lane, g);
+#pragma unroll
+                for (int u = 0; u < NT; u++) {
+                    int c[4] = {0, 0, 0, 0};
+                    mma_k32(c, a.q.x, a.q.z, a.q.y, a.q.w, w[u].qv[j].x, w[u].qv[j].y);
+                    acc[u][m][0] += w[u].d[0][j] * a.da.x * (float)c[0];
+                    acc[u][m][1] += w[u].d[1][j] * a.da.x * (float)c[1];
+                    acc[u][m][2] += w[u].d[0][j] * a.db.x * (float)c[2];
+                    acc[u][m][3] += w[u].d[1][j] * a.db.x * (float)c[3];
                 }
-                if (rb < nr) {
-                    const size_t r = (size_t)(r0 + rb);
-                    ub = *(const uint2 *)(xq + r * k + (size_t)blk * 32 + 8 * t);
-                    dxb = xd[r * kb + blk];
-                }
-                int c[4] = {0, 0, 0, 0};
-                mma_k32(c, ua.x, ub.x, ua.y, ub.y, w.qv[j].x, w.qv[j].y);
-                acc[m][0] += w.d[0][j] * dxa * (float)c[0];
-                acc[m][1] += w.d[1][j] * dxa * (float)c[1];
-                acc[m][2] += w.d[0][j] * dxb * (float)c[2];
-                acc[m][3] += w.d[1][j] * dxb * (float)c[3];
             }
         }
     }
 }
 
+/* the rows of weight tile u a lane loads (B: row g) and scales (2t, 2t+1);
+ * NULL past the segment's rows */
+struct mq_rows {
+    const uint8_t *b, *e0, *e1;
+};
+
 /* this warp's share of super-blocks (tw, tw + W, ...), the next one's
  * weights loaded while the current one multiplies; the first before
  * pdl_enter (weights are never written by a step) */
-template <int T, int MT, int W>
-__device__ __forceinline__ void mq_run(const uint8_t *wb, const uint8_t *we0, const uint8_t *we1, int k,
-                                       const mfc_q8 &q, int r0, int nr, int tw, int g, int t, float (*acc)[4]) {
+template <int T, int MT, int W, int NT>
+__device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc_q8 &q, int mt0, int nr, int tw,
+                                       int lane, int g, int t, float (*acc)[MT][4]) {
     const int nsb = k / 256;
-    mq_w<T> cur;
-    if (tw < nsb) wload<T>(cur, wb, we0, we1, tw, t);
+    mq_w<T> cur[NT];
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+        if (tw < nsb) wload<T>(cur[u], wr[u].b, wr[u].e0, wr[u].e1, tw, t);
     pdl_enter();
     for (int sb = tw; sb < nsb; sb += W) {
-        mq_w<T> nxt;
-        if (sb + W < nsb) wload<T>(nxt, wb, we0, we1, sb + W, t);
-        wmma<T, MT>(cur, sb, k, q.q, q.d, q.s, r0, nr, g, t, acc);
-        cur = nxt;
+        mq_w<T> nxt[NT];
+#pragma unroll
+        for (int u = 0; u < NT; u++)
+            if (sb + W < nsb) wload<T>(nxt[u], wr[u].b, wr[u].e0, wr[u].e1, sb + W, t);
+        wmma<T, MT, NT>(cur, sb, k / 32, q.q, (const float2 *)q.d, mt0, nr, lane, g, t, acc);
+#pragma unroll
+        for (int u = 0; u < NT; u++) cur[u] = nxt[u];
     }
 }
 
@@ -279,59 +293,74 @@ struct mq_segs {
     int nseg;
 };
 
-/* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any */
-template <int MT, int W, int TS>
+/* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
+ * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
+template <int MT, int W, int TS, int NT>
 __global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch) {
-    constexpr int GPB = 4 / W; /* groups of 8 weight rows per block */
+    constexpr int GPB = 4 / W;
     const int ch = (int)blockIdx.x % nch, wblk = (int)blockIdx.x / nch;
     int si = 0;
     while (si + 1 < S.nseg && wblk >= S.blk0[si + 1]) si++;
     const mfc_mm_seg &sg = S.seg[si];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int grp = warp / W, tw = warp % W;
-    const int n0 = ((wblk - S.blk0[si]) * GPB + grp) * 8;
+    const int n0 = ((wblk - S.blk0[si]) * GPB + grp) * 8 * NT;
     const int r0 = ch * MQ_ROWS, nr = min(MQ_ROWS, rows - r0);
     const uint8_t *w = (const uint8_t *)sg.w;
-    const uint8_t *wb = n0 + g < sg.n ? w + (size_t)(n0 + g) * sg.row_bytes : NULL;
-    const uint8_t *we0 = n0 + 2 * t < sg.n ? w + (size_t)(n0 + 2 * t) * sg.row_bytes : NULL;
-    const uint8_t *we1 = n0 + 2 * t + 1 < sg.n ? w + (size_t)(n0 + 2 * t + 1) * sg.row_bytes : NULL;
-    float acc[MT][4];
+    mq_rows wr[NT];
 #pragma unroll
-    for (int m = 0; m < MT; m++) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+    for (int u = 0; u < NT; u++) {
+        const int nu = n0 + 8 * u;
+        wr[u].b = nu + g < sg.n ? w + (size_t)(nu + g) * sg.row_bytes : NULL;
+        wr[u].e0 = nu + 2 * t < sg.n ? w + (size_t)(nu + 2 * t) * sg.row_bytes : NULL;
+        wr[u].e1 = nu + 2 * t + 1 < sg.n ? w + (size_t)(nu + 2 * t + 1) * sg.row_bytes : NULL;
+    }
+    float acc[NT][MT][4];
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+#pragma unroll
+        for (int m = 0; m < MT; m++) acc[u][m][0] = acc[u][m][1] = acc[u][m][2] = acc[u][m][3] = 0.0f;
+    const int mt0 = r0 / 16;
     if (n0 >= sg.n) pdl_enter();
-    else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0)) mq_run<T_Q8_0, MT, W>(wb, we0, we1, k, q, r0, nr, tw, g, t, acc);
-    else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W>(wb, we0, we1, k, q, r0, nr, tw, g, t, acc);
-    else if (TS != 1) mq_run<T_Q6_K, MT, W>(wb, we0, we1, k, q, r0, nr, tw, g, t, acc);
+    else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0)) mq_run<T_Q8_0, MT, W, NT>(wr, k, q, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT>(wr, k, q, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1) mq_run<T_Q6_K, MT, W, NT>(wr, k, q, mt0, nr, tw, lane, g, t, acc);
     if constexpr (W > 1) { /* the team's warps summed in warp order */
-        __shared__ float red[4][MT * 4][32];
+        __shared__ float red[4][NT * MT * 4][32];
 #pragma unroll
-        for (int m = 0; m < MT; m++)
+        for (int u = 0; u < NT; u++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) red[warp][m * 4 + e][lane] = acc[m][e];
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) red[warp][(u * MT + m) * 4 + e][lane] = acc[u][m][e];
         __syncthreads();
         if (tw) return;
+#pragma unroll
+        for (int u = 0; u < NT; u++)
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float s = red[warp][(u * MT + m) * 4 + e][lane];
+#pragma unroll
+                    for (int i = 1; i < W; i++) s += red[warp + i][(u * MT + m) * 4 + e][lane];
+                    acc[u][m][e] = s;
+                }
+    }
+    if (n0 >= sg.n) return;
+#pragma unroll
+    for (int u = 0; u < NT; u++)
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float s = red[warp][m * 4 + e][lane];
-#pragma unroll
-                for (int i = 1; i < W; i++) s += red[warp + i][m * 4 + e][lane];
-                acc[m][e] = s;
+                const int r = 16 * m + g + 8 * (e >> 1), j = n0 + 8 * u + 2 * t + (e & 1);
+                if (r >= nr || j >= sg.n) continue;
+                const size_t o = (size_t)(r0 + r) * sg.n + j;
+                const float y = acc[u][m][e] + (sg.b ? sg.b[j] : 0.0f);
+                sg.out[o] = y;
+                if (sg.res) sg.res[o] += y;
             }
-    }
-    if (n0 >= sg.n) return;
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int r = 16 * m + g + 8 * (e >> 1), j = n0 + 2 * t + (e & 1);
-            if (r >= nr || j >= sg.n) continue;
-            const size_t o = (size_t)(r0 + r) * sg.n + j;
-            const float y = acc[m][e] + (sg.b ? sg.b[j] : 0.0f);
-            sg.out[o] = y;
-            if (sg.res) sg.res[o] += y;
-        }
 }
 
 /* warps per group of 8 weight rows: enough warps in the grid, and loads in
@@ -342,29 +371,33 @@ extern "C" int mfc_mmq_team(int k) {
     return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
 }
 
-template <int MT, int W>
+template <int MT, int W, int NT>
 static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows, int nch) {
     int n8 = 0;
     for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0;
     const int TS = n8 == 0 ? 0 : n8 == S.nseg ? 1 : 2;
     const dim3 grid((unsigned)(nb * nch));
-    if (TS == 0) launch_k(mmq_k<MT, W, 0>, grid, 128, 0, s, S, k, *q, rows, nch);
-    else if (TS == 1) launch_k(mmq_k<MT, W, 1>, grid, 128, 0, s, S, k, *q, rows, nch);
-    else launch_k(mmq_k<MT, W, 2>, grid, 128, 0, s, S, k, *q, rows, nch);
+    if (TS == 0) launch_k(mmq_k<MT, W, 0, NT>, grid, 128, 0, s, S, k, *q, rows, nch);
+    else if (TS == 1) launch_k(mmq_k<MT, W, 1, NT>, grid, 128, 0, s, S, k, *q, rows, nch);
+    else launch_k(mmq_k<MT, W, 2, NT>, grid, 128, 0, s, S, k, *q, rows, nch);
 }
 
-template <int W>
+template <int W, int NT>
 static void mmq_launch(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
     const int nch = (rows + MQ_ROWS - 1) / MQ_ROWS;
     const int mt = nch > 1 ? 4 : (rows + 15) / 16;
-    if (mt == 1) mmq_launch_t<1, W>(s, S, nb, k, q, rows, nch);
-    else if (mt == 2) mmq_launch_t<2, W>(s, S, nb, k, q, rows, nch);
-    else if (mt == 3) mmq_launch_t<3, W>(s, S, nb, k, q, rows, nch);
-    else mmq_launch_t<4, W>(s, S, nb, k, q, rows, nch);
+    if (mt == 1) mmq_launch_t<1, W, NT>(s, S, nb, k, q, rows, nch);
+    else if (mt == 2) mmq_launch_t<2, W, NT>(s, S, nb, k, q, rows, nch);
+    else if (mt == 3) mmq_launch_t<3, W, NT>(s, S, nb, k, q, rows, nch);
+    else mmq_launch_t<4, W, NT>(s, S, nb, k, q, rows, nch);
 }
 
+/* NT, the weight tiles per warp, stays 1: with two (each activation
+ * fragment used twice) the kernel needs 190-255 registers and ran 5-90%
+ * slower at 16, 32 and 64 rows on the H200 (bench_mmvq, 2026-12-02). */
 extern "C" void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
-    const int W = mfc_mmq_team(k), rpb = 8 * (4 / W);
+    const int W = mfc_mmq_team(k);
+    const int rpb = 8 * (4 / W);
     mq_segs S = {};
     S.nseg = nseg;
     int nb = 0;
@@ -375,7 +408,7 @@ extern "C" void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k
     }
     S.blk0[nseg] = nb;
     if (!nb || rows <= 0) return;
-    if (W == 1) mmq_launch<1>(s, S, nb, k, q, rows);
-    else if (W == 2) mmq_launch<2>(s, S, nb, k, q, rows);
-    else mmq_launch<4>(s, S, nb, k, q, rows);
+    if (W == 1) mmq_launch<1, 1>(s, S, nb, k, q, rows);
+    else if (W == 2) mmq_launch<2, 1>(s, S, nb, k, q, rows);
+    else mmq_launch<4, 1>(s, S, nb, k, q, rows);
 }

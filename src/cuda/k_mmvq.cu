@@ -20,18 +20,18 @@
 #include "cuda/rows.cuh"
 
 /* ---- activations to int8 blocks of 32: one warp per block ---- */
-__global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq, float *xd, float *xs) {
+__global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq, float *xd, float *xs, int kbt) {
     pdl_enter();
     const int lane = threadIdx.x & 31, gb = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (gb >= n_blocks) return;
-    quant_block32(x[(size_t)gb * 32 + lane], gb, xq, xd, xs);
+    quant_block32(x[(size_t)gb * 32 + lane], gb, xq, xd, xs, kbt);
 }
 
 /* ---- a norm whose output is quantized on the way out: one block per row
  * with norm_k's thread count (the same sums); each warp then takes whole
  * blocks of 32 ---- */
 __global__ void norm_quant_k(bool layer, const float *x, const float *__restrict__ w, const float *__restrict__ b,
-                             int n, float eps, float *out, int8_t *xq, float *xd, float *xs) {
+                             int n, float eps, float *out, int8_t *xq, float *xd, float *xs, int kbt) {
     pdl_enter();
     __shared__ float sh[32];
     const float *xr = x + (size_t)blockIdx.x * n;
@@ -43,14 +43,15 @@ __global__ void norm_quant_k(bool layer, const float *x, const float *__restrict
         const int i = blk * 32 + lane;
         const float y = norm_elem(xr[i], mean, scale, w, b, i);
         yr[i] = y;
-        quant_block32(y, (size_t)blockIdx.x * nb + blk, xq, xd, xs);
+        quant_block32(y, (size_t)blockIdx.x * nb + blk, xq, xd, xs, kbt);
     }
 }
 
 extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows,
                                int n, float eps, float *out, const mfc_q8 *q) {
     if (n % 32 || rows <= 0) return false;
-    launch_k(norm_quant_k, rows, norm_threads(n), 0, s, layer_norm, x, w, b, n, eps, out, q->q, q->d, q->s);
+    launch_k(norm_quant_k, rows, norm_threads(n), 0, s, layer_norm, x, w, b, n, eps, out, q->q, q->d, q->s,
+             mfc_q8_tiled_kb(rows, n));
     return true;
 }
 
@@ -313,7 +314,7 @@ extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
     const int nb = rows * k / 32;
-    launch_k(quant_x_k, (nb + 3) / 4, 128, 0, s, x, nb, q->q, q->d, q->s);
+    launch_k(quant_x_k, (nb + 3) / 4, 128, 0, s, x, nb, q->q, q->d, q->s, mfc_q8_tiled_kb(rows, k));
 }
 
 int mfc_mmvq_w = 0;
@@ -376,14 +377,14 @@ extern "C" void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_byt
 /* ---- the gated activation quantized on the way out: one warp per block
  * of 32 (the bits of glu_k then quant_x_k) ---- */
 __global__ void glu_quant_k(int act, const float *__restrict__ g, const float *__restrict__ u, int n_blocks,
-                            float *out, int8_t *xq, float *xd, float *xs) {
+                            float *out, int8_t *xq, float *xd, float *xs, int kbt) {
     pdl_enter();
     const int lane = threadIdx.x & 31, gb = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (gb >= n_blocks) return;
     const size_t i = (size_t)gb * 32 + lane;
     const float v = glu_act(act, g[i], u[i]);
     out[i] = v;
-    quant_block32(v, gb, xq, xd, xs);
+    quant_block32(v, gb, xq, xd, xs, kbt);
 }
 
 /* gate and up as one two-product launch, then the activation (and its
@@ -400,7 +401,7 @@ extern "C" bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, co
     mfc_mmvq_n(s, seg, 2, k, q, rows);
     const int nb = rows * gate->n / 32;
     if (qout) launch_k(glu_quant_k, (nb + 3) / 4, 128, 0, s, act, gate->out, up->out, nb, act_out, qout->q, qout->d,
-                       qout->s);
+                       qout->s, mfc_q8_tiled_kb(rows, gate->n));
     else mfc_glu(s, act, gate->out, up->out, (size_t)rows * gate->n, act_out);
     return true;
 }

@@ -61,11 +61,19 @@ bool mfc_matmul(cudaStream_t s, int type, const void *w, size_t row_bytes, int k
                 float *out, const float *b, float *res);
 
 /* Activations quantized to int8 blocks of 32 (scale d, scaled sum s per
- * block), for the dp4a decode products (k_mmvq.cu). */
+ * block), for the dp4a decode products (k_mmvq.cu) and the int8 tensor-core
+ * ones (k_mmq.cu). Up to 8 rows, row-major: q[r][k], d[r][k/32], s
+ * likewise. More rows, tiled for the mma fragments: tiles of 16 rows, per
+ * tile and block of 32 a unit (unit = tile * k/32 + block) of 512 bytes in
+ * q, 16 (d, s) pairs in d (s unused); byte (4 g + t) * 16 + h * 8 + e of a
+ * unit is row g + 8 h of the tile, level 8 t + e of the block. Buffers
+ * hold whole tiles (rows rounded up to 16), d twice the pairs of rows. */
 typedef struct mfc_q8 {
     int8_t *q;
     float *d, *s;
 } mfc_q8;
+/* 0: row-major; else the tiled layout's blocks per row */
+static inline int mfc_q8_tiled_kb(int rows, int k) { return rows > 8 ? k / 32 : 0; }
 /* one product of a multi-product launch: n rows of w (type, row_bytes
  * apart) into out, plus b, and res += out when res is given */
 typedef struct mfc_mm_seg {

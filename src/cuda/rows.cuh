@@ -72,18 +72,29 @@ __device__ __forceinline__ float glu_act(int act, float g, float u) {
 }
 
 /* The warp's 32 values v (one per lane, block gb of the activations) to
- * int8: scale amax/127, round to nearest, and the scaled sum of the levels. */
-__device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, float *xd, float *xs) {
+ * int8: scale amax/127, round to nearest, and the scaled sum of the levels.
+ * kbt: 0 for the row-major layout, else the blocks per row of the tiled
+ * layout (kernels.h, mfc_q8_tiled_kb), where the pair (d, d * sum) goes to
+ * xd and xs is not used. */
+__device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, float *xd, float *xs, int kbt) {
     const int lane = threadIdx.x & 31;
     float a = fabsf(v);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
     const float d = a / 127.0f;
     const int q = d > 0.0f ? __float2int_rn(v / d) : 0;
-    xq[gb * 32 + lane] = (int8_t)q;
     int s = q;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (kbt) {
+        const size_t r = gb / (size_t)kbt, unit = (r >> 4) * (size_t)kbt + gb % (size_t)kbt;
+        const int rr = (int)(r & 15);
+        /* lane 4 g + t of the fragment holds rows g and g + 8, levels 8t..8t+7 */
+        xq[unit * 512 + (size_t)(4 * (rr & 7) + (lane >> 3)) * 16 + (rr >> 3) * 8 + (lane & 7)] = (int8_t)q;
+        if (lane == 0) xd[(unit * 16 + rr) * 2] = d, xd[(unit * 16 + rr) * 2 + 1] = d * (float)s;
+        return;
+    }
+    xq[gb * 32 + lane] = (int8_t)q;
     if (lane == 0) xd[gb] = d, xs[gb] = d * (float)s;
 }
 

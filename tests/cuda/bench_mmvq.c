@@ -69,7 +69,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_mmvq: -r takes 1..512 rows (with -tc 1: 9..512)\n");
         return 2;
     }
-    mfc_mmq_rows = rows;
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
         fprintf(stderr, "bench_mmvq: no CUDA device\n");
@@ -105,9 +104,10 @@ int main(int argc, char **argv) {
         CK(cudaMalloc((void **)&x, sizeof(float) * sh->k * rows));
         CK(cudaMemset(x, 0, sizeof(float) * sh->k * rows));
         CK(cudaMalloc((void **)&out, sizeof(float) * (size_t)sh->n * sh->nseg * rows));
-        CK(cudaMalloc((void **)&q.q, (size_t)sh->k * rows));
-        CK(cudaMalloc((void **)&q.d, (size_t)sh->k * rows / 8));
-        CK(cudaMalloc((void **)&q.s, (size_t)sh->k * rows / 8));
+        const size_t rt = (size_t)(rows + 15) / 16 * 16; /* the tiled layout's whole tiles, (d, s) pairs */
+        CK(cudaMalloc((void **)&q.q, (size_t)sh->k * rt));
+        CK(cudaMalloc((void **)&q.d, (size_t)sh->k * rt / 4));
+        CK(cudaMalloc((void **)&q.s, (size_t)sh->k * rt / 8));
         mfc_quant_x(s, x, sh->k, rows, &q);
         enum { L = 64 };
         cudaGraph_t g;

@@ -69,9 +69,11 @@ static void check_type(int type, int k, int n) {
     float *dx = dup_dev(x, sizeof(float) * (size_t)R * k), *dout = NULL;
     cudaMalloc((void **)&dout, sizeof(float) * n_out);
     mfc_q8 q8 = {0};
-    cudaMalloc((void **)&q8.q, (size_t)R * k);
-    cudaMalloc((void **)&q8.d, (size_t)R * k / 8);
-    cudaMalloc((void **)&q8.s, (size_t)R * k / 8);
+    /* whole tiles of 16 rows, (d, s) pairs (the tiled layout, kernels.h) */
+    const size_t RT = (R + 15) / 16 * 16;
+    cudaMalloc((void **)&q8.q, RT * k);
+    cudaMalloc((void **)&q8.d, RT * k / 4);
+    cudaMalloc((void **)&q8.s, RT * k / 8);
     static const int rows_list[] = {1, 3, 8, 20, 33, 64, 100};
     /* the int8 tensor-core rows (over 8): each row's outputs bit for bit
      * the same at every row count (in chunks of 64 past 64 rows) */
@@ -81,7 +83,6 @@ static void check_type(int type, int k, int n) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
             const bool q = mode == 1, tc = mode == 2;
-            mfc_mmq_rows = rows > 64 ? 128 : 64;
             if (q && !mfc_mmvq_takes(type, k, rows)) continue;
             if (!q && rows > 20) continue; /* the f32 and f16 tiles: 20 rows cover their paths */
             if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
@@ -137,7 +138,6 @@ static void check_type(int type, int k, int n) {
             mfc_mmvq_w = 0;
         }
     }
-    mfc_mmq_rows = 64;
     free(first_mq);
     /* embedding rows */
     int32_t ids[3] = {n - 1, 0, n / 2};
