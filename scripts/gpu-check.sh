@@ -17,6 +17,8 @@
 #   SANITIZE=1         also run the cuda tests under compute-sanitizer memcheck
 #   LLAMA_BENCH=path   also run llama.cpp's llama-bench on the same files (pp512,
 #                      tg128, tg128 at depth 4096, flash attention on)
+#   LLAMA_BATCHED_BENCH=path  also run llama-batched-bench beside the aggregate
+#                      decode of 1, 16 and 64 sequences (first preset)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -49,15 +51,20 @@ if [ $rc = 0 ] && ! grep -q "Skipped\|Not Run" "$BUILD/cuda-tests.log"; then say
 else say "cuda tests: FAILED or skipped (rc $rc, log $BUILD/cuda-tests.log)"; fi
 
 if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-    compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_cuda" >"$BUILD/memcheck.log" 2>&1
-    if [ $? = 0 ]; then say "compute-sanitizer memcheck (test_cuda): clean"
-    else say "compute-sanitizer memcheck (test_cuda): ERRORS (log $BUILD/memcheck.log)"; fi
+    for t in test_cuda test_cuda_kernels; do
+        MINFER_BIN=$PWD/$BUILD/bin/minfer compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/$t" \
+            >"$BUILD/memcheck-$t.log" 2>&1
+        if [ $? = 0 ]; then say "compute-sanitizer memcheck ($t): clean"
+        else say "compute-sanitizer memcheck ($t): ERRORS (log $BUILD/memcheck-$t.log)"; fi
+    done
 fi
 
 if [ -x "$BUILD/tests/bench_mmvq" ]; then
-    "$BUILD/tests/bench_mmvq" >"$BUILD/bench-mmvq.log" 2>&1
-    say "decode products alone (bench_mmvq):"
-    sed 's/^/  /' "$BUILD/bench-mmvq.log" | tee -a "$SUMMARY"
+    for r in 1 16 64; do
+        "$BUILD/tests/bench_mmvq" -r $r >"$BUILD/bench-mmvq-$r.log" 2>&1
+        say "products alone (bench_mmvq -r $r):"
+        sed 's/^/  /' "$BUILD/bench-mmvq-$r.log" | tee -a "$SUMMARY"
+    done
 fi
 
 MINFER=$BUILD/bin/minfer
@@ -82,6 +89,19 @@ for pt in $PRESETS; do
             "$BUILD/llama-bench-$preset-$type.log" | tee -a "$SUMMARY"
     fi
 done
+
+# aggregate decode with many sequences (the first preset's file)
+pt=${PRESETS%% *}
+f=$MODELS/${pt%%:*}-${pt##*:}.gguf
+if [ -s "$f" ]; then
+    say "aggregate decode, $pt (minfer bench --batch 1,16,64 -p 128 -n 128):"
+    "$MINFER" bench -m "$f" -ngl all --batch 1,16,64 -p 128 -n 128 -r 2 2>&1 | grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
+    if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
+        say "llama-batched-bench, same file:"
+        "$LLAMA_BATCHED_BENCH" -m "$f" -ngl 99 -fa 1 -c 17408 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16,64 2>&1 |
+            grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
+    fi
+fi
 echo
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"
