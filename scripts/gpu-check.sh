@@ -79,7 +79,7 @@ for pt in $PRESETS; do
     deep=$("$MINFER" bench -m "$f" -ngl all -p 0 -n 128 -d 4096 -r 1 --no-bandwidth 2>&1 | awk -F"|" '/ tg128 /{gsub(/ /,"",$9); print $9}')
     echo "$out" >"$BUILD/bench-$preset-$type.log"
     pp=$(echo "$out" | awk -F'|' '/ pp512 /{gsub(/ /,"",$9); print $9}')
-    tg=$(echo "$out" | awk -F'|' '/ tg128 /{gsub(/ /,"",$9); print $9}')
+    tg=$(echo "$out" | awk -F'|' '/ tg128 /{gsub(/ /,"",$9); if ($9 != "") print $9}' | tail -1)
     bw=$(echo "$out" | sed -n 's/.*= \([0-9.]*%\) of the \([0-9.]*\) GB\/s device copy.*/\1 of \2 GB\/s copy/p')
     say "minfer $preset $type: pp512 ${pp:-?} t/s, tg128 ${tg:-?} t/s, decode ${bw:-?}; tg128 @ d4096 ${deep:-?} t/s"
     if [ -n "${LLAMA_BENCH:-}" ]; then
