@@ -117,8 +117,9 @@ bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_
 bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows, int n,
                     float eps, float *out, const mfc_q8 *q);
 
-/* prefill products (more than 8 rows) on the tensor cores, f16 in, f32
- * accumulate (k_gemm_tc.cu); mfc_matmul otherwise */
+/* prefill products (more than 8 rows) of the types the int8 kernels do not
+ * take, on the tensor cores, f16 in, f32 accumulate (k_gemm_tc.cu);
+ * mfc_matmul otherwise */
 bool mfc_gemm_tc_takes(int type, int k, int rows);
 bool mfc_gemm_tc(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const float *x, int rows,
                  float *out, const float *b, float *res);
