@@ -36,7 +36,13 @@
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 
-#define MQ_ROWS 64 /* activation rows per chunk: four m16 tiles */
+#define MQ_ROWS 64 /* the most activation rows per chunk: four m16 tiles */
+
+/* rows per chunk, 16, 32 or 64 (MINFER_CUDA_MMQ_CHUNK; the values do not
+ * depend on it): smaller chunks give the grid more blocks and each warp
+ * fewer accumulators, and read the weights once per chunk (from L2 after
+ * the first) */
+int mfc_mmq_chunk = MQ_ROWS;
 
 /* the most rows these kernels take (MINFER_CUDA_MMQ_ROWS): every count by
  * default, prefill included (measured faster than the f16 tiles at 512) */
@@ -296,7 +302,7 @@ struct mq_segs {
 /* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
  * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
 template <int MT, int W, int TS, int NT>
-__global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch) {
+__global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch, int crow) {
     constexpr int GPB = 4 / W;
     const int ch = (int)blockIdx.x % nch, wblk = (int)blockIdx.x / nch;
     int si = 0;
@@ -305,7 +311,7 @@ __global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int row
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int grp = warp / W, tw = warp % W;
     const int n0 = ((wblk - S.blk0[si]) * GPB + grp) * 8 * NT;
-    const int r0 = ch * MQ_ROWS, nr = min(MQ_ROWS, rows - r0);
+    const int r0 = ch * crow, nr = min(crow, rows - r0);
     const uint8_t *w = (const uint8_t *)sg.w;
     mq_rows wr[NT];
 #pragma unroll
@@ -372,24 +378,26 @@ extern "C" int mfc_mmq_team(int k) {
 }
 
 template <int MT, int W, int NT>
-static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows, int nch) {
+static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows, int nch,
+                         int crow) {
     int n8 = 0;
     for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0;
     const int TS = n8 == 0 ? 0 : n8 == S.nseg ? 1 : 2;
     const dim3 grid((unsigned)(nb * nch));
-    if (TS == 0) launch_k(mmq_k<MT, W, 0, NT>, grid, 128, 0, s, S, k, *q, rows, nch);
-    else if (TS == 1) launch_k(mmq_k<MT, W, 1, NT>, grid, 128, 0, s, S, k, *q, rows, nch);
-    else launch_k(mmq_k<MT, W, 2, NT>, grid, 128, 0, s, S, k, *q, rows, nch);
+    if (TS == 0) launch_k(mmq_k<MT, W, 0, NT>, grid, 128, 0, s, S, k, *q, rows, nch, crow);
+    else if (TS == 1) launch_k(mmq_k<MT, W, 1, NT>, grid, 128, 0, s, S, k, *q, rows, nch, crow);
+    else launch_k(mmq_k<MT, W, 2, NT>, grid, 128, 0, s, S, k, *q, rows, nch, crow);
 }
 
 template <int W, int NT>
 static void mmq_launch(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
-    const int nch = (rows + MQ_ROWS - 1) / MQ_ROWS;
-    const int mt = nch > 1 ? 4 : (rows + 15) / 16;
-    if (mt == 1) mmq_launch_t<1, W, NT>(s, S, nb, k, q, rows, nch);
-    else if (mt == 2) mmq_launch_t<2, W, NT>(s, S, nb, k, q, rows, nch);
-    else if (mt == 3) mmq_launch_t<3, W, NT>(s, S, nb, k, q, rows, nch);
-    else mmq_launch_t<4, W, NT>(s, S, nb, k, q, rows, nch);
+    const int crow = mfc_mmq_chunk == 16 || mfc_mmq_chunk == 32 ? mfc_mmq_chunk : MQ_ROWS;
+    const int nch = (rows + crow - 1) / crow;
+    const int mt = nch > 1 ? crow / 16 : (rows + 15) / 16;
+    if (mt == 1) mmq_launch_t<1, W, NT>(s, S, nb, k, q, rows, nch, crow);
+    else if (mt == 2) mmq_launch_t<2, W, NT>(s, S, nb, k, q, rows, nch, crow);
+    else if (mt == 3) mmq_launch_t<3, W, NT>(s, S, nb, k, q, rows, nch, crow);
+    else mmq_launch_t<4, W, NT>(s, S, nb, k, q, rows, nch, crow);
 }
 
 /* NT, the weight tiles per warp, stays 1: with two (each activation

@@ -176,6 +176,11 @@ typedef struct mf_backend_ops {
     void (*attention)(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out);
     /* copy n floats from a backend buffer to host memory */
     void (*download)(mf_backend *be, const float *src, size_t n, float *dst);
+    /* host memory that download fills fastest (a device's pinned memory),
+     * for the context's logits and embeddings; NULL on failure. Both NULL:
+     * the engine uses malloc and free. */
+    void *(*host_alloc)(mf_backend *be, size_t bytes);
+    void (*host_free)(mf_backend *be, void *p);
 } mf_backend_ops;
 
 struct mf_backend {

@@ -71,7 +71,15 @@ static mf_status reserve_outputs(mf_context *ctx, size_t rows) {
     if (rows <= ctx->out_cap) return MF_OK;
     const size_t w = ctx->embeddings ? ctx->model->hp.n_embd : ctx->model->hp.n_vocab;
     float **buf = ctx->embeddings ? &ctx->embd : &ctx->logits;
-    float *nb = realloc(*buf, rows * w * sizeof(float));
+    const mf_backend_ops *op = ctx->be->ops;
+    float *nb;
+    if (op->host_alloc) { /* the backend's (pinned) host memory: downloads at full speed */
+        nb = op->host_alloc(ctx->be, rows * w * sizeof(float));
+        if (nb && *buf) memcpy(nb, *buf, ctx->out_cap * w * sizeof(float));
+        if (nb) op->host_free(ctx->be, *buf);
+    } else {
+        nb = realloc(*buf, rows * w * sizeof(float));
+    }
     if (!nb) return mf_err(MF_ERR_NOMEM, "out of memory for %zu output rows", rows);
     *buf = nb;
     ctx->out_cap = rows;

@@ -44,7 +44,10 @@ static mf_status alloc_scratch(mf_context *ctx) {
     s->gate = be->ops->alloc(be, B * wide);
     s->up = be->ops->alloc(be, B * wide);
     s->act = be->ops->alloc(be, B * 2 * ff);
-    s->logits = be->ops->alloc(be, (size_t)MF_LOGIT_ROWS * hp->n_vocab);
+    ctx->logit_rows = MF_LOGIT_ROWS;
+    if (!be->ops->host_memory) ctx->logit_rows = B < MF_LOGIT_ROWS_DEV ? (B > MF_LOGIT_ROWS ? (int)B : MF_LOGIT_ROWS)
+                                                                        : MF_LOGIT_ROWS_DEV;
+    s->logits = be->ops->alloc(be, (size_t)ctx->logit_rows * hp->n_vocab);
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->act || !s->logits)
         return mf_err(MF_ERR_NOMEM, "out of memory for activation buffers (n_batch %u)", ctx->n_batch);
     if (hp->n_expert) {
@@ -176,6 +179,11 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
 
 void mf_context_free(mf_context *ctx) {
     if (!ctx) return;
+    if (ctx->be && ctx->be->ops->host_free) { /* the backend's host memory goes before the backend */
+        ctx->be->ops->host_free(ctx->be, ctx->logits);
+        ctx->be->ops->host_free(ctx->be, ctx->embd);
+        ctx->logits = ctx->embd = NULL;
+    }
     if (ctx->be) ctx->be->ops->destroy(ctx->be);
     mf_kv_free(&ctx->kv);
     mf_step_buf *sb = &ctx->sb;

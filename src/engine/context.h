@@ -20,7 +20,7 @@ typedef struct mf_scratch {
     float *o;      /* projection output    [n_batch][n_embd] */
     float *gate, *up;      /* FFN          [n_batch][max(n_ff, fused qkv width)] */
     float *act;            /* FFN          [n_batch][2 * n_ff] (fused gate-up output) */
-    float *logits; /* device logits        [MF_LOGIT_ROWS][n_vocab] */
+    float *logits; /* device logits        [logit_rows][n_vocab] */
     /* mixture of experts */
     float *router;         /* [n_batch][n_expert] */
     float *moe_sel, *moe_w; /* routing: [n_batch][k] expert ids (int32) and weights */
@@ -36,8 +36,11 @@ struct mf_threadpool {
 };
 
 /* Output-head rows computed per call when every position's logits are wanted:
- * bounds the scratch for large vocabularies. */
+ * bounds the scratch for large vocabularies. A device backend takes up to
+ * MF_LOGIT_ROWS_DEV (one product and one download for 64 sequences'
+ * logits instead of four: the head is the largest matrix). */
 #define MF_LOGIT_ROWS 16
+#define MF_LOGIT_ROWS_DEV 64
 
 /* The per-forward step arrays (sized n_batch) the engine fills from a batch. */
 typedef struct mf_step_buf {
@@ -70,6 +73,7 @@ struct mf_context {
     float *logits;       /* [n_out][n_vocab] */
     float *embd;         /* [n_out][n_embd] */
     size_t out_cap;      /* rows logits / embd can hold */
+    int logit_rows;      /* output-head rows per call (MF_LOGIT_ROWS, or _DEV for a device backend) */
     int32_t n_logits;    /* output rows held */
     int32_t *entry_row, *out_entry, *order;
     size_t entry_cap;

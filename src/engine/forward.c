@@ -240,8 +240,9 @@ static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
         return;
     }
     if (!st->n_out) return;
-    for (int r = 0; r < st->n_out; r += MF_LOGIT_ROWS) {
-        const int nr = st->n_out - r < MF_LOGIT_ROWS ? st->n_out - r : MF_LOGIT_ROWS;
+    const int lr = ctx->logit_rows;
+    for (int r = 0; r < st->n_out; r += lr) {
+        const int nr = st->n_out - r < lr ? st->n_out - r : lr;
         const size_t nl = (size_t)nr * hp->n_vocab;
         float *dst = ctx->logits + (size_t)(out_base + r) * hp->n_vocab;
         /* a host-memory backend writes the logits where the caller reads them */

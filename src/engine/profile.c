@@ -150,6 +150,9 @@ static int cmp_rows(const void *a, const void *b) {
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
 }
 
+static void *p_host_alloc(mf_backend *be, size_t bytes) { return INNER(be)->ops->host_alloc(INNER(be), bytes); }
+static void p_host_free(mf_backend *be, void *p) { INNER(be)->ops->host_free(INNER(be), p); }
+
 static void p_destroy(mf_backend *be) {
     prof_backend *p = (prof_backend *)be;
     int64_t total = 0;
@@ -201,6 +204,8 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .kv_copy_page = p_kv_copy_page,
         .attention = p_attention,
         .download = p_download,
+        .host_alloc = inner->ops->host_alloc ? p_host_alloc : NULL,
+        .host_free = inner->ops->host_free ? p_host_free : NULL,
     };
     p->base.ops = &p->ops;
     return &p->base;

@@ -91,6 +91,7 @@ static void check_type(int type, int k, int n) {
             static const int teams[] = {0, 1, 2, 4};
             for (int ti = 0; ti < (q ? 4 : 1); ti++) {
             mfc_mmvq_w = teams[ti];
+            mfc_mmq_chunk = ti == 1 ? 16 : ti == 2 ? 32 : 64; /* the int8 mma kernel's chunks of 16, 32, 64 rows */
             cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
             if (q) {
                 mfc_quant_x(0, dx, k, rows, &q8);
@@ -136,6 +137,7 @@ static void check_type(int type, int k, int n) {
             }
             }
             mfc_mmvq_w = 0;
+            mfc_mmq_chunk = 64;
         }
     }
     free(first_mq);
