@@ -397,9 +397,16 @@ static void quant_for(mf_cuda *c, const float *x, int k, int rows, bool fresh) {
     c->q8_x = x;
 }
 
+/* whether rows x k int8 activations fit the q8 buffers: the tiled layout
+ * (more than 8 rows) writes whole tiles of 16 rows */
+static bool q8_fits(const mf_cuda *c, int rows, size_t k) {
+    const size_t r = mfc_q8_tiled_kb(rows, 32) ? ((size_t)rows + 15) / 16 * 16 : (size_t)rows;
+    return r * k <= c->q8_cap;
+}
+
 static bool mmvq_ok(mf_cuda *c, mf_weight w, int rows) {
     const int k = (int)w->ne[0];
-    return c->mmvq && mfc_mmvq_takes((int)w->type, k, rows) && (size_t)k * (size_t)rows <= c->q8_cap;
+    return c->mmvq && mfc_mmvq_takes((int)w->type, k, rows) && q8_fits(c, rows, (size_t)k);
 }
 
 static mfc_mm_seg seg_of(mf_weight w, float *out, mf_weight b, float *res) {
@@ -549,7 +556,7 @@ static void cu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const flo
     if (c->pend.kind == PEND_GATE_UP && c->pend.seg[0].out == gate && c->pend.seg[1].out == up &&
         n == (size_t)c->pend.rows * (size_t)c->pend.seg[0].n && (act == MF_FFN_SWIGLU || act == MF_FFN_GEGLU)) {
         /* the down product's input is quantized into the other buffer on the way out */
-        const bool q = (size_t)n <= c->q8_cap;
+        const bool q = q8_fits(c, c->pend.rows, (size_t)c->pend.seg[0].n);
         if (mfc_mmvq_glu(c->stream, act == MF_FFN_SWIGLU ? 0 : 1, &c->pend.seg[0], &c->pend.seg[1], c->pend.k,
                          &c->q8b[c->q8_i], c->pend.rows, out, q ? &c->q8b[c->q8_i ^ 1] : NULL)) {
             c->pend.kind = PEND_NONE;
@@ -646,9 +653,11 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
         }
         if (nz > c->att_split) nz = c->att_split;
     }
-    /* the output projection's int8 input, written by the attention itself */
-    const size_t no = (size_t)st->n_tok * (size_t)p->n_head * (size_t)p->head_dim_v;
-    const bool qz = c->fuse && c->mmvq && split && p->head_dim_v % 32 == 0 && no <= c->q8_cap;
+    /* the output projection's int8 input, written by the attention itself
+     * (for as many rows as the int8 products take) */
+    const bool qz = c->fuse && c->mmvq && split && p->head_dim_v % 32 == 0 &&
+                    (st->n_tok <= 8 || st->n_tok <= mfc_mmq_rows) &&
+                    q8_fits(c, st->n_tok, (size_t)p->n_head * (size_t)p->head_dim_v);
     mfc_attention(c->stream, &c->sd, st->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1, nz,
                   split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
     if (qz) c->q8_x = out, c->q8_hold = true;

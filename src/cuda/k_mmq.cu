@@ -1,8 +1,9 @@
-/* k_mmq.cu - products of 9..64 activation rows (batched decode of several
- * sequences, short prompt chunks) for Q4_K, Q6_K and Q8_0 on the int8
- * tensor cores: mma.sync m16n8k32 (m16n8k16 for Q6_K, whose scales cover
- * 16 weights) of the weights' integer levels with the activations' int8
- * blocks (mfc_quant_x), each 32 (16) wide product scaled in f32.
+/* k_mmq.cu - products of more than 8 activation rows (batched decode of
+ * several sequences, prefill in chunks of 64) for Q4_K, Q6_K and Q8_0 on
+ * the int8 tensor cores: mma.sync m16n8k32 of the weights' integer levels
+ * with the activations' int8 blocks (mfc_quant_x), each 32-wide product
+ * scaled in f32 (Q6_K's 16-wide scales: two products, each with the other
+ * half's levels zero).
  *
  * Beyond 8 rows the dp4a kernel (k_mmvq.cu) re-reads each activation byte
  * for every weight row, so L1 traffic grows with rows x weights and the
@@ -19,7 +20,9 @@
  * super-blocks of k between them (W a function of k alone) and sums in warp
  * order, so an output's value depends only on its own activation row, the
  * weights and k: never on how many rows the step has, nor on which chunk or
- * tile the row falls in (the mma's integer sums are exact).
+ * tile the row falls in (the mma's integer sums are exact). Steps of up to
+ * 8 rows take the dp4a kernel, whose sums run in another order: a row's
+ * bits differ between steps of at most 8 rows and of more.
  *
  * Lanes: g = lane / 4 picks the weight row whose levels the lane loads (the
  * mma's B column) and the activation rows g, g + 8 of each tile (A rows);
@@ -54,12 +57,6 @@ __device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32
                  "{%0,%1,%2,%3};\n"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b0));
 }
 
 __device__ __forceinline__ uint32_t ld32_2(const uint8_t *p) { /* 2-byte aligned */
@@ -111,18 +108,27 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
     } else if constexpr (T == T_Q6_K) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
+            if (!wb) {
+                w.ql[h][0] = w.ql[h][1] = w.qh[h] = make_uint2(0, 0);
+                continue;
+            }
             const uint8_t *b = wb + (size_t)sb * 210 + 64 * h + 8 * t;
-            w.ql[h][0] = wb ? ld64_2(b) : make_uint2(0, 0);
-            w.ql[h][1] = wb ? ld64_2(b + 32) : make_uint2(0, 0);
-            w.qh[h] = wb ? ld64_2(wb + (size_t)sb * 210 + 128 + 32 * h + 8 * t) : make_uint2(0, 0);
+            w.ql[h][0] = ld64_2(b);
+            w.ql[h][1] = ld64_2(b + 32);
+            w.qh[h] = ld64_2(wb + (size_t)sb * 210 + 128 + 32 * h + 8 * t);
         }
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const uint8_t *r = e ? we1 : we0;
+            if (!r) {
+                w.sc[e][0] = w.sc[e][1] = w.sc[e][2] = w.sc[e][3] = 0u;
+                w.d[e] = 0.0f;
+                continue;
+            }
             const uint8_t *be = r + (size_t)sb * 210;
 #pragma unroll
-            for (int i = 0; i < 4; i++) w.sc[e][i] = r ? ld32_2(be + 192 + 4 * i) : 0u;
-            w.d[e] = r ? ld_h(be + 208) : 0.0f;
+            for (int i = 0; i < 4; i++) w.sc[e][i] = ld32_2(be + 192 + 4 * i);
+            w.d[e] = ld_h(be + 208);
         }
     } else {
         /* block b's levels start at 34 b + 2; lane t's 8 at + 8 t. Even

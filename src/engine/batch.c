@@ -73,7 +73,11 @@ static mf_status reserve_outputs(mf_context *ctx, size_t rows) {
     float **buf = ctx->embeddings ? &ctx->embd : &ctx->logits;
     const mf_backend_ops *op = ctx->be->ops;
     float *nb;
-    if (op->host_alloc) { /* the backend's (pinned) host memory: downloads at full speed */
+    if (op->host_alloc) {
+        /* the backend's (pinned) host memory: downloads at full speed; grown
+         * geometrically, for a device's allocation and free are slow (the
+         * free waits for the device) */
+        if (rows < 2 * ctx->out_cap) rows = 2 * ctx->out_cap;
         nb = op->host_alloc(ctx->be, rows * w * sizeof(float));
         if (nb && *buf) memcpy(nb, *buf, ctx->out_cap * w * sizeof(float));
         if (nb) op->host_free(ctx->be, *buf);
