@@ -63,7 +63,14 @@ typedef struct mf_model_params {
     const char *backend; /* whose weight loader runs at load: "cpu" (default, NULL) or
                             "cpu-ref" (the scalar reference kernels, the file's layout);
                             contexts of the model run on that backend */
+    int32_t gpu_layers;  /* with a device backend ("cuda"), llama.cpp's -ngl: how many
+                            of the last layers run on the device, the first ones and
+                            the token lookup on the CPU. 0 (default) or >= the layer
+                            count: all of them; MF_GPU_LAYERS_AUTO: as many as fit in
+                            the device's free memory (MINFER_CUDA_MEM_MIB=N pretends
+                            N MiB are free) */
 } mf_model_params;
+#define MF_GPU_LAYERS_AUTO (-1)
 
 mf_model_params mf_model_default_params(void);
 
@@ -75,6 +82,9 @@ int32_t     mf_model_n_vocab(const mf_model *model);
 int32_t     mf_model_n_ctx_train(const mf_model *model);
 int32_t     mf_model_n_embd(const mf_model *model);
 int32_t     mf_model_n_layer(const mf_model *model);
+/* Layers run by a device backend: all of them, or with a split model
+ * (mf_model_params.gpu_layers) the last ones; 0 for host backends. */
+int32_t     mf_model_gpu_layers(const mf_model *model);
 /* One-line description ("llama 5 layers, 64 embd, F32, 0.29M params"). */
 const char *mf_model_desc(const mf_model *model);
 /* The architecture traits the forward pass honours for this file

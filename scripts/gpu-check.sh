@@ -19,6 +19,9 @@
 #                      tg128, tg128 at depth 4096, flash attention on)
 #   LLAMA_BATCHED_BENCH=path  also run llama-batched-bench beside the aggregate
 #                      decode of 1, 16 and 64 sequences (first preset)
+#   SPLIT=1            also run the first preset split between CPU and GPU:
+#                      -ngl auto on a device faked to hold about half of it
+#                      (MINFER_CUDA_MEM_MIB), and -ngl N for half the layers
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -102,6 +105,20 @@ if [ -s "$f" ]; then
             grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
     fi
 fi
+# partial offload: the first layers on the CPU (-t all host cores)
+if [ "${SPLIT:-0}" = 1 ] && [ -s "$f" ]; then
+    mib=$(( $(stat -c %s "$f") / 2097152 + 768 ))
+    out=$(MINFER_CUDA_MEM_MIB=$mib "$MINFER" bench -m "$f" -ngl auto -p 512 -n 128 -r 2 --no-bandwidth 2>&1)
+    echo "$out" >"$BUILD/bench-split-auto.log"
+    say "split, $pt: -ngl auto under MINFER_CUDA_MEM_MIB=$mib: $(echo "$out" | grep -o '[0-9]* of [0-9]* layers fit' | head -1)"
+    echo "$out" | grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
+    L=$("$MINFER" info -m "$f" 2>/dev/null | awk '/\.block_count /{print $NF; exit}')
+    for n in $(( ${L:-36} / 2 )) $(( ${L:-36} - 1 )); do
+        say "split, $pt: -ngl $n of ${L:-?}"
+        "$MINFER" bench -m "$f" -ngl $n -p 512 -n 128 -r 2 --no-bandwidth 2>&1 | grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
+    done
+fi
+
 echo
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"

@@ -41,7 +41,15 @@ static mf_status ref_load(mf_model *m, const mf_model_params *p) {
 /* the device's absence is an error with its reason, never a quiet CPU run */
 static char g_cuda_why[256];
 static mf_backend *cuda_create(const mf_backend_config *c) { return mf_cuda_backend_new(c, g_cuda_why, sizeof g_cuda_why); }
-static mf_status cuda_load(mf_model *m, const mf_model_params *p) { return mf_cuda_weights_load(m, p); }
+/* A split model (-ngl N below the layer count, or auto) runs its first
+ * layers on the CPU: the CPU's loader takes their tensors, the device's the
+ * rest (model/split.c), and contexts pair the two backends. */
+static mf_status cuda_load(mf_model *m, const mf_model_params *p) {
+    mf_status s = mf_cuda_plan_layers(m, p->gpu_layers);
+    if (!s) s = mf_cuda_weights_load(m, p);
+    if (!s && m->n_cpu_layers) s = mf_cpu_weights_load(m, p->no_repack);
+    return s;
+}
 #endif
 
 static const entry k_backends[] = {

@@ -144,6 +144,7 @@ static const mf_backend_ops g_cpu_ops = {
     .kv_copy_page = mf_cpu_kv_copy_page,
     .attention = mf_cpu_attention,
     .download = cpu_download,
+    .upload = cpu_download,
 };
 
 /* the reference backend: the same ops under its own name */

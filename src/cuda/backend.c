@@ -84,6 +84,7 @@ static void cu_destroy(mf_backend *be) {
     if (c->h_step) cudaFreeHost(c->h_step);
     if (c->d_step) cudaFree(c->d_step);
     if (c->h_dl) cudaFreeHost(c->h_dl);
+    if (c->h_ul) cudaFreeHost(c->h_ul);
     cudaFree(c->att_part);
     for (int i = 0; i < 2; i++) {
         cudaFree(c->q8b[i].q);
@@ -327,6 +328,38 @@ static void cu_download(mf_backend *be, const float *src, size_t n, float *dst) 
     if (!c->err) memcpy(dst, c->h_dl, n * sizeof(float));
 }
 
+/* A split model's residual stream from the CPU's layers, which are done
+ * when this is called: copied into pinned staging now, then queued as a copy
+ * of the step, so a captured graph replays the copy from the staging. The
+ * staging is sized for a full batch by the first (eager) upload; steps end
+ * synchronized, so no copy of an earlier step still reads it. */
+static void cu_upload(mf_backend *be, const float *src, size_t n, float *dst) {
+    mf_cuda *c = CU(be);
+    MIX(c, dst), MIX(c, n);
+    if (c->err) return;
+    if (n > c->ul_cap) {
+        if (c->mode != MFC_EAGER) {
+            fail(c, "cuda: an upload of %zu floats inside a captured step outgrows its staging", n);
+            return;
+        }
+        if (c->h_ul) cudaFreeHost(c->h_ul);
+        c->h_ul = NULL;
+        c->ul_cap = 0;
+        size_t cap = (size_t)c->max_rows * (size_t)c->max_width;
+        if (cap < n) cap = n;
+        if (cudaMallocHost((void **)&c->h_ul, cap * sizeof(float)) != cudaSuccess) {
+            cudaGetLastError();
+            fail(c, "cuda: out of pinned host memory for a %zu-float upload", cap);
+            return;
+        }
+        c->ul_cap = cap;
+    }
+    memcpy(c->h_ul, src, n * sizeof(float));
+    if (!op_begin(c, 14)) return;
+    if (cudaMemcpyAsync(dst, c->h_ul, n * sizeof(float), cudaMemcpyHostToDevice, c->stream) != cudaSuccess)
+        fail(c, "cuda upload: %s", cudaGetErrorString(cudaGetLastError()));
+}
+
 /* Pinned host memory for the context's logits: a download into pageable
  * memory goes through the driver's staging at a fraction of the bus (the
  * 39 MB of 64 sequences' logits per step). */
@@ -347,11 +380,11 @@ static void cu_host_free(mf_backend *be, void *p) {
 
 /* ---- ops ---- */
 
-static const void *wdev(mf_weight w) { return w ? w->handle : NULL; }
+static const void *wdev(mf_weight w) { return w ? w->dev : NULL; }
 
 /* ---- held-back ops ---- */
 
-static const float *wf(mf_weight w) { return w ? (const float *)w->handle : NULL; }
+static const float *wf(mf_weight w) { return w ? (const float *)w->dev : NULL; }
 
 /* the held RoPEs, each as its own launch */
 static void flush_rope(mf_cuda *c) {
@@ -410,7 +443,7 @@ static bool mmvq_ok(mf_cuda *c, mf_weight w, int rows) {
 }
 
 static mfc_mm_seg seg_of(mf_weight w, float *out, mf_weight b, float *res) {
-    return (mfc_mm_seg){w->handle, mf_row_size(w->type, w->ne[0]), (int)w->type, (int)w->ne[1], out, wf(b), res};
+    return (mfc_mm_seg){w->dev, mf_row_size(w->type, w->ne[0]), (int)w->type, (int)w->ne[1], out, wf(b), res};
 }
 
 /* fresh: x may have changed since the last product quantized it */
@@ -425,12 +458,12 @@ static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf
     }
     flush(c);
     if (c->tc && mfc_gemm_tc_takes((int)w->type, k, rows) &&
-        mfc_gemm_tc(c->stream, (int)w->type, w->handle, mf_row_size(w->type, k), k, (int)w->ne[1], x, rows, out,
+        mfc_gemm_tc(c->stream, (int)w->type, w->dev, mf_row_size(w->type, k), k, (int)w->ne[1], x, rows, out,
                     wf(b), res)) {
         check(c, "matmul");
         return;
     }
-    if (!mfc_matmul(c->stream, (int)w->type, w->handle, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
+    if (!mfc_matmul(c->stream, (int)w->type, w->dev, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
                     rows, out, wf(b), res))
         fail(c, "cuda matmul: %s (%s, %lld x %lld) over %d rows is not supported", w->name, mf_type_name(w->type),
              (long long)w->ne[1], (long long)w->ne[0], rows);
@@ -484,7 +517,7 @@ static void cu_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *o
     mf_cuda *c = CU(be);
     MIX(c, w), MIX(c, which), MIX(c, out);
     if (!op_begin(c, 3)) return;
-    if (!mfc_get_rows(c->stream, (int)w->type, w->handle, mf_row_size(w->type, w->ne[0]), (int)w->ne[0],
+    if (!mfc_get_rows(c->stream, (int)w->type, w->dev, mf_row_size(w->type, w->ne[0]), (int)w->ne[0],
                       which == MF_STEP_TOKENS ? c->sd.tok : c->sd.pos, c->step->n_tok, out))
         fail(c, "cuda get_rows: %s (%s) is not supported", w->name, mf_type_name(w->type));
     check(c, "get_rows");
@@ -576,7 +609,7 @@ static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf
     if (!op_begin_x(c, 11, true)) return;
     mfc_rope r = {p->type == MF_ROPE_NEOX, p->n_rot, powf(p->base, -2.0f / (float)p->n_rot), p->freq_scale,
                   p->ext_factor, p->attn_factor, p->corr_dims[0], p->corr_dims[1],
-                  p->freq_factors ? (const float *)p->freq_factors->handle : NULL};
+                  p->freq_factors ? (const float *)p->freq_factors->dev : NULL};
     const int rows = c->step->n_tok;
     const bool qkn = c->pend.kind == PEND_NORM && c->pend.x == x && c->pend.out == x && !c->pend.layer &&
                      !c->pend.b && c->pend.rows == rows * n_head && c->pend.n == head_dim;
@@ -749,6 +782,7 @@ static const mf_backend_ops g_cuda_ops = {
     .kv_copy_page = cu_kv_copy_page,
     .attention = cu_attention,
     .download = cu_download,
+    .upload = cu_upload,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
 };

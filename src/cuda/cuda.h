@@ -87,6 +87,8 @@ typedef struct mf_cuda {
     int n_dl;    /* downloads so far in this step */
     float *h_dl; /* pinned staging of a graph's download */
     size_t dl_cap;
+    float *h_ul; /* pinned staging of uploads (a split model's residual stream) */
+    size_t ul_cap;
     int n_captures, n_replays;
 } mf_cuda;
 
@@ -94,6 +96,9 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
 /* Upload every tensor of the model to the device once, in the file's
  * encoding; refuses types the kernels do not take, naming the tensor. */
 mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p);
+/* Sets m->n_cpu_layers from mf_model_params.gpu_layers (N, or
+ * MF_GPU_LAYERS_AUTO: as many of the last layers as fit), before the loaders run. */
+mf_status mf_cuda_plan_layers(mf_model *m, int32_t gpu_layers);
 
 /* GB/s (read + written) of a device-to-device copy of `bytes`; -1 on failure */
 double mf_cuda_copy_bandwidth(size_t bytes);

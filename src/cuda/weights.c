@@ -1,9 +1,12 @@
-/* weights.c - the CUDA backend's weight loader: every tensor of the file is
- * copied once into one device allocation, in the file's encoding (the
- * kernels decode blocks as they read them, cuda/dequant.cuh); each tensor's
- * handle is its device address. Types the kernels do not take, and models
- * the backend cannot run yet, are refused here, before anything is copied. */
+/* weights.c - the CUDA backend's weight loader: every tensor the device side
+ * reads (all of them, or with a split model the last layers', the output
+ * head and the shared vectors: model/split.c) is copied once into one device
+ * allocation, in the file's encoding (the kernels decode blocks as they read
+ * them, cuda/dequant.cuh); each tensor's `dev` is its device address. Types
+ * the kernels do not take, and models the backend cannot run yet, are
+ * refused here, before anything is copied. */
 #include "cuda/cuda.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -11,13 +14,17 @@
 #include "quant/types.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+#define ALIGN(n) (((n) + 255) & ~(size_t)255)
 
 static void weights_free(mf_model *m) {
-    if (m->be_weights) cudaFree(m->be_weights);
-    m->be_weights = NULL;
+    if (m->dev_weights) cudaFree(m->dev_weights);
+    m->dev_weights = NULL;
+    for (uint64_t i = 0; m->tensors && i < m->gguf->n_tensors; i++) m->tensors[i].dev = NULL;
 }
 
-mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
+static mf_status have_device(void) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
     if (e != cudaSuccess || n_dev == 0) {
@@ -25,6 +32,73 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
         return mf_err(MF_ERR_UNSUPPORTED, "backend cuda: no CUDA device (%s)",
                       e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
+    return MF_OK;
+}
+
+/* Free device memory in bytes; MINFER_CUDA_MEM_MIB=N caps it at N MiB, so
+ * -ngl auto can be tried on a model larger than "the device" */
+static size_t free_bytes(void) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        fr = 0;
+    }
+    const char *lim = getenv("MINFER_CUDA_MEM_MIB");
+    if (lim && *lim) {
+        char *end;
+        const unsigned long long mib = strtoull(lim, &end, 10);
+        if (!*end && mib * (1ull << 20) < fr) fr = (size_t)(mib * (1ull << 20));
+    }
+    return fr;
+}
+
+/* What -ngl auto leaves free besides the weights: activation buffers, the
+ * attention's split buffers, the step tables and the CUDA context's own
+ * working memory (measured at 200-400 MiB for 8B shapes with n_batch 512). */
+#define AUTO_RESERVE ((size_t)768 << 20)
+/* ... and the KV cache it plans for per layer: 4096 positions in f16 (the
+ * context size is not known at load; a larger cache that does not fit is
+ * refused when the context is made, with its size) */
+#define AUTO_KV_CELLS 4096
+
+mf_status mf_cuda_plan_layers(mf_model *m, int32_t gpu_layers) {
+    const uint32_t L = m->hp.n_layer;
+    m->n_cpu_layers = 0;
+    if (gpu_layers > 0) {
+        m->n_cpu_layers = (uint32_t)gpu_layers >= L ? 0 : L - (uint32_t)gpu_layers;
+        return MF_OK;
+    }
+    if (gpu_layers != MF_GPU_LAYERS_AUTO) return MF_OK;
+    mf_status s = have_device();
+    if (s) return s;
+    size_t *layer = calloc(L ? L : 1, sizeof *layer);
+    if (!layer) return mf_err(MF_ERR_NOMEM, "out of memory");
+    size_t global = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const mf_tensor *t = &m->tensors[i];
+        const int l = mf_tensor_layer(t);
+        if (l >= 0 && (uint32_t)l < L) layer[l] += ALIGN(t->nbytes);
+        else if (!(t == m->pos_embd || (t == m->token_embd && t != m->output))) global += ALIGN(t->nbytes);
+    }
+    const size_t kv = (size_t)AUTO_KV_CELLS * m->hp.n_head_kv * (m->hp.head_dim_k + m->hp.head_dim_v) * 2;
+    const size_t fr = free_bytes();
+    size_t used = global + AUTO_RESERVE;
+    uint32_t n = 0;
+    while (n < L && used + layer[L - 1 - n] + kv <= fr) used += layer[L - 1 - n++] + kv;
+    free(layer);
+    if (n == 0)
+        return mf_err(MF_ERR_NOMEM, "-ngl auto: not one layer fits in the device's %.0f MiB free (the output head and "
+                                    "buffers need %.0f MiB); run on the CPU (-ngl 0)", (double)fr / (1 << 20),
+                      (double)(global + AUTO_RESERVE) / (1 << 20));
+    m->n_cpu_layers = L - n;
+    mf_log(MF_LOG_INFO, "minfer: -ngl auto: %.0f MiB of device memory free%s: %u of %u layers fit\n",
+           (double)fr / (1 << 20), getenv("MINFER_CUDA_MEM_MIB") ? " (MINFER_CUDA_MEM_MIB)" : "", n, L);
+    return MF_OK;
+}
+
+mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
+    mf_status s = have_device();
+    if (s) return s;
     if (m->hp.n_expert)
         return mf_err(MF_ERR_UNSUPPORTED, "backend cuda: mixture-of-experts models (%u experts) are not supported yet",
                       m->hp.n_expert);
@@ -32,6 +106,7 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
         const mf_tensor *t = &m->tensors[i];
+        if (!mf_split_on_device(m, t)) continue;
         /* matrices go through the product kernels (and the embedding lookup);
          * vectors (norms, biases, RoPE factors) are f32 */
         if (t->ne[1] > 1 || t->n_dims > 1) {
@@ -43,36 +118,43 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
             return mf_err(MF_ERR_UNSUPPORTED, "backend cuda: vector %s has type %s (only F32 vectors are supported)",
                           t->name, mf_type_name(t->type));
         }
-        total += (t->nbytes + 255) & ~(size_t)255;
+        total += ALIGN(t->nbytes);
     }
     const double t0 = mf_now();
     void *base = NULL;
-    if (cudaMalloc(&base, total ? total : 256) != cudaSuccess) {
+    const size_t fr = free_bytes();
+    if (total > fr || cudaMalloc(&base, total ? total : 256) != cudaSuccess) {
         cudaGetLastError();
-        size_t fr = 0, tot = 0;
-        cudaMemGetInfo(&fr, &tot);
         return mf_err(MF_ERR_NOMEM, "backend cuda: %.1f MiB of weights do not fit in the device's %.1f MiB free "
-                                    "(partial offload is not supported yet)", (double)total / (1 << 20),
-                      (double)fr / (1 << 20));
+                                    "(-ngl N keeps the first layers on the CPU; -ngl auto fits as many as it can)",
+                      (double)total / (1 << 20), (double)fr / (1 << 20));
     }
     size_t off = 0;
+    uint64_t n_up = 0;
     for (uint64_t i = 0; i < n; i++) {
         mf_tensor *t = &m->tensors[i];
+        if (!mf_split_on_device(m, t)) continue;
         uint8_t *d = (uint8_t *)base + off;
         if (cudaMemcpy(d, t->data, t->nbytes, cudaMemcpyHostToDevice) != cudaSuccess) {
             cudaGetLastError();
             cudaFree(base);
-            for (uint64_t j = 0; j < n; j++) m->tensors[j].handle = NULL;
+            for (uint64_t j = 0; j < n; j++) m->tensors[j].dev = NULL;
             return mf_err(MF_ERR_IO, "backend cuda: upload of %s failed", t->name);
         }
-        t->handle = d;
-        off += (t->nbytes + 255) & ~(size_t)255;
+        t->dev = d;
+        off += ALIGN(t->nbytes);
+        n_up++;
     }
-    m->be_weights = base;
-    m->be_weights_size = total;
-    m->be_weights_free = weights_free;
+    m->dev_weights = base;
+    m->dev_weights_size = total;
+    m->dev_weights_free = weights_free;
+    const uint32_t L = m->hp.n_layer;
+    if (m->n_cpu_layers)
+        mf_log(MF_LOG_INFO, "minfer: cuda: layers %u..%u and the output head on the GPU (%.1f MiB), layers 0..%u and "
+                            "the token lookup on the CPU\n", m->n_cpu_layers, L - 1, (double)total / (1 << 20),
+               m->n_cpu_layers - 1);
     if (m->verbose || p->verbose)
         mf_log(MF_LOG_INFO, "minfer: cuda: %llu tensors (%.1f MiB) uploaded once in the file's encoding (no repack) in "
-                            "%.2f s\n", (unsigned long long)n, (double)total / (1 << 20), mf_now() - t0);
+                            "%.2f s\n", (unsigned long long)n_up, (double)total / (1 << 20), mf_now() - t0);
     return MF_OK;
 }

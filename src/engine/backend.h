@@ -176,6 +176,10 @@ typedef struct mf_backend_ops {
     void (*attention)(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out);
     /* copy n floats from a backend buffer to host memory */
     void (*download)(mf_backend *be, const float *src, size_t n, float *dst);
+    /* the inverse, queued as an op of the step: n floats of host memory into
+     * a backend buffer (a split model's residual stream, from the CPU's
+     * layers to the device's). src may be reused once upload returns. */
+    void (*upload)(mf_backend *be, const float *src, size_t n, float *dst);
     /* host memory that download fills fastest (a device's pinned memory),
      * for the context's logits and embeddings; NULL on failure. Both NULL:
      * the engine uses malloc and free. */

@@ -219,7 +219,10 @@ static mf_status decode_batch(mf_context *ctx, const mf_batch *b) {
             mf_kv_restore(&ctx->kv);
             return st;
         }
-        if (copy >= 0) ctx->be->ops->kv_copy_page(ctx->be, copy, cell[e] / MF_KV_PAGE);
+        if (copy >= 0) {
+            ctx->be->ops->kv_copy_page(ctx->be, copy, cell[e] / MF_KV_PAGE);
+            if (ctx->lo.be) ctx->lo.be->ops->kv_copy_page(ctx->lo.be, copy, cell[e] / MF_KV_PAGE);
+        }
     }
     if (ctx->embeddings && ctx->pooling != MF_POOLING_NONE) {
         memset(ctx->pool_sum, 0, (size_t)ctx->n_seq_max * ctx->model->hp.n_embd * sizeof(double));

@@ -24,11 +24,11 @@ mf_context_params mf_context_default_params(void) {
 
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
-static mf_status alloc_scratch(mf_context *ctx) {
+/* One backend's activation buffers; head: it runs the output head (the
+ * logits scratch) */
+static mf_status alloc_acts(mf_context *ctx, mf_backend *be, mf_scratch *s, bool head) {
     const mf_hparams *hp = &ctx->model->hp;
-    mf_backend *be = ctx->be;
     const size_t B = ctx->n_batch;
-    mf_scratch *s = &ctx->s;
     const size_t qkv = (size_t)hp->n_head * hp->head_dim_k + (size_t)hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v);
     size_t ff = hp->n_ff;
     if (hp->n_ff_exp > ff) ff = hp->n_ff_exp;
@@ -44,10 +44,12 @@ static mf_status alloc_scratch(mf_context *ctx) {
     s->gate = be->ops->alloc(be, B * wide);
     s->up = be->ops->alloc(be, B * wide);
     s->act = be->ops->alloc(be, B * 2 * ff);
-    ctx->logit_rows = MF_LOGIT_ROWS;
-    if (!be->ops->host_memory) ctx->logit_rows = B < MF_LOGIT_ROWS_DEV ? (B > MF_LOGIT_ROWS ? (int)B : MF_LOGIT_ROWS)
-                                                                        : MF_LOGIT_ROWS_DEV;
-    s->logits = be->ops->alloc(be, (size_t)ctx->logit_rows * hp->n_vocab);
+    if (head) {
+        ctx->logit_rows = MF_LOGIT_ROWS;
+        if (!be->ops->host_memory)
+            ctx->logit_rows = B < MF_LOGIT_ROWS_DEV ? (B > MF_LOGIT_ROWS ? (int)B : MF_LOGIT_ROWS) : MF_LOGIT_ROWS_DEV;
+    }
+    s->logits = be->ops->alloc(be, head ? (size_t)ctx->logit_rows * hp->n_vocab : 1);
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->o || !s->gate || !s->up || !s->act || !s->logits)
         return mf_err(MF_ERR_NOMEM, "out of memory for activation buffers (n_batch %u)", ctx->n_batch);
     if (hp->n_expert) {
@@ -66,6 +68,15 @@ static mf_status alloc_scratch(mf_context *ctx) {
             !s->moe_out || !s->moe_slots)
             return mf_err(MF_ERR_NOMEM, "out of memory for expert buffers");
     }
+    return MF_OK;
+}
+
+static mf_status alloc_scratch(mf_context *ctx) {
+    const mf_hparams *hp = &ctx->model->hp;
+    const size_t B = ctx->n_batch;
+    mf_status st = alloc_acts(ctx, ctx->be, &ctx->s, true);
+    if (!st && ctx->lo.be) st = alloc_acts(ctx, ctx->lo.be, &ctx->lo.s, false);
+    if (st) return st;
     /* step arrays and host-side output buffers */
     mf_step_buf *sb = &ctx->sb;
     const size_t maxp = ctx->kv.max_pages;
@@ -157,12 +168,29 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
         return mf_err(MF_ERR_UNSUPPORTED, "the %s backend keeps activations off the host: no per-layer or FFN callback",
                       bname ? bname : "cpu");
     }
+    /* a split model: its first layers on the CPU, beside the device */
+    const uint32_t n_lo = model->n_cpu_layers < hp->n_layer ? model->n_cpu_layers : 0;
+    if (n_lo) {
+        s = mf_backend_create("cpu", &bc, &ctx->lo.be);
+        if (s) {
+            mf_context_free(ctx);
+            return s;
+        }
+        ctx->lo.n_layer = n_lo;
+    }
     const char *prof = getenv("MINFER_OP_PROFILE");
-    if (prof && strcmp(prof, "0")) ctx->be = mf_profile_wrap(ctx->be);
+    if (prof && strcmp(prof, "0")) {
+        ctx->be = mf_profile_wrap(ctx->be);
+        if (ctx->lo.be) ctx->lo.be = mf_profile_wrap(ctx->lo.be);
+    }
     s = mf_kv_init(&ctx->kv, n_cells, ctx->n_ctx, ctx->n_seq_max);
-    mf_kv_desc kd = {p.kv_type, ctx->kv.n_pages, MF_KV_PAGE, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
+    mf_kv_desc kd = {p.kv_type, ctx->kv.n_pages, MF_KV_PAGE, hp->n_layer - n_lo, hp->n_head_kv * hp->head_dim_k,
                      hp->n_head_kv * hp->head_dim_v, hp->head_dim_k, hp->head_dim_v};
     if (!s) s = ctx->be->ops->kv_init(ctx->be, &kd);
+    if (!s && n_lo) {
+        kd.n_layer = n_lo;
+        s = ctx->lo.be->ops->kv_init(ctx->lo.be, &kd);
+    }
     if (!s) s = alloc_scratch(ctx);
     if (!s) s = mf_batch_init(&ctx->one, 1);
     if (s) {
@@ -185,6 +213,7 @@ void mf_context_free(mf_context *ctx) {
         ctx->logits = ctx->embd = NULL;
     }
     if (ctx->be) ctx->be->ops->destroy(ctx->be);
+    if (ctx->lo.be) ctx->lo.be->ops->destroy(ctx->lo.be);
     mf_kv_free(&ctx->kv);
     mf_step_buf *sb = &ctx->sb;
     free(sb->tokens);
@@ -215,7 +244,20 @@ uint32_t mf_context_n_seq_max(const mf_context *ctx) { return ctx->n_seq_max; }
 mf_pooling mf_context_pooling(const mf_context *ctx) { return ctx->pooling; }
 uint32_t mf_context_n_past(const mf_context *ctx) { return ctx->kv.seq[0].n_pos; }
 
-int32_t mf_context_n_threads(const mf_context *ctx) { return ctx->be->ops->n_threads(ctx->be); }
+/* a split model's threads are its CPU side's */
+int32_t mf_context_n_threads(const mf_context *ctx) {
+    const mf_backend *be = ctx->lo.be ? ctx->lo.be : ctx->be;
+    return be->ops->n_threads((mf_backend *)be);
+}
+
+mf_backend *mf_context_kv_be(const mf_context *ctx, uint32_t layer, int *local) {
+    if (ctx->lo.be && layer < ctx->lo.n_layer) {
+        *local = (int)layer;
+        return ctx->lo.be;
+    }
+    *local = (int)(layer - (ctx->lo.be ? ctx->lo.n_layer : 0));
+    return ctx->be;
+}
 
 mf_status mf_context_set_resume(mf_context *ctx, int32_t layer, const float *x, int32_t n_rows) {
     if (!x) {
@@ -236,5 +278,6 @@ mf_status mf_context_set_resume(mf_context *ctx, int32_t layer, const float *x, 
 
 mf_status mf_context_set_threads(mf_context *ctx, int32_t n_threads) {
     if (n_threads < 0 || n_threads > 1024) return mf_err(MF_ERR_INVALID_ARG, "thread count %d is out of range", n_threads);
-    return ctx->be->ops->set_threads(ctx->be, n_threads);
+    mf_backend *be = ctx->lo.be ? ctx->lo.be : ctx->be;
+    return be->ops->set_threads(be, n_threads);
 }

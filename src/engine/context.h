@@ -50,9 +50,20 @@ typedef struct mf_step_buf {
     int32_t *pages;      /* [n_batch][max pages of a sequence]: block tables of the step's sequences */
 } mf_step_buf;
 
+/* A split model's CPU side (mf_model.n_cpu_layers): its backend and scratch
+ * run layers [0, n_layer) and the token lookup; the context's own backend
+ * the rest and the output head. be NULL: the model is not split. */
+typedef struct mf_part {
+    mf_backend *be;
+    mf_scratch s;
+    uint32_t n_layer;
+} mf_part;
+
 struct mf_context {
     mf_model *model;
-    mf_backend *be;
+    mf_backend *be;      /* the output head's backend (during a split forward: the side running) */
+    mf_part lo;          /* the CPU side of a split model (during a split forward: the other side) */
+    uint32_t kv_base;    /* the running side's first layer: its KV cache counts layers from there */
     uint32_t n_ctx, n_batch, n_seq_max;
     mf_kv_type kv_type;
     bool embeddings;
@@ -90,6 +101,9 @@ struct mf_context {
     const float *resume_x;
     int32_t resume_layer, resume_rows;
 };
+
+/* The backend holding layer's KV cache, and the layer's index there. */
+mf_backend *mf_context_kv_be(const mf_context *ctx, uint32_t layer, int *local);
 
 /* One forward pass over the step (<= n_batch rows). Output rows go to
  * ctx->logits / ctx->embd from row out_base on, in the step's out_rows

@@ -68,7 +68,7 @@ static void attention_block(mf_context *ctx, const mf_step *st, int il, int n) {
     if (L->q_norm)
         op->norm(be, MF_NORM_RMS, s->k, L->k_norm, NULL, n * (int)hp->n_head_kv, (int)hp->head_dim_k, hp->norm_eps, s->k);
     if (rope) op->rope(be, s->k, (int)hp->n_head_kv, (int)hp->head_dim_k, &rp);
-    op->kv_store(be, il, s->k, s->v);
+    op->kv_store(be, il - (int)ctx->kv_base, s->k, s->v);
 
     mf_attn_params ap = {
         .n_head = (int)hp->n_head,
@@ -79,7 +79,7 @@ static void attention_block(mf_context *ctx, const mf_step *st, int il, int n) {
         .softcap = hp->attn_softcap,
         .window = L->swa ? (int)hp->n_swa : 0,
     };
-    op->attention(be, il, s->q, &ap, s->att);
+    op->attention(be, il - (int)ctx->kv_base, s->q, &ap, s->att);
     if (residual_fuses(ctx, L->post_attn_norm)) {
         linear(ctx, L->wo, L->bo, s->att, n, s->o, s->x);
         return;
@@ -262,10 +262,10 @@ static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
     }
 }
 
-static mf_status run_layers(mf_context *ctx, const mf_step *st, uint32_t il0) {
+static mf_status run_layers(mf_context *ctx, const mf_step *st, uint32_t il0, uint32_t il1) {
     const mf_hparams *hp = &ctx->model->hp;
     const int n = st->n_tok;
-    for (uint32_t il = il0; il < hp->n_layer; il++) {
+    for (uint32_t il = il0; il < il1; il++) {
         attention_block(ctx, st, (int)il, n);
         mf_status fs = ffn_block(ctx, st, (int)il, n);
         if (fs) return fs;
@@ -280,6 +280,46 @@ static mf_status run_layers(mf_context *ctx, const mf_step *st, uint32_t il0) {
     return MF_OK;
 }
 
+/* The residual stream's start: token (and position) embeddings. */
+static void embed(mf_context *ctx, const mf_step *st) {
+    const mf_model *m = ctx->model;
+    const mf_hparams *hp = &m->hp;
+    const mf_backend_ops *op = OP(ctx);
+    mf_backend *be = ctx->be;
+    const size_t nE = (size_t)st->n_tok * hp->n_embd;
+    op->get_rows(be, m->token_embd, MF_STEP_TOKENS, ctx->s.x);
+    if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, nE);
+    if (m->pos_embd) {
+        op->get_rows(be, m->pos_embd, MF_STEP_POSITIONS, ctx->s.o);
+        op->add(be, ctx->s.x, ctx->s.o, nE);
+    }
+}
+
+/* A split model's two sides trade places: the forward pass runs on
+ * ctx->be / ctx->s, and those are the CPU's while its layers run. */
+static void swap_sides(mf_context *ctx) {
+    mf_backend *be = ctx->be;
+    mf_scratch s = ctx->s;
+    ctx->be = ctx->lo.be, ctx->s = ctx->lo.s;
+    ctx->lo.be = be, ctx->lo.s = s;
+}
+
+/* The CPU's layers of a split model, from the embedding lookup on. On
+ * return the device side runs again (whatever the status), and the CPU's
+ * residual stream (ctx->lo.s.x) is final. */
+static mf_status cpu_side(mf_context *ctx, const mf_step *st, uint32_t n_lo) {
+    swap_sides(ctx);
+    mf_status s = OP(ctx)->begin_step(ctx->be, st);
+    if (!s) {
+        embed(ctx, st);
+        s = run_layers(ctx, st, 0, n_lo);
+        const mf_status e = OP(ctx)->end_step(ctx->be);
+        if (!s) s = e;
+    }
+    swap_sides(ctx);
+    return s;
+}
+
 mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base) {
     const mf_model *m = ctx->model;
     const mf_hparams *hp = &m->hp;
@@ -290,22 +330,31 @@ mf_status mf_forward(mf_context *ctx, const mf_step *st, int32_t out_base) {
         return mf_err(MF_ERR_INVALID_ARG, "resuming at layer %d: a forward pass of %d rows, the saved residuals are %d",
                       ctx->resume_layer, n, ctx->resume_rows);
 
-    mf_status s = op->begin_step(be, st);
-    if (s) return s;
-    if (ctx->resume_x) {
-        /* the residual stream entering resume_layer, as a full pass had it:
-         * the layers below would recompute the same bits */
-        op->synchronize(be);
-        memcpy(ctx->s.x, ctx->resume_x, (size_t)n * hp->n_embd * sizeof(float));
+    const uint32_t n_lo = ctx->lo.be ? ctx->lo.n_layer : 0;
+    mf_status s;
+    if (n_lo) {
+        /* resuming needs a host-memory backend (mf_context_set_resume), so
+         * never here */
+        s = cpu_side(ctx, st, n_lo);
+        if (!s) s = op->begin_step(be, st);
+        if (s) return s;
+        /* the residual stream crosses once per forward pass */
+        op->upload(be, ctx->lo.s.x, (size_t)n * hp->n_embd, ctx->s.x);
+        ctx->kv_base = n_lo;
     } else {
-        op->get_rows(be, m->token_embd, MF_STEP_TOKENS, ctx->s.x);
-        if (hp->embd_scale != 1.0f) op->scale(be, ctx->s.x, hp->embd_scale, (size_t)n * hp->n_embd);
-        if (m->pos_embd) {
-            op->get_rows(be, m->pos_embd, MF_STEP_POSITIONS, ctx->s.o);
-            op->add(be, ctx->s.x, ctx->s.o, (size_t)n * hp->n_embd);
+        s = op->begin_step(be, st);
+        if (s) return s;
+        if (ctx->resume_x) {
+            /* the residual stream entering resume_layer, as a full pass had it:
+             * the layers below would recompute the same bits */
+            op->synchronize(be);
+            memcpy(ctx->s.x, ctx->resume_x, (size_t)n * hp->n_embd * sizeof(float));
+        } else {
+            embed(ctx, st);
         }
     }
-    s = run_layers(ctx, st, ctx->resume_x ? (uint32_t)ctx->resume_layer : 0);
+    if (!s) s = run_layers(ctx, st, n_lo ? n_lo : ctx->resume_x ? (uint32_t)ctx->resume_layer : 0, hp->n_layer);
+    ctx->kv_base = 0;
     if (!s) output_rows(ctx, st, out_base);
     mf_status e = op->end_step(be);
     return s ? s : e;

@@ -150,6 +150,9 @@ static int cmp_rows(const void *a, const void *b) {
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
 }
 
+static void p_upload(mf_backend *be, const float *src, size_t n, float *dst) {
+    TIMED(be, "upload", INNER(be)->ops->upload(INNER(be), src, n, dst));
+}
 static void *p_host_alloc(mf_backend *be, size_t bytes) { return INNER(be)->ops->host_alloc(INNER(be), bytes); }
 static void p_host_free(mf_backend *be, void *p) { INNER(be)->ops->host_free(INNER(be), p); }
 
@@ -204,6 +207,7 @@ mf_backend *mf_profile_wrap(mf_backend *inner) {
         .kv_copy_page = p_kv_copy_page,
         .attention = p_attention,
         .download = p_download,
+        .upload = p_upload,
         .host_alloc = inner->ops->host_alloc ? p_host_alloc : NULL,
         .host_free = inner->ops->host_free ? p_host_free : NULL,
     };

@@ -217,7 +217,9 @@ static void ctx_identity(const mf_context *ctx, state_hdr *h) {
     h->n_layer = hp->n_layer;
     h->k_width = hp->n_head_kv * hp->head_dim_k;
     h->v_width = hp->n_head_kv * hp->head_dim_v;
-    h->row_bytes = hp->n_layer ? ctx->be->ops->kv_read(ctx->be, 0, NULL, 1, NULL) : 0;
+    int l0;
+    mf_backend *kb = mf_context_kv_be(ctx, 0, &l0);
+    h->row_bytes = hp->n_layer ? kb->ops->kv_read(kb, l0, NULL, 1, NULL) : 0;
     h->n_ctx = ctx->n_ctx;
     h->n_vocab = hp->n_vocab;
 }
@@ -294,7 +296,9 @@ static mf_status save_payload(const mf_context *ctx, int32_t seq, const state_hd
         for (uint32_t l = 0; l < h->n_layer && !s->failed; l++) {
             /* in memory the rows land straight in the image; hash them there */
             uint8_t *dst = s->f ? tmp : s->buf + s->pos;
-            ctx->be->ops->kv_read(ctx->be, (int)l, cells, h->n_past, dst);
+            int ll;
+            mf_backend *kb = mf_context_kv_be(ctx, l, &ll);
+            kb->ops->kv_read(kb, ll, cells, h->n_past, dst);
             sink_put(s, dst, layer_bytes);
         }
         free(cells);
@@ -502,8 +506,11 @@ mf_status mf_state_seq_load_buffer(mf_context *ctx, int32_t seq, const void *buf
         return mf_err_prefix(st, "session");
     }
     /* now the context changes */
-    for (uint32_t l = 0; l < f.n_layer && f.n_past; l++)
-        ctx->be->ops->kv_write(ctx->be, (int)l, cells, f.n_past, kv + (size_t)l * layer_bytes);
+    for (uint32_t l = 0; l < f.n_layer && f.n_past; l++) {
+        int ll;
+        mf_backend *kb = mf_context_kv_be(ctx, l, &ll);
+        kb->ops->kv_write(kb, ll, cells, f.n_past, kv + (size_t)l * layer_bytes);
+    }
     free(cells);
     if (f.n_logits) memcpy(row, pl + tok_bytes, logit_bytes);
     else ctx->n_logits = 0;

@@ -524,6 +524,7 @@ void mf_model_free(mf_model *m) {
     free(m->layers);
     free(m->expert_views);
     if (m->be_weights_free) m->be_weights_free(m);
+    if (m->dev_weights_free) m->dev_weights_free(m);
     free(m->tensors);
     gguf_close(m->gguf);
     free(m);
@@ -534,6 +535,9 @@ int32_t mf_model_n_vocab(const mf_model *m) { return (int32_t)m->hp.n_vocab; }
 int32_t mf_model_n_ctx_train(const mf_model *m) { return (int32_t)m->hp.n_ctx_train; }
 int32_t mf_model_n_embd(const mf_model *m) { return (int32_t)m->hp.n_embd; }
 int32_t mf_model_n_layer(const mf_model *m) { return (int32_t)m->hp.n_layer; }
+int32_t mf_model_gpu_layers(const mf_model *m) {
+    return m->dev_weights ? (int32_t)(m->hp.n_layer - m->n_cpu_layers) : 0;
+}
 const char *mf_model_desc(const mf_model *m) { return m->desc; }
 const char *mf_model_traits(const mf_model *m) { return m->traits[0] ? m->traits : m->desc; }
 

@@ -90,12 +90,27 @@ struct mf_model {
     void *be_weights;
     size_t be_weights_size;
     void (*be_weights_free)(struct mf_model *m);
+    /* a device loader's allocation, and how it is released */
+    void *dev_weights;
+    size_t dev_weights_size;
+    void (*dev_weights_free)(struct mf_model *m);
+    /* a split model (device backends): layers [0, n_cpu_layers) and the
+     * token embedding run on the CPU, the rest and the output head on the
+     * device; 0 = every layer on the backend */
+    uint32_t n_cpu_layers;
     mf_type ftype;        /* dominant weight type, for descriptions */
     uint64_t n_params;
     bool verbose;
     char desc[256];
     char traits[768];    /* "qwen3: RMSNorm, ...; decoupled head dim 32 (...)" for `minfer info` */
 };
+
+/* The layer of a "blk.N." tensor, or -1 for the model's global ones. */
+int mf_tensor_layer(const mf_tensor *t);
+/* With n_cpu_layers set: whether the device side, or the CPU side, reads t
+ * (model/split.c). Unsplit, the device reads everything. */
+bool mf_split_on_device(const mf_model *m, const mf_tensor *t);
+bool mf_split_on_host(const mf_model *m, const mf_tensor *t);
 
 /* Parses the file and binds the weights (no backend work): the first half
  * of mf_model_load (backends/model_load.c), which then runs the backend's

@@ -32,6 +32,14 @@
  * 4. many sequences: four sequences in mixed batches, two sharing a prompt
  *    prefix through mf_kv_seq_cp (copy-on-write pages), each sequence's
  *    logits against the same plan on the CPU, same tolerance.
+ * 5. speculative decoding's step shapes (graphs replayed between wider steps).
+ * 6. split models (-ngl N below the layer count: the first layers on the
+ *    CPU, the rest on the GPU, the residual stream uploaded once a step):
+ *    logits of the first and last split points and the middle against the
+ *    CPU, with the parity tolerances (each layer runs one side's kernels,
+ *    so the difference is at most the whole-GPU one's); many sequences and
+ *    greedy tokens too; -ngl auto under a faked small device
+ *    (MINFER_CUDA_MEM_MIB) chooses a split strictly inside the model.
  *
  * Without a CUDA device (or a build without the backend) it exits 77, which
  * ctest reports as skipped. Models missing from ../shared are skipped with a
@@ -53,9 +61,13 @@ enum { N_PROMPT = 40, N_GEN = 4, SKIP = 77 };
  * path (identical with fusion off) reach 3.07e-2 of the range on the H200; 5e-2 bounds that. */
 #define TOL_SYNTH 5e-2
 
+/* mf_model_params.gpu_layers of the cuda loads (0: all; section 6 splits) */
+static int32_t g_gpu_layers;
+
 static float *run_logits(const char *path, const char *backend, mf_kv_type kv, int *n_vocab, bool *skipped) {
     mf_model_params mp = mf_model_default_params();
     mp.backend = backend;
+    if (!strcmp(backend, "cuda")) mp.gpu_layers = g_gpu_layers;
     mf_model *m;
     *skipped = false;
     if (mf_model_load(path, &mp, &m)) {
@@ -143,6 +155,7 @@ static void parity(const char *path, double tol) {
 static mf_context *open_ctx(const char *path, const char *backend, int n_seq, mf_model **m) {
     mf_model_params mp = mf_model_default_params();
     mp.backend = backend;
+    if (!strcmp(backend, "cuda")) mp.gpu_layers = g_gpu_layers;
     if (mf_model_load(path, &mp, m)) {
         CHECK(0, "%s on %s: %s", path, backend, mf_last_error());
         return NULL;
@@ -191,6 +204,7 @@ static bool greedy(const char *path, const char *backend, int n, mf_token *ids) 
 static float *embed_steps(const char *path, const char *backend, int *n_embd) {
     mf_model_params mp = mf_model_default_params();
     mp.backend = backend;
+    if (!strcmp(backend, "cuda")) mp.gpu_layers = g_gpu_layers;
     mf_model *m;
     if (mf_model_load(path, &mp, &m)) {
         CHECK(0, "%s on %s: %s", path, backend, mf_last_error());
@@ -487,6 +501,89 @@ int main(void) {
         }
         free(a);
         free(b);
+    }
+    /* 6. split models */
+    {
+        static const struct { const char *path; double tol; } sf[] = {
+            {"../shared/models/stories260K.gguf", TOL_F32},
+            {"../shared/models/stories260K-q4_k_m.gguf", TOL_Q},
+            {"../shared/models/zoo/qwen2.gguf", TOL_Q},
+            {"../shared/models/zoo/gemma2.gguf", TOL_Q},
+        };
+        for (size_t i = 0; i < sizeof sf / sizeof sf[0]; i++) {
+            FILE *f = fopen(sf[i].path, "rb");
+            if (!f) {
+                fprintf(stderr, "  skip %s: not present\n", sf[i].path);
+                continue;
+            }
+            fclose(f);
+            mf_model_params mp = mf_model_default_params();
+            mf_model *m;
+            if (mf_model_load(sf[i].path, &mp, &m)) continue;
+            const int L = mf_model_n_layer(m);
+            mf_model_free(m);
+            int vc = 0;
+            bool sk;
+            float *cpu = run_logits(sf[i].path, "cpu", MF_KV_F16, &vc, &sk);
+            const int splits[3] = {1, L / 2, L - 1};
+            for (int k = 0; k < 3 && cpu; k++) {
+                if (splits[k] < 1 || (k && splits[k] == splits[k - 1])) continue;
+                g_gpu_layers = splits[k];
+                int vg = 0;
+                float *g = run_logits(sf[i].path, "cuda", MF_KV_F16, &vg, &sk);
+                if (g) {
+                    const double e = rel_err(cpu, g, (size_t)vc * (N_PROMPT + N_GEN));
+                    fprintf(stderr, "test_cuda: split %d of %d layers on the GPU %-40s max|d|/max|cpu| = %.2e (tolerance "
+                            "%.0e)\n", splits[k], L, sf[i].path, e, sf[i].tol);
+                    CHECK(e <= sf[i].tol, "%s with %d of %d layers on the GPU: logits differ by %.3e", sf[i].path,
+                          splits[k], L, e);
+                }
+                free(g);
+                if (k == 1) { /* many sequences on the middle split */
+                    int va = 0, vb = 0;
+                    float *a = batch_plan(sf[i].path, "cpu", &va);
+                    float *b = batch_plan(sf[i].path, "cuda", &vb);
+                    if (a && b) {
+                        const double e = rel_err(a, b, (size_t)B_SEQ * B_POS * va);
+                        fprintf(stderr, "test_cuda: split batch %-40s max|d|/max|cpu| = %.2e\n", sf[i].path, e);
+                        CHECK(e <= sf[i].tol, "%s split: many-sequence logits differ by %.3e", sf[i].path, e);
+                    }
+                    free(a);
+                    free(b);
+                }
+                g_gpu_layers = 0;
+            }
+            free(cpu);
+        }
+        /* greedy on a split stories260K */
+        g_gpu_layers = 2;
+        mf_token ga[NG], gb[NG];
+        if (greedy(stories, "cpu", NG, ga) && greedy(stories, "cuda", NG, gb)) {
+            int same = 0;
+            while (same < NG && ga[same] == gb[same]) same++;
+            CHECK(same == NG, "greedy tokens on a split stories260K: the cpu's left at token %d", same);
+        }
+        g_gpu_layers = 0;
+        /* -ngl auto on a "device" of 770 MiB: 768 are reserved for buffers,
+         * the rest holds some of stories260K's layers with their 4096-cell
+         * caches, not all */
+        setenv("MINFER_CUDA_MEM_MIB", "770", 1);
+        mf_model_params mp = mf_model_default_params();
+        mp.backend = "cuda";
+        mp.gpu_layers = MF_GPU_LAYERS_AUTO;
+        mf_model *m;
+        if (!mf_model_load(stories, &mp, &m)) {
+            const int on = mf_model_gpu_layers(m), L = mf_model_n_layer(m);
+            fprintf(stderr, "test_cuda: -ngl auto under MINFER_CUDA_MEM_MIB=770: %d of %d layers on the GPU\n", on, L);
+            CHECK(on >= 1 && on < L, "-ngl auto put %d of %d layers on the GPU", on, L);
+            mf_model_free(m);
+        } else {
+            CHECK(0, "-ngl auto: %s", mf_last_error());
+        }
+        setenv("MINFER_CUDA_MEM_MIB", "100", 1);
+        CHECK(mf_model_load(stories, &mp, &m) != MF_OK && strstr(mf_last_error(), "not one layer fits"),
+              "-ngl auto on a 100 MiB device: %s", mf_last_error());
+        unsetenv("MINFER_CUDA_MEM_MIB");
     }
     fprintf(stderr, "test_cuda: %d files compared, %d skipped\n", g_files, g_skipped);
     return test_summary("test_cuda");

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
             "  -b, --batch-size N   prefill batch (default 512)\n"
             "  --cache-type T       KV cache type: f16 (default), f32, q8_0\n"
             "  --backend NAME       cpu (default), cpu-ref or cuda\n"
-            "  -ngl N|all           layers on the GPU (all, or N >= the model's layers: the cuda backend; 0: the CPU)\n"
+            "  -ngl N|all|auto      layers on the GPU (cuda): all, the last N (the first ones on the CPU), or as many as fit; 0: the CPU\n"
             "  -o, --output FMT     md (default), csv or json\n"
             "  --no-bandwidth       skip the bandwidth probe and ceiling line\n"
             "  --no-mmap            read the model into memory (2 MiB pages) instead of mapping it\n"
@@ -146,7 +146,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model_path) { fprintf(stderr, "minfer bench: no model given (-m FILE)\n"); return 2; }
     if (!n_prompt && !n_gen) { fprintf(stderr, "minfer bench: nothing to run (-p 0 and -n 0)\n"); return 2; }
-    if (!cli_dev_backend("bench", &dev, &mp.backend)) return 2;
+    if (!cli_dev_backend("bench", &dev, &mp)) return 2;
     const bool gpu = mp.backend && !strcmp(mp.backend, "cuda");
 
     int rc = 1;
@@ -157,7 +157,6 @@ int cmd_bench(int argc, char **argv) {
     int n_res = 0;
     memset(res, 0, sizeof res);
     if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
-    if (!cli_dev_check("bench", &dev, model)) goto done;
     if (n_levels) {
         bench_batch_opts bo = {levels, n_levels, (int)n_prompt, (int)n_gen, (int)reps, (int)n_threads, (int)n_batch, kv, fmt};
         rc = bench_batch(model, model_path, &bo);

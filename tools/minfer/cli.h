@@ -34,10 +34,12 @@ const char *cli_kv_name(mf_kv_type t);
 mf_token cli_rand_token(uint64_t *state, int32_t n_vocab);
 
 /* Where the model runs: --backend NAME (cpu, cpu-ref, cuda) and
- * -ngl N|all (llama.cpp's --n-gpu-layers): N > 0 or all loads the model for
- * the cuda backend, 0 for the CPU. Every layer goes to the GPU or none does:
- * an N below the model's layer count is refused (cli_dev_check). */
+ * -ngl N|all|auto (llama.cpp's --n-gpu-layers): N > 0, all or auto loads the
+ * model for the cuda backend, 0 for the CPU. N below the model's layer count
+ * runs the last N layers (and the output head) on the GPU and the first ones
+ * on the CPU; auto puts as many as fit on the GPU. */
 #define CLI_NGL_ALL 0x7fffffffL
+#define CLI_NGL_AUTO (-2L)
 typedef struct cli_dev {
     const char *backend; /* NULL: not given */
     long ngl;            /* -1: not given */
@@ -45,10 +47,8 @@ typedef struct cli_dev {
 #define CLI_DEV_INIT {NULL, -1}
 /* 1: a[/v] was one of these options (the caller skips v), 0: not one, -1: bad value (message printed) */
 int cli_dev_opt(const char *cmd, const char *a, const char *v, cli_dev *d);
-/* the backend name for mf_model_params.backend; false on a contradiction */
-bool cli_dev_backend(const char *cmd, const cli_dev *d, const char **backend);
-/* after loading: false (message printed) for a partial offload */
-bool cli_dev_check(const char *cmd, const cli_dev *d, const mf_model *m);
+/* mf_model_params.backend and .gpu_layers; false on a contradiction (message printed) */
+bool cli_dev_backend(const char *cmd, const cli_dev *d, mf_model_params *mp);
 
 /* The optional HNSW gate KNN of a vindex: --hnsw, --hnsw-m M, --hnsw-ef EF,
  * --hnsw-efc N, --hnsw-no-cache (the others need --hnsw). */

@@ -117,31 +117,32 @@ int cli_dev_opt(const char *cmd, const char *a, const char *v, cli_dev *d) {
         d->ngl = CLI_NGL_ALL;
         return 1;
     }
+    if (v && !strcmp(v, "auto")) {
+        d->ngl = CLI_NGL_AUTO;
+        return 1;
+    }
     long n;
     if (!cli_int(cmd, a, v, 0, 1 << 20, &n)) return -1;
     d->ngl = n;
     return 1;
 }
 
-bool cli_dev_backend(const char *cmd, const cli_dev *d, const char **backend) {
-    *backend = d->backend;
-    if (d->ngl < 0) return true;
-    const bool gpu = d->ngl > 0;
+bool cli_dev_backend(const char *cmd, const cli_dev *d, mf_model_params *mp) {
+    mp->backend = d->backend;
+    if (d->ngl < 0 && d->ngl != CLI_NGL_AUTO) return true;
+    const bool gpu = d->ngl != 0;
     if (d->backend && (gpu ? strcmp(d->backend, "cuda") != 0 : strcmp(d->backend, "cuda") == 0)) {
-        fprintf(stderr, "minfer %s: -ngl %ld contradicts --backend %s\n", cmd, d->ngl == CLI_NGL_ALL ? 9999 : d->ngl,
-                d->backend);
+        if (d->ngl == CLI_NGL_AUTO)
+            fprintf(stderr, "minfer %s: -ngl auto contradicts --backend %s\n", cmd, d->backend);
+        else
+            fprintf(stderr, "minfer %s: -ngl %ld contradicts --backend %s\n", cmd,
+                    d->ngl == CLI_NGL_ALL ? 9999 : d->ngl, d->backend);
         return false;
     }
-    if (gpu) *backend = "cuda";
-    return true;
-}
-
-bool cli_dev_check(const char *cmd, const cli_dev *d, const mf_model *m) {
-    const int L = mf_model_n_layer(m);
-    if (d->ngl > 0 && d->ngl != CLI_NGL_ALL && d->ngl < L) {
-        fprintf(stderr, "minfer %s: -ngl %ld puts %ld of the model's %d layers on the GPU: partial offload is not "
-                        "supported yet (use -ngl all)\n", cmd, d->ngl, d->ngl, L);
-        return false;
+    if (gpu) {
+        mp->backend = "cuda";
+        /* N below the layer count: the first layers stay on the CPU */
+        mp->gpu_layers = d->ngl == CLI_NGL_AUTO ? MF_GPU_LAYERS_AUTO : d->ngl == CLI_NGL_ALL ? 0 : (int32_t)d->ngl;
     }
     return true;
 }

@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "  --chunks K             score only the first K chunks (default: all)\n"
             "  -t, --threads N        worker threads (default: all CPUs)\n"
             "  --cache-type T         KV cache type: f16 (default), f32, q8_0\n"
-            "  --backend NAME         cpu (default), cpu-ref or cuda; -ngl N|all: all layers on the GPU (cuda)\n"
+            "  --backend NAME         cpu (default), cpu-ref or cuda; -ngl N|all|auto: the last N layers, all, or as many as fit on the GPU (cuda)\n"
             "  --no-mmap              read the model into memory instead of mapping it\n"
             "  --no-repack            keep the weights in the file's layout (no 16-row interleave)\n"
             "The running estimate after each chunk, `[i]ppl,`, and the line\n"
@@ -143,7 +143,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!model_path) { fprintf(stderr, "minfer perplexity: no model given (-m FILE)\n"); return 2; }
     if (!text_path) { fprintf(stderr, "minfer perplexity: no text given (-f FILE)\n"); return 2; }
     if (max_chunks == 0) { fprintf(stderr, "minfer perplexity: --chunks must be positive (or -1 for all)\n"); return 2; }
-    if (!cli_dev_backend("perplexity", &dev, &mp.backend)) return 2;
+    if (!cli_dev_backend("perplexity", &dev, &mp)) return 2;
 
     int rc = 1;
     char *text = NULL;
@@ -157,7 +157,6 @@ int cmd_perplexity(int argc, char **argv) {
     text = cli_read_file(text_path, &text_len);
     if (!text) { fprintf(stderr, "minfer perplexity: cannot read %s: %s\n", text_path, strerror(errno)); goto done; }
     if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer perplexity: %s\n", mf_last_error()); goto done; }
-    if (!cli_dev_check("perplexity", &dev, model)) goto done;
 
     /* the whole file at once, with BOS, special-token texts as plain text */
     int32_t n_tok = mf_tokenize(model, text, text_len, NULL, 0, true, false);

@@ -46,7 +46,7 @@ static void usage(FILE *f) {
             "  --lookup-ngram MIN,MAX n-gram lengths --lookup matches, longest first (default 2,4)\n"
             "  --verbose              explain backend and kernel choices (chat: prefill per turn)\n"
             "  --backend NAME         cpu (default), cpu-ref or cuda\n"
-            "  -ngl N|all             layers on the GPU: all (or N >= the model's layers) runs on cuda, 0 on the CPU\n"
+            "  -ngl N|all|auto        layers on the GPU (cuda): all, the last N (the first ones on the CPU), or as many as fit; 0: the CPU\n"
             "  --ffn dense|walk       walk: each FFN runs over only the top-K gate features of a vindex\n"
             "  --walk-k K[%%]          features per token for --ffn walk (a count, or a percentage; default all)\n"
             "  --vindex DIR           the vindex for --ffn walk (default: -m when it names a vindex directory)\n"
@@ -140,15 +140,10 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     mp.verbose = o->verbose;
     mp.no_mmap = o->no_mmap;
     mp.no_repack = o->no_repack;
-    if (!cli_dev_backend("run", &o->dev, &mp.backend)) return false;
+    if (!cli_dev_backend("run", &o->dev, &mp)) return false;
     double t_load = mf_now();
     if (mf_model_load(o->model_path, &mp, model)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
-        return false;
-    }
-    if (!cli_dev_check("run", &o->dev, *model)) {
-        mf_model_free(*model);
-        *model = NULL;
         return false;
     }
     if (o->verbose) fprintf(stderr, "minfer: %s (loaded in %.1f ms)\n", mf_model_desc(*model), (mf_now() - t_load) * 1e3);

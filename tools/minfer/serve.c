@@ -40,7 +40,7 @@ static void usage(FILE *f) {
             "  --max-body N              bytes of a request body before 413 (default 8388608)\n"
             "  --shutdown-timeout S      on SIGINT/SIGTERM, let running requests finish for S seconds (default 5)\n"
             "  --backend NAME            cpu (default), cpu-ref or cuda\n"
-            "  -ngl, --gpu-layers N|all  llama.cpp's layer offload: all (or N = every layer) runs on the GPU\n"
+            "  -ngl, --gpu-layers N|all|auto  llama.cpp's layer offload: the last N layers on the GPU (cuda), all, or as many as fit\n"
             "  -md, --draft-model F      speculative decoding: F (same vocabulary) drafts for every request\n"
             "  --lookup                  speculative decoding by prompt lookup (no second model)\n"
             "  --draft-max N             tokens per draft at most (default 16; --lookup: 8; at most 64)\n"
@@ -205,7 +205,7 @@ int cmd_serve(int argc, char **argv) {
 
     mf_model_params mp = mf_model_default_params();
     mp.verbose = cfg.verbose;
-    if (!cli_dev_backend("serve", &dev, &mp.backend)) goto out;
+    if (!cli_dev_backend("serve", &dev, &mp)) goto out;
     /* MINFER_SERVE_LOAD_DELAY_MS: a slow load, for the test of /health's 503 */
     const char *ld = getenv("MINFER_SERVE_LOAD_DELAY_MS");
     if (ld && atoi(ld) > 0) usleep((useconds_t)atoi(ld) * 1000);
@@ -213,7 +213,6 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "minfer serve: %s\n", mf_last_error());
         goto out;
     }
-    if (!cli_dev_check("serve", &dev, st.model)) goto out;
     if (draft_path) {
         if (mf_model_load(draft_path, &mp, &draft) || mf_vocab_check_same(draft, st.model)) {
             fprintf(stderr, "minfer serve: --draft-model %s: %s\n", draft_path, mf_last_error());
