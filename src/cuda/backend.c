@@ -111,16 +111,22 @@ static float *cu_alloc(mf_backend *be, size_t n) {
 
 static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
     mf_cuda *c = CU(be);
-    if (d->type == MF_KV_Q8_0)
-        return mf_err(MF_ERR_UNSUPPORTED, "the cuda backend keeps its KV cache in f16 or f32: q8_0 is not supported yet "
-                                          "(--cache-type f16)");
+    if (d->type == MF_KV_Q8_0 && (d->k_width % 32 || d->v_width % 32))
+        return mf_err(MF_ERR_UNSUPPORTED, "q8_0 KV cache needs kv rows that are multiples of 32 (this model's are %u and "
+                                          "%u); use f16", d->k_width, d->v_width);
     if (d->head_dim_k > 256 || d->head_dim_v > 256)
         return mf_err(MF_ERR_UNSUPPORTED, "head dimension %u/%u: the cuda attention kernel takes at most 256",
                       d->head_dim_k, d->head_dim_v);
     c->kv = *d;
-    const size_t es = d->type == MF_KV_F16 ? 2 : 4, cells = (size_t)d->n_pages * d->page_size;
-    c->k_row_bytes = es * d->k_width;
-    c->v_row_bytes = es * d->v_width;
+    const size_t cells = (size_t)d->n_pages * d->page_size;
+    if (d->type == MF_KV_Q8_0) {
+        c->k_row_bytes = (size_t)d->k_width / 32 * MFC_Q8_BLOCK;
+        c->v_row_bytes = (size_t)d->v_width / 32 * MFC_Q8_BLOCK;
+    } else {
+        const size_t es = d->type == MF_KV_F16 ? 2 : 4;
+        c->k_row_bytes = es * d->k_width;
+        c->v_row_bytes = es * d->v_width;
+    }
     c->k = calloc(d->n_layer, sizeof *c->k);
     c->v = calloc(d->n_layer, sizeof *c->v);
     if (!c->k || !c->v) return mf_err(MF_ERR_NOMEM, "out of memory");
@@ -163,7 +169,8 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         return mf_err(MF_ERR_NOMEM, "out of memory for the cuda step buffers");
     }
     if (c->verbose)
-        mf_log(MF_LOG_INFO, "minfer: cuda KV cache %s, %.1f MiB on the device\n", d->type == MF_KV_F16 ? "f16" : "f32",
+        mf_log(MF_LOG_INFO, "minfer: cuda KV cache %s, %.1f MiB on the device\n",
+               d->type == MF_KV_F16 ? "f16" : d->type == MF_KV_Q8_0 ? "q8_0" : "f32",
                (double)cells * (double)(c->k_row_bytes + c->v_row_bytes) * d->n_layer / (1 << 20));
     return MF_OK;
 }
@@ -638,6 +645,10 @@ static void cu_rope(mf_backend *be, float *x, int n_head, int head_dim, const mf
     check(c, "rope");
 }
 
+static int kvt_of(const mf_cuda *c) {
+    return c->kv.type == MF_KV_F16 ? MFC_KV_F16 : c->kv.type == MF_KV_Q8_0 ? MFC_KV_Q8 : MFC_KV_F32;
+}
+
 static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *v) {
     mf_cuda *c = CU(be);
     MIX(c, layer), MIX(c, k), MIX(c, v);
@@ -652,7 +663,7 @@ static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *
         if (c->rp.g[kb].x == k && apart && mfc_rope_store(c->stream, &c->sd, c->step->n_tok, kb ? &c->rp.g[0] : &none,
                                                    &c->rp.g[kb], c->rp.head_dim, &c->rp.r, v, c->k[layer],
                                                    c->v[layer], (int)c->kv.k_width, (int)c->kv.v_width,
-                                                   c->kv.type == MF_KV_F16)) {
+                                                   kvt_of(c))) {
             c->rp.n = 0;
             check(c, "kv_store");
             return;
@@ -660,7 +671,7 @@ static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *
     }
     flush(c);
     mfc_kv_store(c->stream, &c->sd, c->step->n_tok, k, v, c->k[layer], c->v[layer], (int)c->kv.k_width,
-                 (int)c->kv.v_width, c->kv.type == MF_KV_F16);
+                 (int)c->kv.v_width, kvt_of(c));
     check(c, "kv_store");
 }
 
@@ -669,7 +680,7 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     MIX(c, layer), MIX(c, q), MIX(c, *p), MIX(c, out);
     if (!op_begin(c, 13)) return;
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
-                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, c->kv.type == MF_KV_F16,
+                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, kvt_of(c),
                   c->att_share};
     const mf_step *st = c->step;
     const bool split = st->n_tok <= ATT_SPLIT_ROWS && st->n_tok <= c->max_rows && p->n_head <= c->att_heads;

@@ -1,9 +1,10 @@
 /* k_attn.cu - the paged KV cache on the device and attention over it.
  *
  * Cache layout: per layer, one row per cell (cell = page * page_size + slot)
- * of k_width (v_width) elements in the cache type, f16 or f32: the bytes
- * kv_read hands out, so sessions save and restore the same bytes on every
- * backend. The engine's block tables (one per sequence, uploaded with the
+ * of k_width (v_width) elements in the cache type, f16, f32 or q8_0 (rows of
+ * 34-byte blocks of 32: an f16 scale, 32 int8 levels, quantized as the CPU's
+ * q8_0 does, bit for bit): the bytes kv_read hands out, so sessions save and
+ * restore the same bytes on every backend. The engine's block tables (one per sequence, uploaded with the
  * step) map a position to its page.
  *
  * Attention: one block per (query row, query head), four warps; each warp
@@ -31,8 +32,46 @@
 #define MAXD 256       /* largest head dimension */
 #define DPL (MAXD / 32) /* dimensions per lane */
 
-__device__ __forceinline__ float ld_cache(const void *c, size_t i, bool f16) {
-    return f16 ? __half2float(((const __half *)c)[i]) : ((const float *)c)[i];
+/* q8_0: element i of a cache whose rows are whole blocks */
+__device__ __forceinline__ const uint8_t *q8_block(const void *c, size_t i) {
+    return (const uint8_t *)c + (i >> 5) * MFC_Q8_BLOCK;
+}
+__device__ __forceinline__ float q8_scale(const uint8_t *b) { return __half2float(*(const __half *)b); }
+
+__device__ __forceinline__ float ld_cache(const void *c, size_t i, int kvt) {
+    if (kvt == MFC_KV_Q8) {
+        const uint8_t *b = q8_block(c, i);
+        return q8_scale(b) * (float)(int8_t)b[2 + (i & 31)];
+    }
+    return kvt == MFC_KV_F16 ? __half2float(((const __half *)c)[i]) : ((const float *)c)[i];
+}
+
+/* n (<= 32, dividing 32) consecutive q8_0 elements from element i (aligned to n) */
+__device__ __forceinline__ void ld_q8(const void *c, size_t i, int n, float *o) {
+    const uint8_t *b = q8_block(c, i);
+    const float d = q8_scale(b);
+    const int8_t *q = (const int8_t *)b + 2 + (i & 31);
+    for (int j = 0; j < n; j++) o[j] = d * (float)q[j];
+}
+
+/* Store x, element i of a q8_0 cache, where the 32 lanes of the warp hold
+ * the 32 elements of its block: the block's |max| over the lanes, then the
+ * CPU quantizer's steps (amax / 127, its reciprocal, roundf of x times it) */
+__device__ __forceinline__ void st_q8(void *c, size_t i, float x) {
+    float a = fabsf(x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    const float d = a / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t *b = (uint8_t *)c + (i >> 5) * MFC_Q8_BLOCK;
+    if ((i & 31) == 0) *(__half *)b = __float2half_rn(d);
+    b[2 + (i & 31)] = (uint8_t)(int8_t)roundf(x * id);
+}
+
+__device__ __forceinline__ void st_cache(void *c, size_t i, float x, int kvt) {
+    if (kvt == MFC_KV_Q8) st_q8(c, i, x);
+    else if (kvt == MFC_KV_F16) ((__half *)c)[i] = __float2half_rn(x);
+    else ((float *)c)[i] = x;
 }
 
 /* part == NULL: the block takes all of the query's keys and writes its
@@ -72,7 +111,7 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
-            if (d < dk) s += qs[d] * ld_cache(kc, kb + d, p.f16);
+            if (d < dk) s += qs[d] * ld_cache(kc, kb + d, p.kvt);
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -84,7 +123,7 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
-            if (d < dv) acc[i] = acc[i] * c + e * ld_cache(vc, vb + d, p.f16);
+            if (d < dv) acc[i] = acc[i] * c + e * ld_cache(vc, vb + d, p.kvt);
         }
         m = mn;
     }
@@ -173,8 +212,10 @@ __device__ __forceinline__ __half2 u32_h2(uint32_t u) {
     return h;
 }
 
-__device__ __forceinline__ void ld8(const void *c, size_t i, bool f16, float *o) {
-    if (f16) {
+__device__ __forceinline__ void ld8(const void *c, size_t i, int kvt, float *o) {
+    if (kvt == MFC_KV_Q8) {
+        ld_q8(c, i, 8, o);
+    } else if (kvt == MFC_KV_F16) {
         const uint4 raw = *(const uint4 *)((const __half *)c + i);
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
@@ -190,8 +231,10 @@ __device__ __forceinline__ void ld8(const void *c, size_t i, bool f16, float *o)
 
 /* VPL consecutive elements from element i (aligned to VPL) */
 template <int VPL>
-__device__ __forceinline__ void ldv(const void *c, size_t i, bool f16, float *o) {
-    if (f16) {
+__device__ __forceinline__ void ldv(const void *c, size_t i, int kvt, float *o) {
+    if (kvt == MFC_KV_Q8) {
+        ld_q8(c, i, VPL, o);
+    } else if (kvt == MFC_KV_F16) {
         const __half *h = (const __half *)c + i;
         if constexpr (VPL == 1) {
             o[0] = __half2float(h[0]);
@@ -259,7 +302,7 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
 #pragma unroll 8
             for (int d = 0; d < dk; d += 8) {
                 float kv[8];
-                ld8(kc, kb + d, p.f16, kv);
+                ld8(kc, kb + d, p.kvt, kv);
 #pragma unroll
                 for (int g = 0; g < MAXG; g++) {
                     if (g >= G) break;
@@ -319,7 +362,7 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
 #pragma unroll 8
         for (int j = warp; j < nt; j += DT / 32) {
             float v[VPL];
-            ldv<VPL>(vc, cs[j] * p.v_width + vo, p.f16, v);
+            ldv<VPL>(vc, cs[j] * p.v_width + vo, p.kvt, v);
 #pragma unroll
             for (int g = 0; g < MAXG; g++) {
                 if (g >= G) break;
@@ -380,24 +423,18 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     launch_k(attn_k, dim3(rows, p->n_head), AW * 32, 0, s, *st, q, kc, vc, *p, out, 1, (float *)NULL, qo, qkb);
 }
 
+/* 256 threads a row: with q8_0 (widths multiples of 32) each warp takes
+ * whole blocks, all its lanes together */
 __global__ void kv_store_k(mfc_step_dev st, const float *__restrict__ k, const float *__restrict__ v, void *kc,
-                           void *vc, int kw, int vw, bool f16) {
+                           void *vc, int kw, int vw, int kvt) {
     pdl_enter();
     const int r = blockIdx.x;
     const size_t cell = (size_t)st.cell[r];
-    for (int i = threadIdx.x; i < kw; i += blockDim.x) {
-        const float x = k[(size_t)r * kw + i];
-        if (f16) ((__half *)kc)[cell * kw + i] = __float2half_rn(x);
-        else ((float *)kc)[cell * kw + i] = x;
-    }
-    for (int i = threadIdx.x; i < vw; i += blockDim.x) {
-        const float x = v[(size_t)r * vw + i];
-        if (f16) ((__half *)vc)[cell * vw + i] = __float2half_rn(x);
-        else ((float *)vc)[cell * vw + i] = x;
-    }
+    for (int i = threadIdx.x; i < kw; i += blockDim.x) st_cache(kc, cell * kw + i, k[(size_t)r * kw + i], kvt);
+    for (int i = threadIdx.x; i < vw; i += blockDim.x) st_cache(vc, cell * vw + i, v[(size_t)r * vw + i], kvt);
 }
 
 extern "C" void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc,
-                             void *vc, int k_width, int v_width, bool f16) {
-    if (rows) launch_k(kv_store_k, rows, 256, 0, s, *st, k, v, kc, vc, k_width, v_width, f16);
+                             void *vc, int k_width, int v_width, int kvt) {
+    if (rows) launch_k(kv_store_k, rows, 256, 0, s, *st, k, v, kc, vc, k_width, v_width, kvt);
 }

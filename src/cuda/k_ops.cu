@@ -176,7 +176,7 @@ extern "C" bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows
  * thread count, so the same sums) or rope_k computes it, the cache as
  * kv_store_k writes it. */
 __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, int head_dim, mfc_rope p,
-                             const float *__restrict__ vr, void *kc, void *vc, int kw, int vw, bool f16) {
+                             const float *__restrict__ vr, void *kc, void *vc, int kw, int vw, int kvt) {
     pdl_enter();
     __shared__ float sh[32];
     __shared__ float hv[MFC_MAX_HEAD_DIM];
@@ -186,7 +186,7 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
     if (h == a.n_head + b.n_head) {
         for (int i = threadIdx.x; i < vw; i += blockDim.x) {
             const float x = vr[(size_t)r * vw + i];
-            if (f16) ((__half *)vc)[cell * vw + i] = __float2half_rn(x);
+            if (kvt == MFC_KV_F16) ((__half *)vc)[cell * vw + i] = __float2half_rn(x);
             else ((float *)vc)[cell * vw + i] = x;
         }
         return;
@@ -210,7 +210,7 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
         v[i] = x;
         if (kh) {
             const size_t o = cell * kw + (size_t)h * head_dim + i;
-            if (f16) ((__half *)kc)[o] = __float2half_rn(x);
+            if (kvt == MFC_KV_F16) ((__half *)kc)[o] = __float2half_rn(x);
             else ((float *)kc)[o] = x;
         }
     }
@@ -218,11 +218,13 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
 
 extern "C" bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a,
                                const mfc_rope_grp *b, int head_dim, const mfc_rope *p, const float *v, void *kc,
-                               void *vc, int k_width, int v_width, bool f16) {
+                               void *vc, int k_width, int v_width, int kvt) {
+    /* q8_0 quantizes blocks of 32 across a warp: kv_store_k's layout, not this one's */
+    if (kvt == MFC_KV_Q8) return false;
     if (head_dim > MFC_MAX_HEAD_DIM || p->n_rot > head_dim || k_width != b->n_head * head_dim) return false;
     if (rows)
         launch_k(rope_store_k, dim3(rows, a->n_head + b->n_head + 1), norm_threads(head_dim), 0, s, *st, *a, *b,
-                 head_dim, *p, v, kc, vc, k_width, v_width, f16);
+                 head_dim, *p, v, kc, vc, k_width, v_width, kvt);
     return true;
 }
 

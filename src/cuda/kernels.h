@@ -30,13 +30,19 @@ typedef struct mfc_step_dev {
     const int32_t *pages;   /* block tables, concatenated */
 } mfc_step_dev;
 
+/* KV cache types of the device kernels; q8_0 rows are blocks of MFC_Q8_BLOCK bytes */
+#define MFC_KV_F32 0
+#define MFC_KV_F16 1
+#define MFC_KV_Q8 2
+#define MFC_Q8_BLOCK 34
+
 typedef struct mfc_attn {
     int n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale, softcap;
     int window;
     int page_size;
     int k_width, v_width; /* elements per cache row */
-    bool f16;             /* cache type: f16, else f32 */
+    int kvt;              /* cache type: MFC_KV_F32, MFC_KV_F16 or MFC_KV_Q8 */
     int share;            /* keys per share of split (decode) attention */
 } mfc_attn;
 
@@ -161,9 +167,9 @@ typedef struct mfc_rope_grp {
  * head_dim and the head fits MFC_MAX_HEAD_DIM. */
 bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a, const mfc_rope_grp *b,
                     int head_dim, const mfc_rope *p, const float *v, void *kc, void *vc, int k_width, int v_width,
-                    bool f16);
+                    int kvt);
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
-                  int k_width, int v_width, bool f16);
+                  int k_width, int v_width, int kvt);
 /* With part (rows x n_head x nsplit x (head_dim_v + 2) floats; decode
  * steps): each query's keys in shares of p->share (at most nsplit of them
  * per row), then merged; nz (1..nsplit) blocks along the shares, at least

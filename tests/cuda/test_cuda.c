@@ -40,6 +40,9 @@
  *    so the difference is at most the whole-GPU one's); many sequences and
  *    greedy tokens too; -ngl auto under a faked small device
  *    (MINFER_CUDA_MEM_MIB) chooses a split strictly inside the model.
+ * 7. KV cache types: q8_0 and f32 caches on the GPU against the same cache
+ *    type on the CPU (TOL_Q: both round K/V to 8 bits, but the CPU's scores
+ *    also round the queries to q8_0, the GPU's stay f32), whole and split.
  *
  * Without a CUDA device (or a build without the backend) it exits 77, which
  * ctest reports as skipped. Models missing from ../shared are skipped with a
@@ -584,6 +587,40 @@ int main(void) {
         CHECK(mf_model_load(stories, &mp, &m) != MF_OK && strstr(mf_last_error(), "not one layer fits"),
               "-ngl auto on a 100 MiB device: %s", mf_last_error());
         unsetenv("MINFER_CUDA_MEM_MIB");
+    }
+    /* 7. KV cache types */
+    {
+        static const struct { const char *path; mf_kv_type kv; int split; } kf[] = {
+            {"../shared/models/stories260K.gguf", MF_KV_Q8_0, 0},
+            {"../shared/models/stories260K-q4_k_m.gguf", MF_KV_Q8_0, 2},
+            {"../shared/models/zoo/qwen2.gguf", MF_KV_Q8_0, 0},
+            {"../shared/models/zoo/gemma2.gguf", MF_KV_Q8_0, 0},
+            {"../shared/models/stories260K.gguf", MF_KV_F32, 0},
+        };
+        for (size_t i = 0; i < sizeof kf / sizeof kf[0]; i++) {
+            FILE *f = fopen(kf[i].path, "rb");
+            if (!f) {
+                fprintf(stderr, "  skip %s: not present\n", kf[i].path);
+                continue;
+            }
+            fclose(f);
+            int va = 0, vb = 0;
+            bool sa, sb;
+            float *a = run_logits(kf[i].path, "cpu", kf[i].kv, &va, &sa);
+            g_gpu_layers = kf[i].split;
+            float *b = run_logits(kf[i].path, "cuda", kf[i].kv, &vb, &sb);
+            g_gpu_layers = 0;
+            if (a && b) {
+                const double e = rel_err(a, b, (size_t)va * (N_PROMPT + N_GEN));
+                const double tol = kf[i].kv == MF_KV_F32 ? TOL_F32 : TOL_Q;
+                fprintf(stderr, "test_cuda: %s KV cache%s %-40s max|d|/max|cpu| = %.2e (tolerance %.0e)\n",
+                        kf[i].kv == MF_KV_F32 ? "f32" : "q8_0", kf[i].split ? " (split)" : "", kf[i].path, e, tol);
+                CHECK(e <= tol, "%s with a %s KV cache: logits differ by %.3e", kf[i].path,
+                      kf[i].kv == MF_KV_F32 ? "f32" : "q8_0", e);
+            }
+            free(a);
+            free(b);
+        }
     }
     fprintf(stderr, "test_cuda: %d files compared, %d skipped\n", g_files, g_skipped);
     return test_summary("test_cuda");
