@@ -710,18 +710,40 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
 
 /* Mixture-of-experts models are refused at load (weights.c); these keep
  * the table whole. */
+/* mixture of experts (k_moe.cu): the routing never leaves the device */
 static void cu_moe_route(mf_backend *be, const float *l, int n, const mf_moe_route *p, int32_t *sel, float *w) {
-    fail(CU(be), "cuda: mixture-of-experts routing is not supported yet");
+    mf_cuda *c = CU(be);
+    MIX(c, l), MIX(c, n), MIX(c, *p), MIX(c, sel), MIX(c, w);
+    if (!op_begin(c, 15)) return;
+    if (!mfc_moe_route(c->stream, l, n, p->n_expert, p->k, p->sigmoid, p->norm_topk, p->scale, sel, w))
+        fail(c, "cuda: routing of %d experts, %d per token: at most 1024 experts", p->n_expert, p->k);
+    check(c, "moe_route");
 }
 static void cu_matmul_id(mf_backend *be, mf_weight e, int ne, const float *x, bool ps, int rows, int k,
                          const int32_t *sel, float *out, float *ti, float *to) {
-    fail(CU(be), "cuda: expert products are not supported yet");
+    (void)ne, (void)ti, (void)to;
+    mf_cuda *c = CU(be);
+    MIX(c, e), MIX(c, x), MIX(c, ps), MIX(c, rows), MIX(c, k), MIX(c, sel), MIX(c, out);
+    if (!op_begin(c, 16)) return;
+    /* the experts' views lie slice bytes apart in their stack */
+    if (!e->dev || !mfc_matmul_id(c->stream, (int)e->type, e->dev, e->nbytes, mf_row_size(e->type, e->ne[0]),
+                                  (int)e->ne[0], (int)e->ne[1], x, ps, rows, k, sel, out))
+        fail(c, "cuda: expert product %s (%s, %d x %d slots) not taken", e->name, mf_type_name(e->type), rows, k);
+    check(c, "matmul_id");
 }
 static void cu_scale_rows(mf_backend *be, float *x, const float *s, bool sig, int rows, int n) {
-    fail(CU(be), "cuda: scale_rows is not supported yet");
+    mf_cuda *c = CU(be);
+    MIX(c, x), MIX(c, s), MIX(c, sig), MIX(c, rows), MIX(c, n);
+    if (!op_begin(c, 17)) return;
+    mfc_scale_rows(c->stream, x, s, sig, rows, n);
+    check(c, "scale_rows");
 }
 static void cu_sum_slots(mf_backend *be, const float *src, int rows, int k, int n, float *out) {
-    fail(CU(be), "cuda: sum_slots is not supported yet");
+    mf_cuda *c = CU(be);
+    MIX(c, src), MIX(c, rows), MIX(c, k), MIX(c, n), MIX(c, out);
+    if (!op_begin(c, 18)) return;
+    mfc_sum_slots(c->stream, src, rows, k, n, out);
+    check(c, "sum_slots");
 }
 
 /* ---- the cache outside steps (sessions, copy-on-write) ---- */

@@ -182,6 +182,18 @@ void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);
 
+/* mixture of experts (k_moe.cu), as the CPU's ops (cpu/moe.c): routing of
+ * n rows of X logits into sel/w [n][K] (false: X > 1024); the product of
+ * each of rows x K slots with its expert (w: expert 0's rows, the others
+ * slice bytes apart; x one row per token, or per slot); rows scaled by s (or
+ * sigmoid(s)); the K slots of each row summed in order */
+bool mfc_moe_route(cudaStream_t s, const float *logits, int n, int X, int K, bool sig, bool norm, float scale,
+                   int32_t *sel, float *w);
+bool mfc_matmul_id(cudaStream_t s, int type, const void *w, size_t slice, size_t row_bytes, int k, int n,
+                   const float *x, bool per_slot, int rows, int K, const int32_t *sel, float *out);
+void mfc_scale_rows(cudaStream_t s, float *x, const float *sc, bool sig, int rows, int n);
+void mfc_sum_slots(cudaStream_t s, const float *src, int rows, int K, int n, float *out);
+
 #ifdef __cplusplus
 }
 #endif

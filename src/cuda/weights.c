@@ -22,6 +22,7 @@ static void weights_free(mf_model *m) {
     if (m->dev_weights) cudaFree(m->dev_weights);
     m->dev_weights = NULL;
     for (uint64_t i = 0; m->tensors && i < m->gguf->n_tensors; i++) m->tensors[i].dev = NULL;
+    for (size_t i = 0; m->expert_views && i < (size_t)m->hp.n_layer * 3 * m->hp.n_expert; i++) m->expert_views[i].dev = NULL;
 }
 
 static mf_status have_device(void) {
@@ -99,9 +100,6 @@ mf_status mf_cuda_plan_layers(mf_model *m, int32_t gpu_layers) {
 mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
     mf_status s = have_device();
     if (s) return s;
-    if (m->hp.n_expert)
-        return mf_err(MF_ERR_UNSUPPORTED, "backend cuda: mixture-of-experts models (%u experts) are not supported yet",
-                      m->hp.n_expert);
     const uint64_t n = m->gguf->n_tensors;
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -144,6 +142,15 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
         t->dev = d;
         off += ALIGN(t->nbytes);
         n_up++;
+    }
+    /* each expert's 2-D view: its slice of the uploaded stack */
+    for (uint32_t l = 0; m->hp.n_expert && l < m->hp.n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight st[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
+        mf_tensor *vw[3] = {(mf_tensor *)L->gate_exp, (mf_tensor *)L->up_exp, (mf_tensor *)L->down_exp};
+        for (int i = 0; i < 3; i++)
+            for (uint32_t e = 0; st[i] && st[i]->dev && vw[i] && e < m->hp.n_expert; e++)
+                vw[i][e].dev = (uint8_t *)st[i]->dev + (size_t)e * vw[i][e].nbytes;
     }
     m->dev_weights = base;
     m->dev_weights_size = total;

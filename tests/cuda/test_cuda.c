@@ -365,6 +365,7 @@ int main(void) {
         {"../shared/models/zoo/gpt2.gguf", false, false},
         {"../shared/models/zoo/starcoder2.gguf", false, false},
         {"../shared/models/zoo/qwen3moe.gguf", false, false},
+        {"../shared/models/zoo/mixtral.gguf", false, false},
     };
     fprintf(stderr, "test_cuda: parity with the cpu backend\n");
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) parity(files[i].path, files[i].f32 ? TOL_F32 : files[i].q8 ? TOL_GQ : TOL_Q);
