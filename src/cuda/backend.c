@@ -713,7 +713,9 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
 /* mixture of experts (k_moe.cu): the routing never leaves the device */
 static void cu_moe_route(mf_backend *be, const float *l, int n, const mf_moe_route *p, int32_t *sel, float *w) {
     mf_cuda *c = CU(be);
-    MIX(c, l), MIX(c, n), MIX(c, *p), MIX(c, sel), MIX(c, w);
+    /* field by field: the struct's padding is not part of the op */
+    MIX(c, l), MIX(c, n), MIX(c, p->n_expert), MIX(c, p->k), MIX(c, p->sigmoid), MIX(c, p->norm_topk), MIX(c, p->scale);
+    MIX(c, sel), MIX(c, w);
     if (!op_begin(c, 15)) return;
     if (!mfc_moe_route(c->stream, l, n, p->n_expert, p->k, p->sigmoid, p->norm_topk, p->scale, sel, w))
         fail(c, "cuda: routing of %d experts, %d per token: at most 1024 experts", p->n_expert, p->k);

@@ -559,6 +559,39 @@ int main(void) {
             }
             free(cpu);
         }
+        /* a session saved from a split context restores both sides' caches:
+         * the next decode gives the same bits as the context that saved it */
+        {
+            g_gpu_layers = 2;
+            mf_model *m = NULL;
+            mf_context *a = open_ctx("../shared/models/stories260K-q4_k_m.gguf", "cuda", 1, &m);
+            mf_context *b = NULL;
+            mf_context_params cp = mf_context_default_params();
+            cp.n_ctx = 512; /* as open_ctx */
+            cp.n_threads = 2;
+            if (a && mf_context_new(m, &cp, &b)) b = NULL;
+            mf_token pr[20];
+            for (int i = 0; i < 20; i++) pr[i] = (mf_token)(10 + 7 * i);
+            void *img = NULL;
+            size_t len = 0;
+            mf_token nx = 42;
+            bool ok = a && b && mf_decode(a, pr, 20, false) == MF_OK &&
+                      mf_state_save_buffer(a, pr, 20, NULL, 0, &img, &len) == MF_OK &&
+                      mf_state_load_buffer(b, img, len, NULL, NULL, NULL, NULL) == MF_OK &&
+                      mf_decode(a, &nx, 1, false) == MF_OK && mf_decode(b, &nx, 1, false) == MF_OK;
+            CHECK(ok, "split session round trip: %s", mf_last_error());
+            if (ok) {
+                const int V = mf_model_n_vocab(m);
+                const bool same = !memcmp(mf_get_logits(a, -1), mf_get_logits(b, -1), sizeof(float) * (size_t)V);
+                CHECK(same, "split session round trip: the restored context's next logits differ");
+                fprintf(stderr, "test_cuda: split session round trip: next logits %s\n", same ? "bitwise equal" : "DIFFERENT");
+            }
+            free(img);
+            if (b) mf_context_free(b);
+            if (a) mf_context_free(a);
+            if (m) mf_model_free(m);
+            g_gpu_layers = 0;
+        }
         /* greedy on a split stories260K */
         g_gpu_layers = 2;
         mf_token ga[NG], gb[NG];
