@@ -214,12 +214,16 @@ int cmd_bench(int argc, char **argv) {
     snprintf(name, sizeof name, "%s", mf_model_desc(model));
     const char *kvn = cli_kv_name(kv);
     const int threads = n_threads ? (int)n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* a split model says how many layers ran on the GPU, as llama-bench's ngl column */
+    char bk[48];
+    const int on_gpu = mf_model_gpu_layers(model), n_layer = mf_model_n_layer(model);
+    if (gpu && on_gpu < n_layer) snprintf(bk, sizeof bk, "CUDA ngl %d/%d", on_gpu, n_layer);
+    else snprintf(bk, sizeof bk, "%s", gpu ? "CUDA" : "CPU");
     if (!strcmp(fmt, "md")) {
         printf("| model | size | params | backend | threads | type_kv | test | t/s |\n");
         printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
         for (int k = 0; k < n_res; k++)
-            printf("| %s | %s | %s | %s | %d | %s | %s | %.2f ± %.2f |\n", mf_model_arch(model), sz, pr,
-                   gpu ? "CUDA" : "CPU", threads, kvn,
+            printf("| %s | %s | %s | %s | %d | %s | %s | %.2f ± %.2f |\n", mf_model_arch(model), sz, pr, bk, threads, kvn,
                    res[k].test, res[k].mean, res[k].sd);
     } else if (!strcmp(fmt, "csv")) {
         printf("model_filename,model_type,model_size,model_n_params,n_threads,type_kv,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
@@ -240,7 +244,10 @@ int cmd_bench(int argc, char **argv) {
         }
         printf("]\n");
     }
-    if (probe && n_gen && gpu) {
+    if (probe && n_gen && gpu && on_gpu < n_layer) {
+        fprintf(stderr, "ceiling: none for a split model (%d of %d layers on the GPU, the rest read from host memory)\n",
+                on_gpu, n_layer);
+    } else if (probe && n_gen && gpu) {
         /* the device's own copy bandwidth, measured here (2 x 1 GiB buffers) */
         const double gbs = mf_backend_copy_bandwidth("cuda", (size_t)1 << 30);
         const double bpt = (double)mf_model_bytes_per_token(model);
