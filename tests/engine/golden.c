@@ -80,7 +80,9 @@ double golden_check(const golden_case *gc, const golden_opts *o) {
     mf_model *m = NULL;
     mf_context *ctx = NULL;
     double maxd = -1;
-    if (mf_model_load(gc->model_path, NULL, &m) != MF_OK) {
+    mf_model_params mp = mf_model_default_params();
+    mp.backend = o->backend;
+    if (mf_model_load(gc->model_path, &mp, &m) != MF_OK) {
         CHECK(0, "%s: load failed: %s", gc->name, mf_last_error());
         return -1;
     }

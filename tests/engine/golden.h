@@ -34,6 +34,7 @@ typedef struct golden_opts {
     bool check_tokens;     /* tokenize the prompt and compare (text cases) */
     float near_tie;        /* golden margin below which steps are near-ties (0 = the README's 0.05) */
     int near_tie_rank;     /* at a near-tie the golden token must be in our top N (0 = 2) */
+    const char *backend;   /* mf_model_params.backend (NULL: the CPU) */
 } golden_opts;
 
 /* Runs every check; returns the max abs logit difference seen (or -1 when
