@@ -66,5 +66,12 @@ int main(void) {
     snprintf(args, sizeof args, "run -m %s/stories260K.gguf --bogus", S);
     expect_error(args, 2, "unknown option '--bogus'");
     expect_error("frobnicate", 2, "unknown command 'frobnicate'");
+    /* -ngl: its values, and a placement the backend contradicts */
+    snprintf(args, sizeof args, "run -m %s/stories260K.gguf -ngl -3 -p hi", S);
+    expect_error(args, 2, "-ngl expects an integer in [0, 1048576], got '-3'");
+    snprintf(args, sizeof args, "run -m %s/stories260K.gguf -ngl auto --backend cpu -p hi", S);
+    expect_error(args, 1, "-ngl auto contradicts --backend cpu");
+    snprintf(args, sizeof args, "bench -m %s/stories260K.gguf -ngl 2 --backend cpu-ref", S);
+    expect_error(args, 2, "-ngl 2 contradicts --backend cpu-ref");
     return test_summary("test_cli_errors");
 }
