@@ -5,6 +5,7 @@
  * the rows routed to it, through the ordinary matmul (row-local, so a row's
  * result does not depend on which other rows share its expert). */
 #include "cpu/cpu.h"
+#include "engine/moe_route.h"
 
 #include <math.h>
 #include <string.h>
@@ -13,38 +14,9 @@ void mf_cpu_moe_route(mf_backend *be, const float *logits, int n, const mf_moe_r
     (void)be;
     const int X = p->n_expert, K = p->k;
     float pr[MF_MAX_EXPERTS];
-    for (int t = 0; t < n; t++) {
-        memcpy(pr, logits + (size_t)t * X, sizeof(float) * (size_t)X);
-        if (p->sigmoid) {
-            for (int e = 0; e < X; e++) pr[e] = 1.0f / (1.0f + expf(-pr[e]));
-        } else {
-            float mx = pr[0];
-            for (int e = 1; e < X; e++) mx = pr[e] > mx ? pr[e] : mx;
-            double sum = 0;
-            for (int e = 0; e < X; e++) sum += pr[e] = expf(pr[e] - mx);
-            for (int e = 0; e < X; e++) pr[e] = (float)(pr[e] / sum);
-        }
-        /* top k by probability, ties to the lower expert id */
-        int32_t *s = sel + (size_t)t * K;
-        float *wt = w + (size_t)t * K;
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            for (int e = 0; e < X; e++) {
-                bool taken = false;
-                for (int j = 0; j < k; j++) taken |= s[j] == e;
-                if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
-            }
-            s[k] = best;
-            wt[k] = pr[best];
-        }
-        if (p->norm_topk) {
-            float sum = 0;
-            for (int k = 0; k < K; k++) sum += wt[k];
-            for (int k = 0; k < K; k++) wt[k] /= sum;
-        }
-        if (p->scale != 1.0f)
-            for (int k = 0; k < K; k++) wt[k] *= p->scale;
-    }
+    for (int t = 0; t < n; t++)
+        mf_route_row(logits + (size_t)t * X, X, K, p->sigmoid, p->norm_topk, p->scale, pr, sel + (size_t)t * K,
+                     w + (size_t)t * K);
 }
 
 void mf_cpu_matmul_id(mf_backend *be, mf_weight experts, int n_expert, const float *x, bool x_per_slot, int rows, int k,

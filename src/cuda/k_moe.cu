@@ -1,10 +1,8 @@
 /* k_moe.cu - mixture-of-experts ops: routing, the expert-indexed product,
  * and the per-slot weighting and sum.
  *
- * Routing follows the CPU's steps (cpu/moe.c) in the same order: softmax
- * (max, exp, a sum in double, each divided by it) or sigmoid over the
- * router's logits, then the top k by probability, ties to the lower expert
- * id, optionally renormalised and scaled; one thread per row. The routing
+ * Routing is the CPU's own row function (engine/moe_route.h), one thread
+ * per row. The routing
  * stays on the device: the product reads each slot's expert id there and
  * finds that expert's rows in the stacked tensor (experts are contiguous,
  * slice bytes apart), one warp per output row of a slot, in f32 over f32
@@ -12,6 +10,7 @@
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
+#include "engine/moe_route.h"
 
 #include <math.h>
 
@@ -23,35 +22,7 @@ __global__ void moe_route_k(const float *__restrict__ logits, int n, int X, int 
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
     float pr[MOE_MAX_X];
-    const float *l = logits + (size_t)t * X;
-    if (sig) {
-        for (int e = 0; e < X; e++) pr[e] = 1.0f / (1.0f + expf(-l[e]));
-    } else {
-        float mx = l[0];
-        for (int e = 1; e < X; e++) mx = l[e] > mx ? l[e] : mx;
-        double sum = 0;
-        for (int e = 0; e < X; e++) sum += pr[e] = expf(l[e] - mx);
-        for (int e = 0; e < X; e++) pr[e] = (float)(pr[e] / sum);
-    }
-    int32_t *s = sel + (size_t)t * K;
-    float *wt = w + (size_t)t * K;
-    for (int k = 0; k < K; k++) {
-        int best = -1;
-        for (int e = 0; e < X; e++) {
-            bool taken = false;
-            for (int j = 0; j < k; j++) taken |= s[j] == e;
-            if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
-        }
-        s[k] = best;
-        wt[k] = pr[best];
-    }
-    if (norm) {
-        float sum = 0;
-        for (int k = 0; k < K; k++) sum += wt[k];
-        for (int k = 0; k < K; k++) wt[k] /= sum;
-    }
-    if (scale != 1.0f)
-        for (int k = 0; k < K; k++) wt[k] *= scale;
+    mf_route_row(logits + (size_t)t * X, X, K, sig, norm, scale, pr, sel + (size_t)t * K, w + (size_t)t * K);
 }
 
 extern "C" bool mfc_moe_route(cudaStream_t s, const float *logits, int n, int X, int K, bool sig, bool norm,
