@@ -11,6 +11,7 @@
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 #include "cuda/rows.cuh"
+#include "cuda/kvcache.cuh"
 
 bool mfc_pdl_on = false;
 
@@ -186,8 +187,7 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
     if (h == a.n_head + b.n_head) {
         for (int i = threadIdx.x; i < vw; i += blockDim.x) {
             const float x = vr[(size_t)r * vw + i];
-            if (kvt == MFC_KV_F16) ((__half *)vc)[cell * vw + i] = __float2half_rn(x);
-            else ((float *)vc)[cell * vw + i] = x;
+            st_cache(vc, cell * vw + i, x, kvt);
         }
         return;
     }
@@ -210,8 +210,7 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
         v[i] = x;
         if (kh) {
             const size_t o = cell * kw + (size_t)h * head_dim + i;
-            if (kvt == MFC_KV_F16) ((__half *)kc)[o] = __float2half_rn(x);
-            else ((float *)kc)[o] = x;
+            st_cache(kc, o, x, kvt);
         }
     }
 }
@@ -219,8 +218,9 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
 extern "C" bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a,
                                const mfc_rope_grp *b, int head_dim, const mfc_rope *p, const float *v, void *kc,
                                void *vc, int k_width, int v_width, int kvt) {
-    /* q8_0 quantizes blocks of 32 across a warp: kv_store_k's layout, not this one's */
-    if (kvt == MFC_KV_Q8) return false;
+    /* q8_0 quantizes blocks of 32 across a warp: each warp must hold whole
+     * blocks of a head (the block sizes are multiples of 32 threads) */
+    if (kvt == MFC_KV_Q8 && head_dim % 32) return false;
     if (head_dim > MFC_MAX_HEAD_DIM || p->n_rot > head_dim || k_width != b->n_head * head_dim) return false;
     if (rows)
         launch_k(rope_store_k, dim3(rows, a->n_head + b->n_head + 1), norm_threads(head_dim), 0, s, *st, *a, *b,

@@ -628,7 +628,8 @@ int main(void) {
             {"../shared/models/stories260K.gguf", MF_KV_Q8_0, 0},
             {"../shared/models/stories260K-q4_k_m.gguf", MF_KV_Q8_0, 2},
             {"../shared/models/zoo/qwen2.gguf", MF_KV_Q8_0, 0},
-            {"../shared/models/zoo/gemma2.gguf", MF_KV_Q8_0, 0},
+            {"../shared/models/zoo/gemma2.gguf", MF_KV_Q8_0, 0}, /* head 32: the fused RoPE + q8_0 store */
+            {"../shared/models/zoo/qwen3.gguf", MF_KV_Q8_0, 0},  /* ... after QK-norm */
             {"../shared/models/stories260K.gguf", MF_KV_F32, 0},
         };
         for (size_t i = 0; i < sizeof kf / sizeof kf[0]; i++) {

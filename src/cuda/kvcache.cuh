@@ -1,0 +1,66 @@
+/* kvcache.cuh - reading and writing one element of a KV cache row in its
+ * type: f32, f16, or q8_0 (rows of MFC_Q8_BLOCK-byte blocks of 32: an f16
+ * scale and 32 int8 levels). Shared by the attention kernels and the fused
+ * RoPE + store. */
+#ifndef MF_CUDA_KVCACHE_CUH
+#define MF_CUDA_KVCACHE_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda/kernels.h"
+
+/* q8_0: element i of a cache whose rows are whole blocks */
+__device__ __forceinline__ const uint8_t *q8_block(const void *c, size_t i) {
+    return (const uint8_t *)c + (i >> 5) * MFC_Q8_BLOCK;
+}
+__device__ __forceinline__ float q8_scale(const uint8_t *b) { return __half2float(*(const __half *)b); }
+
+__device__ __forceinline__ float ld_cache(const void *c, size_t i, int kvt) {
+    if (kvt == MFC_KV_Q8) {
+        const uint8_t *b = q8_block(c, i);
+        return q8_scale(b) * (float)(int8_t)b[2 + (i & 31)];
+    }
+    return kvt == MFC_KV_F16 ? __half2float(((const __half *)c)[i]) : ((const float *)c)[i];
+}
+
+/* n (1, 2, 4 or 8) consecutive q8_0 elements from element i (aligned to
+ * n): pairs of levels in 2-byte loads (a block's levels start 2 bytes in,
+ * so even elements are 2-byte aligned) */
+__device__ __forceinline__ void ld_q8(const void *c, size_t i, int n, float *o) {
+    const uint8_t *b = q8_block(c, i);
+    const float d = q8_scale(b);
+    const uint8_t *q = b + 2 + (i & 31);
+    if (n == 1) {
+        o[0] = d * (float)(int8_t)q[0];
+        return;
+    }
+    const uint16_t *h = (const uint16_t *)q;
+    for (int j = 0; j < n / 2; j++) {
+        const uint16_t u = h[j];
+        o[2 * j] = d * (float)(int8_t)(u & 0xff);
+        o[2 * j + 1] = d * (float)(int8_t)(u >> 8);
+    }
+}
+
+/* Store x, element i of a q8_0 cache, where the 32 lanes of the warp hold
+ * the 32 elements of its block: the block's |max| over the lanes, then the
+ * CPU quantizer's steps (amax / 127, its reciprocal, roundf of x times it) */
+__device__ __forceinline__ void st_q8(void *c, size_t i, float x) {
+    float a = fabsf(x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    const float d = a / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t *b = (uint8_t *)c + (i >> 5) * MFC_Q8_BLOCK;
+    if ((i & 31) == 0) *(__half *)b = __float2half_rn(d);
+    b[2 + (i & 31)] = (uint8_t)(int8_t)roundf(x * id);
+}
+
+__device__ __forceinline__ void st_cache(void *c, size_t i, float x, int kvt) {
+    if (kvt == MFC_KV_Q8) st_q8(c, i, x);
+    else if (kvt == MFC_KV_F16) ((__half *)c)[i] = __float2half_rn(x);
+    else ((float *)c)[i] = x;
+}
+
+#endif
