@@ -59,10 +59,20 @@ static void weight_kind(const char *op, mf_weight w, char *buf, size_t cap) {
 }
 
 #define INNER(be) (((prof_backend *)(be))->inner)
+/* A device backend queues its ops: each one is waited for on both sides of
+ * its timing, so the time is the op's own (and fusions across ops do not
+ * form while profiling: the device runs them one by one) */
+static void settle(mf_backend *be) {
+    mf_backend *in = ((prof_backend *)be)->inner;
+    if (!in->ops->host_memory) in->ops->synchronize(in);
+}
+
 #define TIMED(be, name, call)                         \
     do {                                              \
+        settle(be);                                   \
         int64_t t0_ = now_ns();                       \
         call;                                         \
+        settle(be);                                   \
         account((prof_backend *)(be), name, now_ns() - t0_); \
     } while (0)
 
