@@ -2,7 +2,8 @@
  * and the per-slot weighting and sum.
  *
  * Routing is the CPU's own row function (engine/moe_route.h), one thread
- * per row. The routing
+ * per row (the device's expf may differ from the C library's by an ulp, so
+ * a near-tie between two experts can still route differently). The routing
  * stays on the device: the product reads each slot's expert id there and
  * finds that expert's rows in the stacked tensor (experts are contiguous,
  * slice bytes apart), one warp per output row of a slot, in f32 over f32
@@ -16,26 +17,28 @@
 
 #define MOE_MAX_X 1024
 
-__global__ void moe_route_k(const float *__restrict__ logits, int n, int X, int K, bool sig, bool norm, float scale,
+/* one block of one thread per row: the X probabilities in shared memory
+ * (a per-thread array of MOE_MAX_X would live in local memory, which the
+ * device backs for every thread it can hold: about 1 GiB on an H200) */
+__global__ void moe_route_k(const float *__restrict__ logits, int X, int K, bool sig, bool norm, float scale,
                             int32_t *sel, float *w) {
     pdl_enter();
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    float pr[MOE_MAX_X];
+    extern __shared__ float pr[];
+    const int t = blockIdx.x;
     mf_route_row(logits + (size_t)t * X, X, K, sig, norm, scale, pr, sel + (size_t)t * K, w + (size_t)t * K);
 }
 
 extern "C" bool mfc_moe_route(cudaStream_t s, const float *logits, int n, int X, int K, bool sig, bool norm,
                               float scale, int32_t *sel, float *w) {
     if (X > MOE_MAX_X || K > X || n <= 0) return false;
-    launch_k(moe_route_k, (n + 63) / 64, 64, 0, s, logits, n, X, K, sig, norm, scale, sel, w);
+    launch_k(moe_route_k, n, 1, (size_t)X * sizeof(float), s, logits, X, K, sig, norm, scale, sel, w);
     return true;
 }
 
 #define ID_WARPS 4
 
-/* block (output rows / ID_WARPS, slot): warp j of the block takes output row
- * j of slot blockIdx.y's expert */
+/* block (slot, output rows / ID_WARPS): warp j of the block takes output row
+ * j of slot blockIdx.x's expert (slots on x: up to 2^31 of them) */
 template <int T>
 __global__ void __launch_bounds__(ID_WARPS * 32) matmul_id_k(const uint8_t *__restrict__ w, size_t slice,
                                                              size_t row_bytes, int k, int n, const float *__restrict__ x,
@@ -43,8 +46,8 @@ __global__ void __launch_bounds__(ID_WARPS * 32) matmul_id_k(const uint8_t *__re
                                                              float *out) {
     pdl_enter();
     const int lane = threadIdx.x & 31;
-    const int j = blockIdx.x * ID_WARPS + (threadIdx.x >> 5);
-    const int slot = blockIdx.y;
+    const int j = blockIdx.y * ID_WARPS + (threadIdx.x >> 5);
+    const int slot = blockIdx.x;
     if (j >= n) return;
     const uint8_t *wr = w + (size_t)sel[slot] * slice + (size_t)j * row_bytes;
     const float *xr = x + (size_t)(per_slot ? slot : slot / K) * k;
@@ -67,14 +70,14 @@ __global__ void __launch_bounds__(ID_WARPS * 32) matmul_id_k(const uint8_t *__re
 template <int T>
 static void launch_id(cudaStream_t s, const void *w, size_t slice, size_t rb, int k, int n, const float *x, bool ps,
                       int slots, int K, const int32_t *sel, float *out) {
-    launch_k(matmul_id_k<T>, dim3((n + ID_WARPS - 1) / ID_WARPS, slots), ID_WARPS * 32, 0, s, (const uint8_t *)w, slice,
+    launch_k(matmul_id_k<T>, dim3(slots, (n + ID_WARPS - 1) / ID_WARPS), ID_WARPS * 32, 0, s, (const uint8_t *)w, slice,
              rb, k, n, x, ps, K, sel, out);
 }
 
 extern "C" bool mfc_matmul_id(cudaStream_t s, int type, const void *w, size_t slice, size_t row_bytes, int k, int n,
                               const float *x, bool per_slot, int rows, int K, const int32_t *sel, float *out) {
     const int slots = rows * K;
-    if (slots <= 0 || slots > 65535) return false;
+    if (slots <= 0 || (n + ID_WARPS - 1) / ID_WARPS > 65535) return false;
     switch (type) {
     case T_F32: launch_id<T_F32>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_F16: launch_id<T_F16>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;

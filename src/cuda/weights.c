@@ -14,6 +14,7 @@
 #include "quant/types.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define ALIGN(n) (((n) + 255) & ~(size_t)255)
@@ -42,7 +43,7 @@ static size_t free_bytes(void) {
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
         cudaGetLastError();
-        fr = 0;
+        fr = SIZE_MAX; /* unknown: cudaMalloc will say */
     }
     const char *lim = getenv("MINFER_CUDA_MEM_MIB");
     if (lim && *lim) {
@@ -74,18 +75,21 @@ mf_status mf_cuda_plan_layers(mf_model *m, int32_t gpu_layers) {
     if (s) return s;
     size_t *layer = calloc(L ? L : 1, sizeof *layer);
     if (!layer) return mf_err(MF_ERR_NOMEM, "out of memory");
-    size_t global = 0;
+    size_t global = 0, lookup = 0; /* lookup: the tables a split model looks up on the CPU */
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
         const mf_tensor *t = &m->tensors[i];
         const int l = mf_tensor_layer(t);
         if (l >= 0 && (uint32_t)l < L) layer[l] += ALIGN(t->nbytes);
-        else if (!(t == m->pos_embd || (t == m->token_embd && t != m->output))) global += ALIGN(t->nbytes);
+        else if (t == m->pos_embd || (t == m->token_embd && t != m->output)) lookup += ALIGN(t->nbytes);
+        else global += ALIGN(t->nbytes);
     }
     const size_t kv = (size_t)AUTO_KV_CELLS * m->hp.n_head_kv * (m->hp.head_dim_k + m->hp.head_dim_v) * 2;
     const size_t fr = free_bytes();
     size_t used = global + AUTO_RESERVE;
     uint32_t n = 0;
     while (n < L && used + layer[L - 1 - n] + kv <= fr) used += layer[L - 1 - n++] + kv;
+    /* every layer on the device takes the lookup tables there too */
+    if (n == L && used + lookup > fr) n--;
     free(layer);
     if (n == 0)
         return mf_err(MF_ERR_NOMEM, "-ngl auto: not one layer fits in the device's %.0f MiB free (the output head and "

@@ -1,6 +1,7 @@
 /* moe_route.h - one row's mixture-of-experts routing, written once for the
  * CPU (cpu/moe.c) and the GPU (cuda/k_moe.cu, where it is a device function),
- * so the two route by the same steps: softmax (max, exp, a sum in double,
+ * so the two route by the same steps (the same bits but for the exp
+ * function's last ulp on the device): softmax (max, exp, a sum in double,
  * each divided by it) or sigmoid over the router's X logits, the top K by
  * probability with ties to the lower expert id, optionally renormalised to
  * sum 1, then scaled. pr: scratch of X floats. */

@@ -521,10 +521,11 @@ fail:
 void mf_model_free(mf_model *m) {
     if (!m) return;
     mf_vocab_free(m->vocab);
-    free(m->layers);
-    free(m->expert_views);
+    /* the loaders' copies first: they may still look at the layers and views */
     if (m->be_weights_free) m->be_weights_free(m);
     if (m->dev_weights_free) m->dev_weights_free(m);
+    free(m->layers);
+    free(m->expert_views);
     free(m->tensors);
     gguf_close(m->gguf);
     free(m);

@@ -36,7 +36,9 @@ int run_spec_open(const run_opts *o, const mf_model *target, const mf_context *c
         cp.n_threads = (int32_t)o->n_threads;
         cp.threadpool = run_pool();
         cp.kv_type = o->kv;
-        if (!cli_dev_backend("run", &o->dev, &mp) || mf_model_load(o->draft_model, &mp, &s->dmodel) ||
+        bool dev_ok = cli_dev_backend("run", &o->dev, &mp);
+        mp.gpu_layers = 0; /* a draft is small: all of it on the device, whatever -ngl split the target */
+        if (!dev_ok || mf_model_load(o->draft_model, &mp, &s->dmodel) ||
             mf_drafter_new(s->dmodel, target, &cp, &s->drafter)) {
             fprintf(stderr, "minfer run: --draft-model %s: %s\n", o->draft_model, mf_last_error());
             run_spec_free(s);

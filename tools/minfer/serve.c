@@ -214,6 +214,7 @@ int cmd_serve(int argc, char **argv) {
         goto out;
     }
     if (draft_path) {
+        mp.gpu_layers = 0; /* a draft is small: all of it on the device, whatever -ngl split the target */
         if (mf_model_load(draft_path, &mp, &draft) || mf_vocab_check_same(draft, st.model)) {
             fprintf(stderr, "minfer serve: --draft-model %s: %s\n", draft_path, mf_last_error());
             goto out;
