@@ -79,6 +79,8 @@ vx_dot_fn vx_dot_scalar(mf_type t) {
 }
 
 vx_dot_fn vx_dot_best(mf_type t) {
-    vx_dot_fn f = mf_cpu_init() >= MF_CPU_AVX2 ? vx_dot_avx2(t) : NULL;
+    const mf_cpu_level lv = mf_cpu_init();
+    vx_dot_fn f = lv >= MF_CPU_AVX512 ? vx_dot_avx512(t) : NULL;
+    if (!f && lv >= MF_CPU_AVX2) f = vx_dot_avx2(t);
     return f ? f : vx_dot_scalar(t);
 }

@@ -22,7 +22,12 @@ typedef void (*vx_dot_fn)(const void *rows, size_t row_bytes, int nr, const floa
 vx_dot_fn vx_dot_scalar(mf_type t);
 /* The AVX2 kernel (NULL when not built for this type). */
 vx_dot_fn vx_dot_avx2(mf_type t);
-/* The fastest this CPU runs (MINFER_NO_AVX2=1 gives the scalar twin). */
+/* The AVX-512 kernel (F + BW + VL + DQ; NULL when not built for this type):
+ * two rows' 8 lanes per 512-bit register, so it equals the same twin. */
+vx_dot_fn vx_dot_avx512(mf_type t);
+/* The fastest this CPU runs: AVX-512, else AVX2, else the twin
+ * (MINFER_NO_AVX512=1 caps it at AVX2, MINFER_NO_AVX2=1 at the twin). All
+ * three give the same bits. */
 vx_dot_fn vx_dot_best(mf_type t);
 
 static inline float vx_reduce8(const float l[8]) {
