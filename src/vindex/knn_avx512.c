@@ -7,7 +7,8 @@
  * broadcast to both halves. Each lane then sees exactly the twin's operations
  * in the twin's order, and each half reduces with vx_reduce8 as the twin
  * does. A tile is 16 rows (8 register pairs, 8 independent accumulators to
- * hide the add latency) against one query, or 8 rows against two queries.
+ * hide the add latency) against one query, or 8 rows against two queries
+ * when there are several.
  *
  * f16 widens with vcvtph2ps on 512 bits (exact, as the twin's conversion);
  * q8_0 widens int8 -> int32 -> float (exact) and scales each 32-block by its
@@ -51,13 +52,29 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
 
 /* P register pairs (2P rows starting at w[0]) against Q queries: the rows'
  * scores for each query into s. */
-#define FLOAT_TILE(LD2, EL, P, Q)                                                                                      \
+#define FLOAT_TILE(LD2, EL, P, Q, WIDE)                                                                                \
     do {                                                                                                               \
         __m512 acc[P][Q];                                                                                              \
         _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                         \
             _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) acc[p][q] = _mm512_setzero_ps();                       \
         }                                                                                                              \
-        for (int i = 0; i < n8; i += 8) {                                                                              \
+        int i0 = 0;                                                                                                    \
+        /* f32: 16 elements of each row per load, halves regrouped by row (elements i..i+7 then i+8..i+15, \
+         * the twin's order per lane) */                                                                               \
+        for (; WIDE && i0 + 16 <= n8; i0 += 16) {                                                                      \
+            __m512 xl[Q], xh[Q];                                                                                       \
+            _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) xl[q] = bx(xq[q], i0), xh[q] = bx(xq[q], i0 + 8);      \
+            _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                     \
+                const __m512 wa = _mm512_loadu_ps((const float *)w[2 * p] + i0);                                       \
+                const __m512 wb = _mm512_loadu_ps((const float *)w[2 * p + 1] + i0);                                   \
+                const __m512 lo = _mm512_shuffle_f32x4(wa, wb, 0x44), hi = _mm512_shuffle_f32x4(wa, wb, 0xEE);        \
+                _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) {                                                  \
+                    acc[p][q] = _mm512_add_ps(acc[p][q], _mm512_mul_ps(lo, xl[q]));                                    \
+                    acc[p][q] = _mm512_add_ps(acc[p][q], _mm512_mul_ps(hi, xh[q]));                                    \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int i = i0; i < n8; i += 8) {                                                                             \
             __m512 xv[Q];                                                                                              \
             _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) xv[q] = bx(xq[q], i);                                  \
             _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                     \
@@ -78,7 +95,7 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
             }                                                                                                          \
     } while (0)
 
-#define FLOAT_KERNEL(name, LD2, EL)                                                                                    \
+#define FLOAT_KERNEL(name, LD2, EL, WIDE)                                                                                    \
     static void name(const void *rows, size_t rb, int nr, const float *x, size_t xs, int nx, int n, float *s,         \
                      size_t ss) {                                                                                      \
         const int n8 = n & ~7;                                                                                         \
@@ -86,14 +103,15 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
         for (; r < nr;) {                                                                                              \
             const void *w[16];                                                                                         \
             const int left = nr - r;                                                                                   \
-            /* 16 rows per tile, then 8, then 2; an odd last row pairs with itself */                                 \
-            const int tr = left >= 16 ? 16 : left >= 8 ? 8 : 2;                                                        \
+            /* one query: 16 rows per tile; several: 8 rows x 2 queries (the rows stay in L1 across the  \
+             * queries); then pairs, an odd last row paired with itself */                                             \
+            const int tr = left >= 16 && nx == 1 ? 16 : left >= 8 ? 8 : 2;                                             \
             for (int k = 0; k < tr; k++)                                                                               \
                 w[k] = (const uint8_t *)rows + (size_t)(r + (k < left ? k : left - 1)) * rb;                           \
             if (tr == 16) {                                                                                            \
                 for (int q0 = 0; q0 < nx; q0++) {                                                                      \
                     const float *xq[1] = {x + (size_t)q0 * xs};                                                        \
-                    FLOAT_TILE(LD2, EL, 8, 1);                                                                         \
+                    FLOAT_TILE(LD2, EL, 8, 1, WIDE);                                                                         \
                 }                                                                                                      \
                 r += 16;                                                                                               \
                 continue;                                                                                              \
@@ -102,11 +120,11 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
                 int q0 = 0;                                                                                            \
                 for (; q0 + 2 <= nx; q0 += 2) {                                                                        \
                     const float *xq[2] = {x + (size_t)q0 * xs, x + (size_t)(q0 + 1) * xs};                             \
-                    FLOAT_TILE(LD2, EL, 4, 2);                                                                         \
+                    FLOAT_TILE(LD2, EL, 4, 2, WIDE);                                                                         \
                 }                                                                                                      \
                 for (; q0 < nx; q0++) {                                                                                \
                     const float *xq[1] = {x + (size_t)q0 * xs};                                                        \
-                    FLOAT_TILE(LD2, EL, 4, 1);                                                                         \
+                    FLOAT_TILE(LD2, EL, 4, 1, WIDE);                                                                         \
                 }                                                                                                      \
                 r += 8;                                                                                                \
                 continue;                                                                                              \
@@ -127,8 +145,8 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
         }                                                                                                              \
     }
 
-FLOAT_KERNEL(dot_f32, ld2_f32, el_f32)
-FLOAT_KERNEL(dot_f16, ld2_f16, el_f16)
+FLOAT_KERNEL(dot_f32, ld2_f32, el_f32, 1)
+FLOAT_KERNEL(dot_f16, ld2_f16, el_f16, 0)
 
 /* q8_0. The twin, per 32-block b and lane j: t = q[j]x[j] + q[8+j]x[8+j]
  * + q[16+j]x[16+j] + q[24+j]x[24+j] (in that order, unfused), then
@@ -176,7 +194,8 @@ static void dot_q8_0(const void *rows, size_t rb, int nr, const float *x, size_t
     const int nb = n / 32;
     int r = 0;
     while (r < nr) {
-        const int left = nr - r, tr = left >= 16 ? 16 : left >= 8 ? 8 : 2;
+        /* 16 rows for one query; 8 for several (re-read per query, from L1) */
+        const int left = nr - r, tr = left >= 16 && nx == 1 ? 16 : left >= 8 ? 8 : 2;
         const block_q8_0 *w[16];
         for (int k = 0; k < tr; k++)
             w[k] = (const block_q8_0 *)((const uint8_t *)rows + (size_t)(r + (k < left ? k : left - 1)) * rb);

@@ -35,7 +35,7 @@ static const mf_type g_types[3] = {MF_TYPE_F32, MF_TYPE_F16, MF_TYPE_Q8_0};
  * counts that reach every tile shape (16, 8, 2 and a lone row) and their
  * mixes, 1-8 queries, element counts with and without a tail. */
 static void test_kernels(void) {
-    const int ns[] = {32, 64, 96, 37, 8, 13, 256, 2560};
+    const int ns[] = {32, 64, 96, 37, 8, 13, 27, 40, 256, 2560};
     const int nrs[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 23, 24, 31, 33, 37};
     enum { NR = 37, NX = 8, SS = 40 };
     const int avx512 = mf_cpu_level_supported() >= MF_CPU_AVX512;
