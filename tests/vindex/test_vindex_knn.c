@@ -8,10 +8,13 @@
  * model (synth tiny) and a real one (stories260K), for random and real
  * (embedding) queries, single and batched, and it does not depend on the
  * thread count; a k above the 4096 the heaps start with grows them and
- * still equals the reference. */
+ * still equals the reference. The q8_0 integer pre-scan: its VNNI kernel
+ * equals its twin, its bound holds on stressing queries, and the KNN through
+ * it equals the float scan bit for bit. */
 #include "testutil.h"
 #include "minfer.h"
 #include "vindex/knn_kern.h"
+#include "vindex/vindex.h"
 #include "rand_vindex.h"
 #include "cpu/kern/features.h"
 #include "quant/types.h"
@@ -98,6 +101,104 @@ static void test_kernels(void) {
             free(rows), free(w), free(x), free(wd);
         }
     }
+}
+
+/* The q8_0 integer pre-scan: the VNNI kernel equals its scalar twin bit for
+ * bit, and the widened bound holds against the float scan's own score for
+ * every row, on queries made to stress it (outliers, tiny and zero blocks,
+ * saturated rows, zero scales, odd block counts); non-finite and huge
+ * queries are refused. */
+static void test_q8pre(void) {
+    const int ns[] = {32, 64, 96, 288, 2560};
+    const int vnni = mf_cpu_level_supported() >= MF_CPU_AVX512_VNNI;
+    vx_q8pre_fn ref = vx_q8pre_scalar(), fast = vnni ? vx_q8pre_vnni() : NULL;
+    vx_dot_fn dot = vx_dot_scalar(MF_TYPE_Q8_0);
+    double worst = 0;
+    for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++) {
+        const int n = ns[in], NR = 21, np = (n / 32 + 1) / 2;
+        const size_t rb = mf_row_size(MF_TYPE_Q8_0, n);
+        uint8_t *rows = malloc(rb * NR), *u = malloc((size_t)np * 64);
+        float *w = malloc((size_t)NR * n * sizeof(float)), *x = malloc((size_t)n * sizeof(float));
+        float *dx = malloc((size_t)np * 16 * sizeof(float)), *c = malloc((size_t)np * 16 * sizeof(float));
+        for (int kind = 0; kind < 6; kind++) {
+            for (int i = 0; i < NR * n; i++) w[i] = grand() * (kind == 3 && i % 5 == 0 ? 50.0f : 1.0f);
+            if (kind == 4)
+                for (int i = 0; i < n; i++) w[7 * n + i] = 0.0f; /* a row of zero scales */
+            for (int r = 0; r < NR; r++) mf_type_traits_ref(MF_TYPE_Q8_0)->from_float_ref(w + (size_t)r * n, rows + r * rb, n);
+            for (int i = 0; i < n; i++) {
+                const float g = grand();
+                x[i] = kind == 1 ? (i % 97 == 3 ? 3e3f * g : g)           /* massive activations */
+                       : kind == 2 ? (i < 32 ? 1e-35f * g : i < 64 ? 0.0f : g) /* tiny, zero blocks */
+                       : kind == 5 ? 1e15f * g                              /* large but accepted */
+                                   : g;
+            }
+            CHECK(vx_q8_prep(x, n, u, dx, c), "n=%d kind %d: query refused", n, kind);
+            float sa[21], ea[21], sb[21], eb[21], t[21];
+            ref(rows, rb, NR, &(vx_q8q){u, dx, c}, n, sa, ea);
+            dot(rows, rb, NR, x, (size_t)n, 1, n, t, 21);
+            if (fast) {
+                for (int nr = 1; nr <= NR; nr += 4) {
+                    fast(rows, rb, nr, &(vx_q8q){u, dx, c}, n, sb, eb);
+                    CHECK(!memcmp(sa, sb, (size_t)nr * 4) && !memcmp(ea, eb, (size_t)nr * 4),
+                          "n=%d kind %d nr=%d: VNNI pre-scan != scalar twin", n, kind, nr);
+                }
+            }
+            for (int r = 0; r < NR; r++) {
+                const float e = vx_q8_widen(sa[r], ea[r]);
+                CHECK(fabsf(t[r] - sa[r]) <= e, "n=%d kind %d row %d: |%.9g - %.9g| > bound %.9g", n, kind, r, t[r], sa[r], e);
+                if (e > 0 && fabsf(t[r] - sa[r]) / e > worst) worst = fabsf(t[r] - sa[r]) / e;
+            }
+        }
+        x[5] = NAN;
+        CHECK(!vx_q8_prep(x, n, u, dx, c), "NaN query accepted");
+        x[5] = INFINITY;
+        CHECK(!vx_q8_prep(x, n, u, dx, c), "inf query accepted");
+        x[5] = 2e20f;
+        CHECK(!vx_q8_prep(x, n, u, dx, c), "query beyond 1e20 accepted");
+        free(rows), free(u), free(w), free(x), free(dx), free(c);
+    }
+    printf("test_vindex_knn: q8_0 pre-scan: worst error / bound %.3f%s\n", worst, vnni ? "" : " (no VNNI: twin only)");
+}
+
+/* mf_vindex_knn through the pre-scan equals the float scan bit for bit
+ * (features and scores), on 1 and 3 threads, with deleted features, for
+ * random rows of spread norms and queries with and without outliers. */
+static void test_q8pre_knn(const char *tmp) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/pre", tmp);
+    const int F = 3000, E = 256, NQ = 11;
+    mf_vindex *v;
+    if (rand_vindex_write(dir, 2, F, E, "q8_0", 5, 0.5) || mf_vindex_open(dir, &v)) {
+        CHECK(0, "%s: %s", dir, mf_last_error());
+        return;
+    }
+    float *x = malloc((size_t)NQ * E * sizeof *x);
+    for (int i = 0; i < NQ * E; i++) x[i] = grand() * (i % 61 == 0 ? 40.0f : 1.0f);
+    x[3 * E + 7] = NAN; /* one query the pre-scan refuses: its group takes the float scan */
+    const int ks[] = {1, 10, 150, 3000};
+    int32_t *fa = malloc((size_t)NQ * F * sizeof *fa), *fb = malloc((size_t)NQ * F * sizeof *fb);
+    float *sa = malloc((size_t)NQ * F * sizeof *sa), *sb = malloc((size_t)NQ * F * sizeof *sb);
+    for (int del = 0; del < 2; del++) {
+        if (del)
+            for (int f = 0; f < F; f += 7) mf_vindex_delete_feature(v, 1, f);
+        for (int ik = 0; ik < 4; ik++)
+            for (int th = 1; th <= 3; th += 2) {
+                const int k = ks[ik];
+                for (int layer = 0; layer < 2; layer++) {
+                    mf_vindex_set_threads(v, th);
+                    v->q8pre_mode = 1;
+                    mf_status s1 = mf_vindex_knn(v, layer, x, NQ, k, fa, sa);
+                    v->q8pre_mode = 2;
+                    mf_status s2 = mf_vindex_knn(v, layer, x, NQ, k, fb, sb);
+                    CHECK(!s1 && !s2, "knn: %s", mf_last_error());
+                    CHECK(!memcmp(fa, fb, (size_t)NQ * k * 4) && !memcmp(sa, sb, (size_t)NQ * k * 4),
+                          "pre-scan != float scan: layer %d k=%d threads %d deleted %d", layer, k, th, del);
+                }
+            }
+    }
+    v->q8pre_mode = 0;
+    free(fa), free(fb), free(sa), free(sb), free(x);
+    mf_vindex_free(v);
 }
 
 /* mf_vindex_knn against the float64 reference for queries x[n_rows][E]. */
@@ -227,6 +328,8 @@ int main(void) {
     test_knn(synth, d1);
     test_knn("../shared/models/stories260K.gguf", d2);
     test_large_k(tmp);
+    test_q8pre();
+    test_q8pre_knn(tmp);
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd) != 0) CHECK(0, "cannot remove %s", tmp);
     return test_summary("test_vindex_knn");
