@@ -3,13 +3,19 @@
  * A 512-bit register holds two 32-blocks of one row; vpdpbusd multiplies
  * the query's unsigned bytes (u = q + 128) by the row's signed ones, and a
  * second vpdpbusd by 1s gives the row's byte sums, so I = P - 128 S is the
- * exact integer dot of each 4-byte group. Four rows at a time. */
+ * exact integer dot of each 4-byte group. Four rows at a time; each
+ * prefetches the bytes it is at in the row VX_PF_ROWS further on, as one
+ * thread's few row streams did not keep DRAM busy by themselves. */
 #include "vindex/knn_kern.h"
 #include "quant/blocks.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+
+#ifndef VX_PF_ROWS
+#define VX_PF_ROWS 8
+#endif
 
 static inline void red16(__m512 v, float *out) {
     float l[16];
@@ -37,6 +43,8 @@ static void q8pre_vnni(const void *rows, size_t rb, int nr, const vx_q8q *q, int
             const __m512 dx = _mm512_loadu_ps(q->dx16 + 16 * p), c = _mm512_loadu_ps(q->c16 + 16 * p);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
+                /* the same bytes of the row VX_PF_ROWS on (a prefetch never faults, past the rows too) */
+                _mm_prefetch((const char *)((uintptr_t)w[k] + VX_PF_ROWS * rb + 68 * (size_t)p), _MM_HINT_T0);
                 const __m256i lo = _mm256_loadu_si256((const __m256i *)w[k][b].qs);
                 const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)w[k][b + 1].qs) : _mm256_setzero_si256();
                 const __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
