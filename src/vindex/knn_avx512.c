@@ -10,6 +10,10 @@
  * hide the add latency) against one query, or 8 rows against two queries
  * when there are several.
  *
+ * Each row prefetches the bytes it is at in the row one tile on (a
+ * prefetch never faults, past the last row too): one thread's row streams
+ * alone did not keep DRAM busy.
+ *
  * f16 widens with vcvtph2ps on 512 bits (exact, as the twin's conversion);
  * q8_0 widens int8 -> int32 -> float (exact) and scales each 32-block by its
  * f16 d (exact) after the block's four products are summed, as the twin. */
@@ -65,6 +69,8 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
             __m512 xl[Q], xh[Q];                                                                                       \
             _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) xl[q] = bx(xq[q], i0), xh[q] = bx(xq[q], i0 + 8);      \
             _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                     \
+                _mm_prefetch((const char *)((uintptr_t)w[2 * p] + 2 * P * rb + 4 * (size_t)i0), _MM_HINT_T0);         \
+                _mm_prefetch((const char *)((uintptr_t)w[2 * p + 1] + 2 * P * rb + 4 * (size_t)i0), _MM_HINT_T0);     \
                 const __m512 wa = _mm512_loadu_ps((const float *)w[2 * p] + i0);                                       \
                 const __m512 wb = _mm512_loadu_ps((const float *)w[2 * p + 1] + i0);                                   \
                 const __m512 lo = _mm512_shuffle_f32x4(wa, wb, 0x44), hi = _mm512_shuffle_f32x4(wa, wb, 0xEE);        \
@@ -78,6 +84,10 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
             __m512 xv[Q];                                                                                              \
             _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) xv[q] = bx(xq[q], i);                                  \
             _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                     \
+                if (!WIDE && (i & 31) == 0) { /* f16: a line per row every 4 steps */                                  \
+                    _mm_prefetch((const char *)((uintptr_t)w[2 * p] + 2 * P * rb + 2 * (size_t)i), _MM_HINT_T0);       \
+                    _mm_prefetch((const char *)((uintptr_t)w[2 * p + 1] + 2 * P * rb + 2 * (size_t)i), _MM_HINT_T0);   \
+                }                                                                                                      \
                 const __m512 wv = LD2(w[2 * p], w[2 * p + 1], i);                                                      \
                 _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) {                                                  \
                     acc[p][q] = _mm512_add_ps(acc[p][q], _mm512_mul_ps(wv, xv[q]));                                    \
@@ -174,6 +184,8 @@ static inline __m512 q8_d2(const block_q8_0 *a, const block_q8_0 *b) {
             const __m512 x0v = bx(xb, 0), x1v = bx(xb, 8), x2v = bx(xb, 16), x3v = bx(xb, 24);                         \
             _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                     \
                 const block_q8_0 *ba = w[2 * p] + b, *bb = w[2 * p + 1] + b;                                           \
+                _mm_prefetch((const char *)((uintptr_t)ba + 2 * P * rb), _MM_HINT_T0);                                 \
+                _mm_prefetch((const char *)((uintptr_t)bb + 2 * P * rb), _MM_HINT_T0);                                 \
                 __m512 t = _mm512_mul_ps(q8_chunk2(ba, bb, 0), x0v);                                                   \
                 t = _mm512_add_ps(t, _mm512_mul_ps(q8_chunk2(ba, bb, 1), x1v));                                        \
                 t = _mm512_add_ps(t, _mm512_mul_ps(q8_chunk2(ba, bb, 2), x2v));                                        \
