@@ -103,7 +103,11 @@ typedef struct knn_job {
  * (the roundings of s - e and s + e) and 1e-30 (underflow). Queries with a
  * value beyond 1e20 or not finite take the float scan (no overflow can then
  * occur in either path); rows whose s or e is not finite (an inf or NaN
- * scale) are always rescored. */
+ * scale) are always rescored.
+ *
+ * It is opt-in (MINFER_KNN_INT8=1): the kernel alone is 1.4x the float q8_0
+ * kernel's rate in L2, but once both prefetch, a query from memory was no
+ * faster on the one AVX-512 VNNI machine measured (docs/PERFORMANCE.md). */
 
 int vx_q8_prep(const float *x, int n, uint8_t *u, float *dx16, float *c16) {
     const int nb = n / 32, np = (nb + 1) / 2;
@@ -259,9 +263,9 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
     j.rows = vx_layer_rows(v, VX_GATE, layer);
     j.k = k;
     const int E = v->ix.n_embd, nth = v->n_threads;
-    /* the integer pre-scan: q8_0 gates, plain dot scores, a k small next to
-     * the features (else most rows are rescored), and VNNI (or a test's
-     * forcing, with the scalar twin) */
+    /* the integer pre-scan, when asked for: q8_0 gates, plain dot scores, a
+     * k small next to the features (else most rows are rescored), and VNNI
+     * (or a test's forcing, with the scalar twin) */
     vx_q8pre_fn pre = NULL;
     if (v->ix.ftype == MF_TYPE_Q8_0 && rank == VX_RANK_DOT && !bias && E % 32 == 0 && v->q8pre_mode != 1 &&
         (v->q8pre_mode == 2 || (size_t)k * 16 <= (size_t)v->ix.n_features)) {

@@ -39,8 +39,10 @@ mf_status mf_vindex_open(const char *dir, mf_vindex **out) {
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
     v->ov.open = -1;
-    const char *no8 = getenv("MINFER_KNN_NO_INT8");
-    v->q8pre_mode = no8 && *no8 && strcmp(no8, "0") ? 1 : 0;
+    /* the q8_0 integer pre-scan is opt-in: measured no faster end to end
+     * than the prefetching float scan (docs/PERFORMANCE.md) */
+    const char *i8 = getenv("MINFER_KNN_INT8");
+    v->q8pre_mode = i8 && *i8 && strcmp(i8, "0") ? 0 : 1;
     mf_status s = vx_index_load(dir, &v->ix);
     for (int f = 0; !s && f < VX_NFILES; f++) {
         if (!v->ix.files[f].present) continue;

@@ -125,8 +125,8 @@ struct mf_vindex {
      * (pre_nth threads, heaps of pre_kcap): per thread VX_QROWS lower-bound
      * heaps and an error tile; [VX_QROWS][n_features] upper bounds; the
      * quantized queries */
-    int q8pre_mode;            /* 0: when it pays, 1: never (MINFER_KNN_NO_INT8=1), 2: always, the scalar twin
-                                * where the CPU lacks VNNI (tests) */
+    int q8pre_mode;            /* 0: when it applies (MINFER_KNN_INT8=1), 1: never (the default), 2: always, the
+                                * scalar twin where the CPU lacks VNNI (tests) */
     int pre_nth, pre_kcap;
     float *pre_lb, *pre_e, *pre_ub, *pre_dx, *pre_c;
     int32_t *pre_lbi;
