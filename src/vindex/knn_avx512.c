@@ -10,9 +10,10 @@
  * hide the add latency) against one query, or 8 rows against two queries
  * when there are several.
  *
- * Each row prefetches the bytes it is at in the row one tile on (a
- * prefetch never faults, past the last row too): one thread's row streams
- * alone did not keep DRAM busy.
+ * f16 and q8_0 rows prefetch the bytes they are at in the row one tile on
+ * (a prefetch never faults, past the last row too): one thread's row
+ * streams alone did not keep DRAM busy. f32 does not: its scan was at the
+ * read ceiling without, and the prefetches halved its rate in L2.
  *
  * f16 widens with vcvtph2ps on 512 bits (exact, as the twin's conversion);
  * q8_0 widens int8 -> int32 -> float (exact) and scales each 32-block by its
@@ -69,8 +70,6 @@ static inline __m512 bx(const float *x, int i) { return _mm512_broadcast_f32x8(_
             __m512 xl[Q], xh[Q];                                                                                       \
             _Pragma("GCC unroll 2") for (int q = 0; q < Q; q++) xl[q] = bx(xq[q], i0), xh[q] = bx(xq[q], i0 + 8);      \
             _Pragma("GCC unroll 16") for (int p = 0; p < P; p++) {                                                     \
-                _mm_prefetch((const char *)((uintptr_t)w[2 * p] + 2 * P * rb + 4 * (size_t)i0), _MM_HINT_T0);         \
-                _mm_prefetch((const char *)((uintptr_t)w[2 * p + 1] + 2 * P * rb + 4 * (size_t)i0), _MM_HINT_T0);     \
                 const __m512 wa = _mm512_loadu_ps((const float *)w[2 * p] + i0);                                       \
                 const __m512 wb = _mm512_loadu_ps((const float *)w[2 * p + 1] + i0);                                   \
                 const __m512 lo = _mm512_shuffle_f32x4(wa, wb, 0x44), hi = _mm512_shuffle_f32x4(wa, wb, 0xEE);        \

@@ -47,7 +47,8 @@ static int kernels(int E) {
     double best;
     for (int ti = 0; ti < 3; ti++) {
         const size_t rb = mf_row_size(ts[ti], E);
-        uint8_t *rows = malloc(rb * nr);
+        /* 32 rows of slack after the 64: the kernels prefetch a tile ahead, into rows a scan would read next */
+        uint8_t *rows = calloc(nr + 32, rb);
         for (int r = 0; r < nr; r++) mf_type_traits_ref(ts[ti])->from_float_ref(w + (size_t)r * E, rows + r * rb, E);
         const vx_dot_fn f[3] = {vx_dot_scalar(ts[ti]), vx_dot_avx2(ts[ti]),
                                 mf_cpu_level_supported() >= MF_CPU_AVX512 ? vx_dot_avx512(ts[ti]) : NULL};
