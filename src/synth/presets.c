@@ -37,6 +37,16 @@ static const synth_preset g_presets[] = {
     {.name = "wide-ffn", .arch = "llama", .source = "benchmark shape, no real model",
      .n_layer = 2, .n_embd = 512, .n_ff = 65536, .n_head = 8, .n_head_kv = 2, .head_dim = 64,
      .n_vocab = 1000, .n_ctx = 2048, .rope_base = 10000.0f, .norm_eps = 1e-5f, .tied = true, .llama_keys = true},
+    /* For the vindex benchmarks at larql's published shape: Gemma-3-4B's
+     * FFN (google/gemma-3-4b config.json: hidden_size 2560,
+     * intermediate_size 10240, 8 attention heads, 4 key/value heads, head_dim
+     * 256, QK-norm) in 14 layers, the layer count of larql's walk figure.
+     * qwen3 blocks (QK-norm, a head width decoupled from n_embd; SwiGLU in
+     * place of Gemma's GeGLU, the same three matrices) and a small vocab, so
+     * the FFN and attention are the real sizes and the head is not. */
+    {.name = "gemma3-4b-ffn", .arch = "qwen3", .source = "benchmark shape: Gemma-3-4B's FFN and heads, 14 layers",
+     .n_layer = 14, .n_embd = 2560, .n_ff = 10240, .n_head = 8, .n_head_kv = 4, .head_dim = 256, .write_head_dim = true,
+     .n_vocab = 1000, .n_ctx = 4096, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true, .qk_norm = true},
     /* Qwen/Qwen2.5-0.5B config.json: num_hidden_layers 24, hidden_size 896,
      * intermediate_size 4864, num_attention_heads 14, num_key_value_heads 2
      * (head width 896 / 14 = 64), vocab_size 151936, max_position_embeddings

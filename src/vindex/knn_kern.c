@@ -5,6 +5,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -78,7 +79,32 @@ vx_dot_fn vx_dot_scalar(mf_type t) {
     }
 }
 
+static void q8pre_scalar(const void *rows, size_t rb, int nr, const vx_q8q *q, int n, float *s, float *e) {
+    const int nb = n / 32;
+    for (int r = 0; r < nr; r++) {
+        const block_q8_0 *w = (const block_q8_0 *)((const uint8_t *)rows + (size_t)r * rb);
+        float acc[16] = {0}, err[16] = {0};
+        for (int p = 0; 2 * p < nb; p++)
+            for (int h = 0; h < 2 && 2 * p + h < nb; h++) {
+                const int b = 2 * p + h;
+                const float d = mf_fp16_to_fp32(w[b].d), sc = d * q->dx16[16 * p + 8 * h], c = q->c16[16 * p + 8 * h];
+                for (int j = 0; j < 8; j++) {
+                    int32_t I = 0;
+                    for (int t = 0; t < 4; t++) I += (int32_t)w[b].qs[4 * j + t] * ((int32_t)q->u[32 * b + 4 * j + t] - 128);
+                    acc[8 * h + j] = fmaf((float)I, sc, acc[8 * h + j]);
+                    err[8 * h + j] = fmaf(fabsf(d), c, err[8 * h + j]);
+                }
+            }
+        s[r] = vx_reduce8(acc) + vx_reduce8(acc + 8);
+        e[r] = vx_reduce8(err) + vx_reduce8(err + 8);
+    }
+}
+
+vx_q8pre_fn vx_q8pre_scalar(void) { return q8pre_scalar; }
+
 vx_dot_fn vx_dot_best(mf_type t) {
-    vx_dot_fn f = mf_cpu_init() >= MF_CPU_AVX2 ? vx_dot_avx2(t) : NULL;
+    const mf_cpu_level lv = mf_cpu_init();
+    vx_dot_fn f = lv >= MF_CPU_AVX512 ? vx_dot_avx512(t) : NULL;
+    if (!f && lv >= MF_CPU_AVX2) f = vx_dot_avx2(t);
     return f ? f : vx_dot_scalar(t);
 }

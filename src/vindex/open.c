@@ -25,6 +25,7 @@ void mf_vindex_free(mf_vindex *v) {
     mf_pool_free(v->pool);
     vx_overlay_free(v);
     free(v->heap_s), free(v->heap_i), free(v->heads), free(v->deleted);
+    free(v->pre_lb), free(v->pre_e), free(v->pre_ub), free(v->pre_dx), free(v->pre_c), free(v->pre_lbi), free(v->pre_u);
     vx_index_free(&v->ix);
     free(v->dir);
     free(v);
@@ -38,6 +39,10 @@ mf_status mf_vindex_open(const char *dir, mf_vindex **out) {
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
     v->ov.open = -1;
+    /* the q8_0 integer pre-scan is opt-in: measured no faster end to end
+     * than the prefetching float scan (docs/PERFORMANCE.md) */
+    const char *i8 = getenv("MINFER_KNN_INT8");
+    v->q8pre_mode = i8 && *i8 && strcmp(i8, "0") ? 0 : 1;
     mf_status s = vx_index_load(dir, &v->ix);
     for (int f = 0; !s && f < VX_NFILES; f++) {
         if (!v->ix.files[f].present) continue;

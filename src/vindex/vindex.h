@@ -121,6 +121,16 @@ struct mf_vindex {
     float *heap_s;
     int32_t *heap_i;
     struct mf_topk *heads;     /* [n_threads][VX_QROWS] heap descriptors */
+    /* the q8_0 integer pre-scan (knn.c), allocated on first use for
+     * (pre_nth threads, heaps of pre_kcap): per thread VX_QROWS lower-bound
+     * heaps and an error tile; [VX_QROWS][n_features] upper bounds; the
+     * quantized queries */
+    int q8pre_mode;            /* 0: when it applies (MINFER_KNN_INT8=1), 1: never (the default), 2: always, the
+                                * scalar twin where the CPU lacks VNNI (tests) */
+    int pre_nth, pre_kcap;
+    float *pre_lb, *pre_e, *pre_ub, *pre_dx, *pre_c;
+    int32_t *pre_lbi;
+    uint8_t *pre_u;
     /* the edit overlay (overlay.c): [n_layer][n_features], 1 = deleted; NULL = none */
     uint8_t *deleted;
     int32_t n_deleted;

@@ -95,9 +95,10 @@ int main(void) {
     /* --list: one line per preset, naming where the numbers come from */
     snprintf(cmd, sizeof cmd, "%s synth --list", bin);
     rc = test_run(cmd, out, sizeof out);
-    CHECK(rc == 0 && count(out, "\n") == 8, "--list: exit %d, %d lines", rc, count(out, "\n"));
+    CHECK(rc == 0 && count(out, "\n") == 9, "--list: exit %d, %d lines", rc, count(out, "\n"));
     CHECK(strstr(out, "llama-3.2-1b  llama, 16 layers, n_embd 2048") && strstr(out, "Meta-Llama-3-8B config.json") &&
-              strstr(out, "wide-ffn      llama, 2 layers, n_embd 512, n_ff 65536"),
+              strstr(out, "wide-ffn      llama, 2 layers, n_embd 512, n_ff 65536") &&
+              strstr(out, "gemma3-4b-ffn qwen3, 14 layers, n_embd 2560, n_ff 10240, 8/4 heads of 256"),
           "--list: %s", out);
 
     /* refusals */
