@@ -22,10 +22,13 @@ import argparse, os, re, shlex, statistics, subprocess, sys
 
 
 def sh(cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # stdout stays bytes (compared byte for byte; random-weight models write
+    # invalid UTF-8), stderr is decoded leniently for the counts
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = r.stderr.decode("utf-8", "replace")
     if r.returncode != 0:
-        sys.exit(f"ab_spec.py: command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
-    return r.stdout, r.stderr
+        sys.exit(f"ab_spec.py: command failed ({r.returncode}): {' '.join(cmd)}\n{err[-3000:]}")
+    return r.stdout, err
 
 
 def minfer(a, spec):
@@ -43,7 +46,7 @@ def llama(a, tool, spec):
     cmd = [f"{a.llama_dir}/{tool}", "-m", a.model, "-p", a.prompt, "-n", str(a.n), "--temp", "0", "-t", str(a.threads),
            "--ignore-eos", "-c", "4096"] + spec
     out, err = sh(cmd)
-    text = out + err
+    text = out.decode("utf-8", "replace") + err
     m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", text)
     acc = re.search(r"accept\s+=\s+([\d.]+)%", text)
     return int(m.group(1)) / float(m.group(2)), float(acc.group(1)) / 100 if acc else None, out, None
