@@ -72,19 +72,22 @@ def main():
     ap.add_argument("--llama-dir")
     ap.add_argument("--extra", default="", help="more minfer run flags, e.g. -ngl all")
     ap.add_argument("--load", action="store_true", help="print the load average before and after")
+    ap.add_argument("--no-lookup", action="store_true", help="skip the prompt-lookup runs (a sweep over draft pairs)")
     a = ap.parse_args()
     k = ["--draft-max", str(a.draft_max)]
     lk = ["--spec-draft-n-max", str(a.draft_max)]  # llama.cpp 3f545bec's name
     cfg = [("minfer", "plain", lambda: minfer(a, []))]
     if a.draft:
         cfg.append(("minfer", "draft", lambda: minfer(a, ["-md", a.draft, "--draft-p-min", str(a.draft_p_min)] + k)))
-    cfg.append(("minfer", "lookup", lambda: minfer(a, ["--lookup"] + k)))
+    if not a.no_lookup:
+        cfg.append(("minfer", "lookup", lambda: minfer(a, ["--lookup"] + k)))
     if a.llama_dir:
         cfg.append(("llama.cpp", "plain", lambda: llama_plain(a)))
         if a.draft:
             cfg.append(("llama.cpp", "draft", lambda: llama(a, "llama-speculative",
                                                           ["-md", a.draft, "--spec-draft-p-min", str(a.draft_p_min)] + lk)))
-        cfg.append(("llama.cpp", "lookup", lambda: llama(a, "llama-lookup", lk)))
+        if not a.no_lookup:
+            cfg.append(("llama.cpp", "lookup", lambda: llama(a, "llama-lookup", lk)))
     res = {c[:2]: [] for c in cfg}
     plain_text, same = None, True
     load0 = os.getloadavg()
@@ -109,7 +112,7 @@ def main():
               f"{(f'{100 * statistics.median(accs):.1f}%') if accs else '-'} | "
               f"{(f'{statistics.median(fwds):.2f}') if fwds else '-'} | {statistics.median(ups):.2f}x |")
     print(f"\nminfer's greedy text identical across all {a.pairs} x {sum(c[0] == 'minfer' for c in cfg)} runs "
-          f"(plain / draft / lookup): {'yes' if same else 'NO'}")
+          f"(plain / draft{'' if a.no_lookup else ' / lookup'}): {'yes' if same else 'NO'}")
     if a.load:
         print("load average (1, 5, 15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f" % (load0 + load1))
     if not same:
