@@ -632,6 +632,16 @@ typedef struct mf_synth_params {
     const char *chat_template; /* NULL: none (or the copied vocabulary's); else the template text,
                                 written as tokenizer.chat_template (replacing a copied one) */
     int32_t     n_threads;   /* 0 = number of online CPUs */
+    /* A deeper model that agrees with the preset's as closely as wanted (a
+     * constructed target for speculative decoding, whose draft is the preset
+     * itself): extra_layers (0..1024) more layers after the preset's, with
+     * attn_output and ffn_down times extra_scale (finite, >= 0; 0 makes the
+     * extra layers exact no-ops). Every tensor of the preset keeps its
+     * values and its type (the types planned for the preset alone), so the
+     * file without extra layers is byte for byte the first part of this one;
+     * the extra layers get the types planned for the deeper model. */
+    int32_t     extra_layers;
+    float       extra_scale; /* default 1 */
     bool        dry_run;     /* plan (PLAN and NOTE events, result with file_size) but write nothing */
     mf_synth_progress_fn progress; /* NULL: no events */
     void       *progress_ud;
@@ -650,7 +660,8 @@ typedef struct mf_synth_result {
     double   seconds;
 } mf_synth_result;
 
-/* seed 1, type "Q4_K_M", everything else 0 / NULL (preset must be set). */
+/* seed 1, type "Q4_K_M", extra_scale 1, everything else 0 / NULL (preset
+ * must be set). */
 mf_synth_params mf_synth_default_params(void);
 
 /* Writes the model to `out_path` (ignored, and may be NULL, with dry_run).

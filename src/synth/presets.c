@@ -47,6 +47,15 @@ static const synth_preset g_presets[] = {
     {.name = "gemma3-4b-ffn", .arch = "qwen3", .source = "benchmark shape: Gemma-3-4B's FFN and heads, 14 layers",
      .n_layer = 14, .n_embd = 2560, .n_ff = 10240, .n_head = 8, .n_head_kv = 4, .head_dim = 256, .write_head_dim = true,
      .n_vocab = 1000, .n_ctx = 4096, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true, .qk_norm = true},
+    /* For the speculative-decoding benchmark: the draft of a constructed
+     * pair. 2 layers 1024 wide (16 query / 4 KV heads of 64, FFN 4096) and a
+     * 32,000-token vocabulary (Llama 2's size), untied: about 63M weights
+     * read per token, 30M of them in the layers. `--extra-layers 38` on the
+     * same preset writes its target (40 layers, about 10x the draft's work
+     * per token, roughly Qwen2.5-0.5B against 7B). */
+    {.name = "spec-draft", .arch = "llama", .source = "benchmark shape, no real model",
+     .n_layer = 2, .n_embd = 1024, .n_ff = 4096, .n_head = 16, .n_head_kv = 4, .head_dim = 64,
+     .n_vocab = 32000, .n_ctx = 4096, .rope_base = 10000.0f, .norm_eps = 1e-5f, .llama_keys = true},
     /* Qwen/Qwen2.5-0.5B config.json: num_hidden_layers 24, hidden_size 896,
      * intermediate_size 4864, num_attention_heads 14, num_key_value_heads 2
      * (head width 896 / 14 = 64), vocab_size 151936, max_position_embeddings
@@ -138,25 +147,31 @@ static void add(list *l, synth_kind kind, float scale, int64_t ne0, int64_t ne1,
     t->n_dims = ne1 > 1 ? 2 : 1;
 }
 
-mf_status synth_tensor_list(const synth_preset *p, synth_tensor **out, int64_t *n) {
+mf_status synth_tensor_list(const synth_preset *p, uint32_t extra_layers, float extra_scale, synth_tensor **out,
+                            int64_t *n) {
     const int64_t E = p->n_embd, F = p->n_ff, V = p->n_vocab;
     const int64_t QD = (int64_t)p->n_head * p->head_dim, KD = (int64_t)p->n_head_kv * p->head_dim;
     /* Scales keep activations near unit size through every layer: a
      * matrix's outputs have about the spread of its inputs when its values
      * have standard deviation 1/sqrt(fan_in), and the two matrices that feed
      * the residual stream are shrunk by a further sqrt(2 * n_layer) so that
-     * the 2 * n_layer additions sum to about unit size, not sqrt(2 * n_layer). */
+     * the 2 * n_layer additions sum to about unit size, not sqrt(2 * n_layer).
+     * Extra layers take the preset's scales (n_layer is the preset's, so the
+     * preset's own layers do not change), their two residual matrices times
+     * extra_scale. */
     const float in_e = 1.0f / sqrtf((float)E);
     const float res = 1.0f / sqrtf(2.0f * (float)p->n_layer);
     const float bias = 0.02f, norm = 0.1f;
 
     list l = {0};
-    l.cap = 4 + (int64_t)p->n_layer * 16;
+    const int n_all = (int)(p->n_layer + extra_layers);
+    l.cap = 4 + (int64_t)n_all * 16;
     l.t = calloc((size_t)l.cap, sizeof *l.t);
     if (!l.t) return mf_err(MF_ERR_NOMEM, "synth: out of memory");
     if (p->l3_factor > 0) add(&l, SK_ROPE_FREQS, 0, p->head_dim / 2, 1, "rope_freqs.weight", 0);
     add(&l, SK_MATRIX, in_e, E, V, "token_embd.weight", 0);
-    for (int i = 0; i < (int)p->n_layer; i++) {
+    for (int i = 0; i < n_all; i++) {
+        const float rs = i < (int)p->n_layer ? res : res * extra_scale;
         add(&l, SK_NORM, norm, E, 1, "blk.%d.attn_norm.weight", i);
         add(&l, SK_MATRIX, in_e, E, QD, "blk.%d.attn_q.weight", i);
         if (p->qkv_bias) add(&l, SK_BIAS, bias, QD, 1, "blk.%d.attn_q.bias", i);
@@ -164,7 +179,7 @@ mf_status synth_tensor_list(const synth_preset *p, synth_tensor **out, int64_t *
         if (p->qkv_bias) add(&l, SK_BIAS, bias, KD, 1, "blk.%d.attn_k.bias", i);
         add(&l, SK_MATRIX, in_e, E, KD, "blk.%d.attn_v.weight", i);
         if (p->qkv_bias) add(&l, SK_BIAS, bias, KD, 1, "blk.%d.attn_v.bias", i);
-        add(&l, SK_MATRIX, res / sqrtf((float)QD), QD, E, "blk.%d.attn_output.weight", i);
+        add(&l, SK_MATRIX, rs / sqrtf((float)QD), QD, E, "blk.%d.attn_output.weight", i);
         if (p->qk_norm) {
             add(&l, SK_NORM, norm, p->head_dim, 1, "blk.%d.attn_q_norm.weight", i);
             add(&l, SK_NORM, norm, p->head_dim, 1, "blk.%d.attn_k_norm.weight", i);
@@ -172,7 +187,7 @@ mf_status synth_tensor_list(const synth_preset *p, synth_tensor **out, int64_t *
         add(&l, SK_NORM, norm, E, 1, "blk.%d.ffn_norm.weight", i);
         add(&l, SK_MATRIX, in_e, E, F, "blk.%d.ffn_gate.weight", i);
         add(&l, SK_MATRIX, in_e, E, F, "blk.%d.ffn_up.weight", i);
-        add(&l, SK_MATRIX, res / sqrtf((float)F), F, E, "blk.%d.ffn_down.weight", i);
+        add(&l, SK_MATRIX, rs / sqrtf((float)F), F, E, "blk.%d.ffn_down.weight", i);
     }
     add(&l, SK_NORM, norm, E, 1, "output_norm.weight", 0);
     if (!p->tied) add(&l, SK_MATRIX, in_e, E, V, "output.weight", 0);

@@ -14,6 +14,7 @@
 #include "synth/synth.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@
  * pool's hand-off cost does not matter. */
 #define CHUNK_WEIGHTS ((int64_t)4 << 20)
 
+#define MAX_EXTRA_LAYERS 1024
+
 #define QUANT_VERSION 2 /* ggml's GGML_QNT_VERSION, which llama-quantize records */
 
 mf_synth_params mf_synth_default_params(void) {
@@ -31,6 +34,7 @@ mf_synth_params mf_synth_default_params(void) {
     memset(&p, 0, sizeof p);
     p.type = "Q4_K_M";
     p.seed = 1;
+    p.extra_scale = 1.0f;
     return p;
 }
 
@@ -45,7 +49,8 @@ typedef struct standin {
     char keys[3][96];
 } standin;
 
-static mf_status make_standin(const synth_preset *p, const synth_tensor *ts, int64_t n, const char *path, standin *st) {
+static mf_status make_standin(const synth_preset *p, uint32_t n_layer, const synth_tensor *ts, int64_t n, const char *path,
+                              standin *st) {
     memset(st, 0, sizeof *st);
     st->f.path = path;
     st->f.tensors = calloc((size_t)n, sizeof *st->f.tensors);
@@ -65,7 +70,7 @@ static mf_status make_standin(const synth_preset *p, const synth_tensor *ts, int
     st->kv[0] = (gguf_kv){.key = "general.architecture",
                           .v = {.type = GGUF_STR, .s = {p->arch, (uint64_t)strlen(p->arch)}}};
     const char *suffix[3] = {"block_count", "attention.head_count", "attention.head_count_kv"};
-    const uint32_t val[3] = {p->n_layer, p->n_head, p->n_head_kv};
+    const uint32_t val[3] = {n_layer, p->n_head, p->n_head_kv};
     for (int k = 0; k < 3; k++) {
         snprintf(st->keys[k], sizeof st->keys[k], "%s.%s", p->arch, suffix[k]);
         st->kv[1 + k] = (gguf_kv){.key = st->keys[k], .v = {.type = GGUF_U32, .u = val[k]}};
@@ -154,16 +159,20 @@ static mf_status write_tensor(void *ud, const gguf_wtensor *wt, gguf_sink *out) 
 /* general.* and <arch>.* keys: what llama.cpp's converter writes for the
  * preset's config, which is what both loaders read. */
 static mf_status set_model_keys(gguf_writer *w, const synth_preset *p, const mf_synth_params *prm, int32_t file_type) {
-    char name[96], desc[256], key[128];
+    char name[96], desc[320], key[128];
+    const uint32_t n_layer = p->n_layer + (uint32_t)prm->extra_layers;
     snprintf(name, sizeof name, "%s (synthetic)", p->name);
-    snprintf(desc, sizeof desc, "random weights written by minfer synth: preset %s, type %s, seed %" PRIu64, p->name,
-             prm->type, prm->seed);
+    int o = snprintf(desc, sizeof desc, "random weights written by minfer synth: preset %s, type %s, seed %" PRIu64,
+                     p->name, prm->type, prm->seed);
+    if (prm->extra_layers > 0)
+        snprintf(desc + o, sizeof desc - (size_t)o, ", %d extra layers scaled by %g", (int)prm->extra_layers,
+                 (double)prm->extra_scale);
     mf_status s = gguf_writer_set_str(w, "general.architecture", p->arch);
     if (!s) s = gguf_writer_set_str(w, "general.type", "model");
     if (!s) s = gguf_writer_set_str(w, "general.name", name);
     if (!s) s = gguf_writer_set_str(w, "general.description", desc);
 #define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", p->arch, suffix), key)
-    if (!s) s = gguf_writer_set_u32(w, AKEY("block_count"), p->n_layer);
+    if (!s) s = gguf_writer_set_u32(w, AKEY("block_count"), n_layer);
     if (!s) s = gguf_writer_set_u32(w, AKEY("context_length"), p->n_ctx);
     if (!s) s = gguf_writer_set_u32(w, AKEY("embedding_length"), p->n_embd);
     if (!s) s = gguf_writer_set_u32(w, AKEY("feed_forward_length"), p->n_ff);
@@ -184,6 +193,42 @@ static mf_status set_model_keys(gguf_writer *w, const synth_preset *p, const mf_
     return s;
 }
 
+/* With extra layers, the preset's own tensors take the types planned for
+ * the preset alone: llama-quantize's mixtures depend on a layer's position
+ * among n_layer, and the draft (the preset) and the target must share those
+ * tensors byte for byte. Names are unique, and the preset's list is a prefix
+ * of the longer one in everything but the tensors after the layers, so the
+ * match is by name. */
+static mf_status keep_preset_types(const synth_preset *p, const qz_options *o, const char *label, const synth_tensor *ts,
+                                   int64_t n, qz_choice *ch) {
+    synth_tensor *bt = NULL;
+    int64_t bn = 0;
+    standin bst = {0};
+    qz_choice *bch = NULL;
+    mf_status s = synth_tensor_list(p, 0, 1.0f, &bt, &bn);
+    if (!s) s = make_standin(p, p->n_layer, bt, bn, label, &bst);
+    if (!s && !(bch = calloc((size_t)bn, sizeof *bch))) s = mf_err(MF_ERR_NOMEM, "synth: out of memory");
+    if (!s) s = qz_plan(&bst.f, o, bch);
+    for (int64_t i = 0; !s && i < bn; i++) {
+        int64_t j = 0;
+        while (j < n && strcmp(ts[j].name, bt[i].name)) j++;
+        if (j == n) {
+            s = mf_err(MF_ERR_INTERNAL, "synth: tensor '%s' missing with extra layers", bt[i].name);
+            break;
+        }
+        ch[j].type = bch[i].type;
+        ch[j].fallback = bch[i].fallback;
+        free(ch[j].note);
+        ch[j].note = bch[i].note;
+        bch[i].note = NULL;
+    }
+    if (bch) qz_choices_free(bch, (uint64_t)bn);
+    free(bch);
+    free(bst.f.tensors);
+    free(bt);
+    return s;
+}
+
 static bool same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -198,6 +243,12 @@ static mf_status check_params(const mf_synth_params *prm, const char *out, const
         return mf_err(MF_ERR_INVALID_ARG, "synth: no type given (valid: %s)", qz_ftype_names());
     if (!(*ft = qz_ftype_find(prm->type)))
         return mf_err(MF_ERR_INVALID_ARG, "synth: unknown type '%s' (valid: %s)", prm->type, qz_ftype_names());
+    if (prm->extra_layers < 0 || prm->extra_layers > MAX_EXTRA_LAYERS)
+        return mf_err(MF_ERR_INVALID_ARG, "synth: extra layers must be 0..%d, got %d", MAX_EXTRA_LAYERS,
+                      (int)prm->extra_layers);
+    if (!isfinite(prm->extra_scale) || prm->extra_scale < 0.0f)
+        return mf_err(MF_ERR_INVALID_ARG, "synth: the extra layers' scale must be finite and >= 0, got %g",
+                      (double)prm->extra_scale);
     if (!prm->dry_run && (!out || !out[0])) return mf_err(MF_ERR_INVALID_ARG, "synth: no output path given");
     if (!prm->dry_run && prm->vocab_path && same_file(prm->vocab_path, out))
         return mf_err(MF_ERR_INVALID_ARG, "%s: the output would overwrite the vocabulary file", out);
@@ -222,15 +273,17 @@ mf_status mf_synth(const mf_synth_params *params, const char *out, mf_synth_resu
     mf_synth_result res = {.arch = p->arch, .file_type = ft->file_type, .n_vocab = (int32_t)p->n_vocab,
                            .n_vocab_source = (int32_t)p->n_vocab};
 
-    if ((s = synth_tensor_list(p, &ts, &n))) goto done;
+    const uint32_t n_extra = (uint32_t)prm->extra_layers;
+    if ((s = synth_tensor_list(p, n_extra, prm->extra_scale, &ts, &n))) goto done;
     const char *label = out && out[0] ? out : p->name;
-    if ((s = make_standin(p, ts, n, label, &st))) goto done;
+    if ((s = make_standin(p, p->n_layer + n_extra, ts, n, label, &st))) goto done;
     if (!(ch = calloc((size_t)n, sizeof *ch))) {
         s = mf_err(MF_ERR_NOMEM, "synth: out of memory");
         goto done;
     }
     qz_options o = {.ft = ft, .pure = false, .out_override = -1, .embd_override = -1};
     if ((s = qz_plan(&st.f, &o, ch))) goto done;
+    if (n_extra > 0 && (s = keep_preset_types(p, &o, label, ts, n, ch))) goto done;
     r.ts = ts;
     r.ch = ch;
     r.n_tensors = n;

@@ -55,8 +55,12 @@ typedef struct synth_tensor {
     float scale;
 } synth_tensor;
 
-/* The tensors of a preset, in file order (malloc'd; *n set). */
-mf_status synth_tensor_list(const synth_preset *p, synth_tensor **out, int64_t *n);
+/* The tensors of a preset, in file order (malloc'd; *n set), with
+ * `extra_layers` more layers after the preset's own: the same kinds and
+ * scales, but attn_output and ffn_down times `extra_scale`. The preset's
+ * tensors are the same with or without extra layers. */
+mf_status synth_tensor_list(const synth_preset *p, uint32_t extra_layers, float extra_scale, synth_tensor **out,
+                            int64_t *n);
 
 /* Row `row` of tensor t (ne[0] floats) for `seed`: a pure function of
  * (seed, tensor name, row), so rows can be made in any order on any thread. */

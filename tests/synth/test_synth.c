@@ -5,7 +5,9 @@
  * same target; the big presets have their real models' parameter counts and
  * llama-quantize's fallbacks (planned, not written); the generated vocabulary
  * is valid and round-trips text; a copied one is padded or refused; refusals
- * and cancellation leave no file. Nothing here writes more than a few MiB. */
+ * and cancellation leave no file; extra layers keep the preset's tensors byte
+ * for byte and, at scale 0, its greedy output. Nothing here writes more than a
+ * few MiB. */
 #include "testutil.h"
 
 #include "gguf/gguf.h"
@@ -186,7 +188,7 @@ static void test_rope_factors(void) {
     if (!p) return;
     synth_tensor *ts = NULL;
     int64_t n = 0;
-    CHECK(synth_tensor_list(p, &ts, &n) == MF_OK && n > 0 && !strcmp(ts[0].name, "rope_freqs.weight") &&
+    CHECK(synth_tensor_list(p, 0, 1.0f, &ts, &n) == MF_OK && n > 0 && !strcmp(ts[0].name, "rope_freqs.weight") &&
               ts[0].ne[0] == 32,
           "llama-3.2-1b: rope_freqs.weight is not the first tensor or not 32 wide");
     if (!ts) return;
@@ -541,6 +543,149 @@ static void test_refusals(void) {
     CHECK(atoi(out) == 0, "temporary files left: %s", out);
 }
 
+/* ---- extra layers: a constructed draft/target pair ---- */
+
+static mf_status synth_extra(const char *type, int32_t extra, float scale, const char *out) {
+    mf_synth_params p = mf_synth_default_params();
+    p.preset = "tiny";
+    p.type = type;
+    p.extra_layers = extra;
+    p.extra_scale = scale;
+    mf_status s = mf_synth(&p, out, NULL);
+    CHECK(s == MF_OK, "synth tiny %s + %d layers x %g: %s", type, (int)extra, (double)scale, mf_last_error());
+    return s;
+}
+
+/* Greedy tokens after a prompt (n of them into out) and the first step's
+ * logits (V floats into first, malloc'd). */
+static bool greedy(const char *path, int n, mf_token *out, float **first) {
+    *first = NULL;
+    mf_model *m = NULL;
+    if (mf_model_load(path, NULL, &m) != MF_OK) {
+        CHECK(false, "%s: load: %s", path, mf_last_error());
+        return false;
+    }
+    mf_context_params cp = mf_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = 2;
+    mf_context *c = NULL;
+    bool ok = mf_context_new(m, &cp, &c) == MF_OK;
+    CHECK(ok, "%s: context: %s", path, mf_last_error());
+    const int32_t V = mf_model_n_vocab(m);
+    mf_token toks[64];
+    const char *text = "The river market at dawn";
+    int32_t np = ok ? mf_tokenize(m, text, strlen(text), toks, 64, true, false) : 0;
+    ok = ok && np > 2 && mf_decode(c, toks, np, false) == MF_OK;
+    for (int i = 0; ok && i < n; i++) {
+        const float *l = mf_get_logits(c, -1);
+        ok = l != NULL;
+        if (!ok) break;
+        if (i == 0 && (*first = malloc((size_t)V * sizeof **first))) memcpy(*first, l, (size_t)V * sizeof **first);
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (l[v] > l[best]) best = v;
+        out[i] = best;
+        ok = mf_decode(c, &out[i], 1, false) == MF_OK;
+    }
+    CHECK(ok, "%s: greedy decode: %s", path, mf_last_error());
+    mf_context_free(c);
+    mf_model_free(m);
+    return ok && *first;
+}
+
+static bool all_zero(const gguf_tensor *t) {
+    const uint8_t *b = t->data;
+    for (size_t k = 0; k < t->nbytes; k++)
+        if (b[k]) return false;
+    return true;
+}
+
+/* The target of `--extra-layers` holds the preset's file tensor for tensor,
+ * byte for byte and type for type (Q4_K_M: the layer-position rules are the
+ * preset's), plus the extra layers; scale 0 makes their residual writers
+ * zeros, so greedy output and logits are the preset's exactly; a non-zero
+ * scale changes the logits. */
+static void test_extra_layers(void) {
+    const char *types[] = {"Q4_K_M", "Q8_0"};
+    for (size_t k = 0; k < 2; k++) {
+        if (synth("tiny", types[k], 1, 0, NULL, tmp("draft.gguf"), NULL) ||
+            synth_extra(types[k], 5, 0.25f, tmp("target.gguf")))
+            continue;
+        gguf_file *d = NULL, *t = NULL;
+        CHECK(gguf_open(tmp("draft.gguf"), &d) == MF_OK && gguf_open(tmp("target.gguf"), &t) == MF_OK, "open: %s",
+              mf_last_error());
+        if (d && t) {
+            uint32_t nl = 0;
+            CHECK(gguf_get_u32(t, "llama.block_count", true, &nl) == MF_OK && nl == 9, "%s: block_count %u, want 9",
+                  types[k], nl);
+            CHECK(t->n_tensors == d->n_tensors + 5 * 9, "%s: %" PRIu64 " tensors, want %" PRIu64, types[k],
+                  t->n_tensors, d->n_tensors + 45);
+            for (uint64_t i = 0; i < d->n_tensors; i++) {
+                const gguf_tensor *a = &d->tensors[i], *b = gguf_find_tensor(t, a->name);
+                CHECK(b && b->type == a->type && b->ne[0] == a->ne[0] && b->ne[1] == a->ne[1] &&
+                          b->nbytes == a->nbytes && !memcmp(a->data, b->data, a->nbytes),
+                      "%s: %s differs between draft and target", types[k], a->name);
+            }
+            const gguf_tensor *x = gguf_find_tensor(t, "blk.6.ffn_down.weight");
+            CHECK(x && !all_zero(x), "%s: extra layer 6's ffn_down missing or zero", types[k]);
+        }
+        gguf_close(d);
+        gguf_close(t);
+    }
+
+    /* scale 0: the same greedy tokens and the same logits, bit for bit */
+    if (synth("tiny", "Q8_0", 1, 0, NULL, tmp("draft.gguf"), NULL) || synth_extra("Q8_0", 5, 0.0f, tmp("t0.gguf")) ||
+        synth_extra("Q8_0", 5, 1.0f, tmp("t1.gguf")))
+        return;
+    gguf_file *z = NULL;
+    CHECK(gguf_open(tmp("t0.gguf"), &z) == MF_OK, "open: %s", mf_last_error());
+    for (int l = 4; z && l < 9; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_output.weight", l);
+        const gguf_tensor *a = gguf_find_tensor(z, name);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+        const gguf_tensor *b = gguf_find_tensor(z, name);
+        CHECK(a && b && all_zero(a) && all_zero(b), "scale 0: layer %d's residual writers are not zeros", l);
+        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
+        const gguf_tensor *c = gguf_find_tensor(z, name);
+        CHECK(c && !all_zero(c), "scale 0: layer %d's ffn_up is zeros", l);
+    }
+    gguf_close(z);
+    enum { N = 32 };
+    mf_token gd[N], g0[N], g1[N];
+    float *ld = NULL, *l0 = NULL, *l1 = NULL;
+    if (greedy(tmp("draft.gguf"), N, gd, &ld) && greedy(tmp("t0.gguf"), N, g0, &l0) &&
+        greedy(tmp("t1.gguf"), N, g1, &l1)) {
+        CHECK(!memcmp(gd, g0, sizeof gd), "scale 0: greedy tokens differ from the draft's");
+        CHECK(!memcmp(ld, l0, 1000 * sizeof *ld), "scale 0: logits differ from the draft's");
+        CHECK(memcmp(ld, l1, 1000 * sizeof *ld) != 0, "scale 1: logits equal the draft's");
+    }
+    free(ld);
+    free(l0);
+    free(l1);
+    unlink(tmp("draft.gguf"));
+    unlink(tmp("target.gguf"));
+    unlink(tmp("t0.gguf"));
+    unlink(tmp("t1.gguf"));
+
+    /* refusals */
+    mf_synth_params p = mf_synth_default_params();
+    p.preset = "tiny";
+    p.extra_layers = 1025;
+    mf_status s = mf_synth(&p, tmp("x.gguf"), NULL);
+    CHECK(s == MF_ERR_INVALID_ARG && strstr(mf_last_error(), "extra layers must be 0..1024"), "1025 layers: %d %s",
+          (int)s, mf_last_error());
+    p.extra_layers = 2;
+    p.extra_scale = -0.5f;
+    s = mf_synth(&p, tmp("x.gguf"), NULL);
+    CHECK(s == MF_ERR_INVALID_ARG && strstr(mf_last_error(), "scale must be finite and >= 0"), "scale -0.5: %d %s",
+          (int)s, mf_last_error());
+    p.extra_scale = INFINITY;
+    s = mf_synth(&p, tmp("x.gguf"), NULL);
+    CHECK(s == MF_ERR_INVALID_ARG, "scale inf accepted");
+    CHECK(!exists(tmp("x.gguf")), "a refused synth left a file");
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(g_dir, sizeof g_dir, "%s/minfer-synth-XXXXXX", t && *t ? t : "/tmp");
@@ -557,6 +702,7 @@ int main(void) {
     test_presets_run();
     test_types();
     test_big_presets();
+    test_extra_layers();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     test_run(cmd, NULL, 0);

@@ -95,13 +95,26 @@ int main(void) {
     /* --list: one line per preset, naming where the numbers come from */
     snprintf(cmd, sizeof cmd, "%s synth --list", bin);
     rc = test_run(cmd, out, sizeof out);
-    CHECK(rc == 0 && count(out, "\n") == 9, "--list: exit %d, %d lines", rc, count(out, "\n"));
+    CHECK(rc == 0 && count(out, "\n") == 10, "--list: exit %d, %d lines", rc, count(out, "\n"));
     CHECK(strstr(out, "llama-3.2-1b  llama, 16 layers, n_embd 2048") && strstr(out, "Meta-Llama-3-8B config.json") &&
               strstr(out, "wide-ffn      llama, 2 layers, n_embd 512, n_ff 65536") &&
               strstr(out, "gemma3-4b-ffn qwen3, 14 layers, n_embd 2560, n_ff 10240, 8/4 heads of 256"),
           "--list: %s", out);
 
+    /* --extra-layers: the summary names them; the file runs */
+    snprintf(cmd, sizeof cmd, "%s synth --preset tiny --type Q8_0 -t 2 --extra-layers 2 --extra-scale 0.1 -o %s 2>&1 && "
+             "%s run -m %s -p 'Hello world' -n 4 -t 2 2>&1", bin, dst, bin, dst);
+    rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "tiny + 2 extra layers scaled by 0.1 (llama) Q8_0, seed 1, "), "--extra-layers: exit %d: %s",
+          rc, out);
+
     /* refusals */
+    expect_error("--preset tiny --type Q8_0 --extra-layers 0", "--extra-layers expects an integer in [1, 1024], got '0'");
+    expect_error("--preset tiny --type Q8_0 --extra-layers two", "--extra-layers expects an integer");
+    expect_error("--preset tiny --type Q8_0 --extra-layers 2 --extra-scale -1", "--extra-scale expects a number from 0 to 1e6");
+    expect_error("--preset tiny --type Q8_0 --extra-layers 2 --extra-scale inf", "--extra-scale expects a number from 0 to 1e6");
+    expect_error("--preset tiny --type Q8_0 --extra-layers 2 --extra-scale x", "--extra-scale expects a number");
+    expect_error("--preset tiny --type Q8_0 --extra-scale 0.5", "--extra-scale needs --extra-layers N");
     expect_error("--preset nope --type Q4_K_M", "unknown preset 'nope'");
     expect_error("--preset tiny --type Q7_K", "unknown type 'Q7_K'");
     expect_error("--type Q4_K_M", "--preset is required");

@@ -24,6 +24,11 @@ static void usage(FILE *f) {
             "                    SentencePiece-style vocabulary (at most the preset's vocabulary\n"
             "                    size; a smaller one is padded with unused tokens)\n"
             "  --chat-template F write the Jinja template in F as tokenizer.chat_template\n"
+            "  --extra-layers N  append N layers (1..1024) after the preset's: the preset's tensors\n"
+            "                    keep their bytes, so the preset's own file drafts for this one\n"
+            "  --extra-scale EPS multiply the extra layers' attn_output and ffn_down by EPS (>= 0,\n"
+            "                    default 1; 0 makes them no-ops): the smaller, the more often the\n"
+            "                    deeper model's greedy choice is the preset's\n"
             "  -t, --threads N   threads (default: all CPUs)\n"
             "  --dry-run         print every tensor's type and shape and the size; write nothing\n"
             "  --list            list the presets and where their numbers come from\n"
@@ -107,6 +112,7 @@ int cmd_synth(int argc, char **argv) {
     mf_synth_params sp = mf_synth_default_params();
     sp.type = NULL;
     const char *out = NULL, *template_path = NULL;
+    bool scale_given = false;
     ui u = {.tty = isatty(STDERR_FILENO) != 0, .drawn_pct = -1, .drawn_idx = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -126,6 +132,21 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) {
             if (!parse_seed(next, &sp.seed)) return 2;
             i++;
+        } else if (!strcmp(a, "--extra-layers")) {
+            long n;
+            if (!cli_int("synth", a, next, 1, 1024, &n)) return 2;
+            sp.extra_layers = (int32_t)n;
+            i++;
+        } else if (!strcmp(a, "--extra-scale")) {
+            double v;
+            if (!cli_float("synth", a, next, &v)) return 2;
+            if (!(v >= 0.0 && v <= 1e6)) {
+                fprintf(stderr, "minfer synth: --extra-scale expects a number from 0 to 1e6, got '%s'\n", next);
+                return 2;
+            }
+            sp.extra_scale = (float)v;
+            scale_given = true;
+            i++;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             long n;
             if (!cli_int("synth", a, next, 1, 1024, &n)) return 2;
@@ -142,6 +163,10 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!sp.type) {
         fprintf(stderr, "minfer synth: --type is required (valid: %s)\n", mf_quantize_type_names());
+        return 2;
+    }
+    if (scale_given && sp.extra_layers == 0) {
+        fprintf(stderr, "minfer synth: --extra-scale needs --extra-layers N\n");
         return 2;
     }
     if (!out && !sp.dry_run) {
@@ -177,9 +202,12 @@ int cmd_synth(int argc, char **argv) {
     const double n = r.n_params ? (double)r.n_params : 1.0;
     if (sp.dry_run) printf("dry run (nothing written): ");
     else printf("wrote %s: ", out);
-    printf("%s (%s) %s, seed %" PRIu64 ", %.2fM params, %lld tensors (%lld fallbacks), %.2f MiB (%.2f bits per "
+    char extra[96] = "";
+    if (sp.extra_layers > 0)
+        snprintf(extra, sizeof extra, " + %d extra layers scaled by %g", (int)sp.extra_layers, (double)sp.extra_scale);
+    printf("%s%s (%s) %s, seed %" PRIu64 ", %.2fM params, %lld tensors (%lld fallbacks), %.2f MiB (%.2f bits per "
            "weight), %s, %.2f s\n",
-           sp.preset, r.arch, sp.type, sp.seed,
+           sp.preset, extra, r.arch, sp.type, sp.seed,
            n / 1e6, (long long)r.n_tensors, (long long)r.n_fallback, (double)r.file_size / (1024.0 * 1024.0),
            (double)r.bytes * 8.0 / n, vocab, r.seconds);
     return 0;
