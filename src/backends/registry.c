@@ -22,7 +22,12 @@ static mf_backend *cpu_create(const mf_backend_config *c) {
     return be;
 }
 
-static mf_status cpu_load(mf_model *m, const mf_model_params *p) { return mf_cpu_weights_load(m, p->no_repack); }
+static mf_status cpu_load(mf_model *m, const mf_model_params *p) {
+    if (p->gpu_layers)
+        return mf_err(MF_ERR_INVALID_ARG, "gpu_layers %d needs a device backend (mf_model_params.backend \"cuda\")",
+                      (int)p->gpu_layers);
+    return mf_cpu_weights_load(m, p->no_repack);
+}
 
 /* the scalar reference kernels of quant/ on the file's layout, no GEMM: the
  * second backend of the parity test (tests/engine/test_backend_parity.c) */

@@ -62,8 +62,9 @@ static void release_pages(const mf_tensor *t) {
 
 static void add(mf_model *m, repack_job *j, mf_weight w) {
     if (!w || j->n == MAX_REPACK) return;
-    if (m->n_cpu_layers && !mf_split_on_host(m, w)) return; /* a split model's device side */
-    if (m->n_cpu_layers && w == m->output) return;         /* tied: the device's head, a lookup table here */
+    /* a split model: only the CPU's layers (its head is the device's, and a
+     * tied one is a lookup table here, read in the file's bytes) */
+    if (m->n_cpu_layers && (w == m->output || !mf_split_on_host(m, w))) return;
     if (w->n_dims > 2 || w->ne[2] != 1 || w->ne[1] % MF_X16 || !mf_x16_layout(w->type, w->ne[0])) return;
     const mf_type_traits *tr = mf_cpu_traits_for_level(w->type, mf_cpu_init());
     if (!tr || !tr->vec_dot_x16) return;

@@ -6,7 +6,6 @@
  * the kernels do not take, and models the backend cannot run yet, are
  * refused here, before anything is copied. */
 #include "cuda/cuda.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -37,9 +36,10 @@ static mf_status have_device(void) {
     return MF_OK;
 }
 
-/* Free device memory in bytes; MINFER_CUDA_MEM_MIB=N caps it at N MiB, so
- * -ngl auto can be tried on a model larger than "the device" */
-static size_t free_bytes(void) {
+/* Free device memory in bytes into *out; MINFER_CUDA_MEM_MIB=N caps it at
+ * N MiB, so -ngl auto can be tried on a model larger than "the device" (a
+ * value that is not a number is an error, not ignored) */
+static mf_status free_bytes(size_t *out) {
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
         cudaGetLastError();
@@ -49,9 +49,12 @@ static size_t free_bytes(void) {
     if (lim && *lim) {
         char *end;
         const unsigned long long mib = strtoull(lim, &end, 10);
-        if (!*end && mib * (1ull << 20) < fr) fr = (size_t)(mib * (1ull << 20));
+        if (*end || *lim == '-')
+            return mf_err(MF_ERR_INVALID_ARG, "MINFER_CUDA_MEM_MIB=%s: expected a number of MiB", lim);
+        if (mib * (1ull << 20) < fr) fr = (size_t)(mib * (1ull << 20));
     }
-    return fr;
+    *out = fr;
+    return MF_OK;
 }
 
 /* What -ngl auto leaves free besides the weights: activation buffers, the
@@ -70,8 +73,12 @@ mf_status mf_cuda_plan_layers(mf_model *m, int32_t gpu_layers) {
         m->n_cpu_layers = (uint32_t)gpu_layers >= L ? 0 : L - (uint32_t)gpu_layers;
         return MF_OK;
     }
+    if (gpu_layers < 0 && gpu_layers != MF_GPU_LAYERS_AUTO)
+        return mf_err(MF_ERR_INVALID_ARG, "gpu_layers %d: a layer count (0: all) or MF_GPU_LAYERS_AUTO", (int)gpu_layers);
     if (gpu_layers != MF_GPU_LAYERS_AUTO) return MF_OK;
     mf_status s = have_device();
+    size_t fr = 0;
+    if (!s) s = free_bytes(&fr);
     if (s) return s;
     size_t *layer = calloc(L ? L : 1, sizeof *layer);
     if (!layer) return mf_err(MF_ERR_NOMEM, "out of memory");
@@ -84,7 +91,6 @@ mf_status mf_cuda_plan_layers(mf_model *m, int32_t gpu_layers) {
         else global += ALIGN(t->nbytes);
     }
     const size_t kv = (size_t)AUTO_KV_CELLS * m->hp.n_head_kv * (m->hp.head_dim_k + m->hp.head_dim_v) * 2;
-    const size_t fr = free_bytes();
     size_t used = global + AUTO_RESERVE;
     uint32_t n = 0;
     while (n < L && used + layer[L - 1 - n] + kv <= fr) used += layer[L - 1 - n++] + kv;
@@ -124,7 +130,8 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
     }
     const double t0 = mf_now();
     void *base = NULL;
-    const size_t fr = free_bytes();
+    size_t fr = 0;
+    if ((s = free_bytes(&fr))) return s;
     if (total > fr || cudaMalloc(&base, total ? total : 256) != cudaSuccess) {
         cudaGetLastError();
         return mf_err(MF_ERR_NOMEM, "backend cuda: %.1f MiB of weights do not fit in the device's %.1f MiB free "
