@@ -65,5 +65,13 @@ int main(void) {
     check_model("../shared/models/zoo/gemma2.gguf");
     check_model("../shared/models/zoo/gpt2.gguf");
     check_model("../shared/models/zoo/phi3.gguf");
+    /* a layer split asked of a host backend is refused, not ignored */
+    mf_model_params p = mf_model_default_params();
+    p.gpu_layers = 2;
+    mf_model *m = NULL;
+    CHECK(mf_model_load("../shared/models/stories260K.gguf", &p, &m) != MF_OK &&
+              strstr(mf_last_error(), "gpu_layers 2 needs a device backend"),
+          "gpu_layers on the cpu backend: %s", m ? "loaded" : mf_last_error());
+    if (m) mf_model_free(m);
     return test_summary("test_split");
 }
