@@ -868,6 +868,13 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
             return NULL;
         }
     c->fuse = !(getenv("MINFER_CUDA_FUSE") && !mf_env_on("MINFER_CUDA_FUSE"));
+    mfc_fattn_on = !(getenv("MINFER_CUDA_FA") && !mf_env_on("MINFER_CUDA_FA"));
+    mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
+    {
+        mfc_mmq_tile_pipe = !(getenv("MINFER_CUDA_MMQ_PIPE") && !mf_env_on("MINFER_CUDA_MMQ_PIPE"));
+        const char *tr = getenv("MINFER_CUDA_MMQ_TILE_ROWS");
+        if (tr && *tr) mfc_mmq_tile_rows = atoi(tr);
+    }
     {
         struct cudaDeviceProp pr;
         cudaGetDeviceProperties(&pr, c->device);
@@ -889,15 +896,19 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                c->graphs ? "on" : "off", mfc_pdl_on ? "on" : "off (sm_90+, MINFER_CUDA_PDL)",
                c->fuse ? "on" : "off (MINFER_CUDA_FUSE=0)");
         mf_log(MF_LOG_INFO, "minfer: cuda kernels: Q4_K/Q6_K/Q8_0 over int8 activations, up to 8 rows by dp4a, "
-                            "more rows (up to %d) by int8 mma%s; other types warp-per-row f32 up to 8 rows; more rows: "
+                            "more rows (up to %d) by int8 mma%s, from %d rows (Q4_K/Q6_K) by int8 mma tiles of 64 rows in shared memory%s; other types warp-per-row f32 up to 8 rows; more rows: "
                             "128x64 f16 tensor-core tiles%s (F32/BF16: 64x64 f32 tiles); weights decoded from the "
                             "file's encoding in all\n",
-               c->max_rows < mfc_mmq_rows ? c->max_rows : mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
+               c->max_rows < mfc_mmq_rows ? c->max_rows : mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", mfc_mmq_tile_rows > 9 ? mfc_mmq_tile_rows : 9, mfc_mmq_tile_on ? "" : " (off: MINFER_CUDA_MMQ_TILE=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
         if (c->fuse)
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "
                                 "store in one launch, attention+quantization; attention: one block per KV head and "
                                 "share of the keys for decode\n");
+        mf_log(MF_LOG_INFO, "minfer: cuda prompt attention: %s\n",
+               mfc_fattn_on ? "f16 tensor-core flash attention (64 rows x 64-key tiles; head dims 16/32/64/128, f16 "
+                              "or q8_0 cache), f32 blocks per row otherwise"
+                            : "f32 blocks per row (MINFER_CUDA_FA=0)");
     }
     return &c->base;
 }

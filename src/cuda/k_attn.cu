@@ -379,6 +379,8 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
         launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
         return;
     }
+    /* a prompt's rows: the tensor-core kernel where it takes the shape */
+    if (!part && !qo.q && mfc_fattn(s, st, rows, q, kc, vc, p, out)) return;
     launch_k(attn_k, dim3(rows, p->n_head), AW * 32, 0, s, *st, q, kc, vc, *p, out, 1, (float *)NULL, qo, qkb);
 }
 

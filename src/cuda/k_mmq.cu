@@ -38,6 +38,7 @@
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
+#include "cuda/mmq.cuh"
 
 #define MQ_ROWS 64 /* the most activation rows per chunk: four m16 tiles */
 
@@ -50,33 +51,6 @@ int mfc_mmq_chunk = MQ_ROWS;
 /* the most rows these kernels take (MINFER_CUDA_MMQ_ROWS): every count by
  * default, prefill included (measured faster than the f16 tiles at 512) */
 int mfc_mmq_rows = 1 << 30;
-
-__device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t ld32_2(const uint8_t *p) { /* 2-byte aligned */
-    const uint16_t *h = (const uint16_t *)p;
-    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
-}
-
-/* 8 bytes at p, 2-byte aligned, as two words: aligned word loads and a
- * funnel shift (never past p + 10, which stays inside the row: see wload) */
-__device__ __forceinline__ uint2 ld64_2(const uint8_t *p) {
-    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
-    if (((uintptr_t)p & 3) == 0) return make_uint2(w[0], w[1]);
-    const uint32_t a = w[0], b = w[1], c = w[2];
-    return make_uint2(__funnelshift_r(a, b, 16), __funnelshift_r(b, c, 16));
-}
-
-__device__ __forceinline__ int sbyte(uint32_t a, uint32_t b, uint32_t c, int i) {
-    const uint32_t w = i < 4 ? a : i < 8 ? b : c;
-    return (int)((w >> (8 * (i & 3))) & 0xFF);
-}
 
 /* one super-block of 256 weights: this lane's levels of its B row (qv), and
  * what it needs of the two rows it scales (e: 2t, 2t+1) */
@@ -157,21 +131,6 @@ __device__ __forceinline__ mq_a a_load(const int8_t *__restrict__ xq, const floa
     a.q = *(const uint4 *)(xq + unit * 512 + (size_t)lane * 16);
     a.da = xd[unit * 16 + g], a.db = xd[unit * 16 + g + 8];
     return a;
-}
-
-/* Q4_K's scale and min of sub-block j (6 bits each, 12 packed bytes) */
-__device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &mw) {
-    const __half2 dm = *(const __half2 *)&hd.x;
-    int sc, mn;
-    if (j < 4) {
-        sc = sbyte(hd.y, hd.z, hd.w, j) & 63;
-        mn = sbyte(hd.y, hd.z, hd.w, j + 4) & 63;
-    } else {
-        sc = (sbyte(hd.y, hd.z, hd.w, j + 4) & 0x0f) | ((sbyte(hd.y, hd.z, hd.w, j - 4) >> 6) << 4);
-        mn = (sbyte(hd.y, hd.z, hd.w, j + 4) >> 4) | ((sbyte(hd.y, hd.z, hd.w, j) >> 6) << 4);
-    }
-    dw = __low2float(dm) * (float)sc;
-    mw = __high2float(dm) * (float)mn;
 }
 
 /* acc[u][m][0..3] += the super-block's products of weight tile u (rows 2t,
@@ -299,12 +258,6 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
     }
 }
 
-struct mq_segs {
-    mfc_mm_seg seg[MFC_MAX_SEGS];
-    int blk0[MFC_MAX_SEGS + 1]; /* first weight block of each segment */
-    int nseg;
-};
-
 /* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
  * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
 template <int MT, int W, int TS, int NT>
@@ -410,6 +363,7 @@ static void mmq_launch(cudaStream_t s, const mq_segs &S, int nb, int k, const mf
  * fragment used twice) the kernel needs 190-255 registers and ran 5-90%
  * slower at 16, 32 and 64 rows on the H200 (bench_mmvq, 2026-12-02). */
 extern "C" void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
+    if (mfc_mmq_tile(s, seg, nseg, k, q, rows)) return; /* a prompt's rows: k_mmq_tile.cu */
     const int W = mfc_mmq_team(k);
     const int rpb = 8 * (4 / W);
     mq_segs S = {};

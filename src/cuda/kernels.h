@@ -101,6 +101,13 @@ extern int mfc_mmq_chunk; /* activation rows per launch chunk: 16, 32 or 64 */
 /* the int8 tensor-core products (any rows, in chunks of 64), as mfc_mmvq_n */
 void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
 int mfc_mmq_team(int k);
+/* mfc_mmq_tile_rows rows or more with both operands staged in shared
+ * memory (k_mmq_tile.cu); false (nothing queued) for fewer rows, other types, or
+ * with mfc_mmq_tile_on off (MINFER_CUDA_MMQ_TILE=0) */
+extern bool mfc_mmq_tile_on;
+extern bool mfc_mmq_tile_pipe; /* MINFER_CUDA_MMQ_PIPE */
+extern int mfc_mmq_tile_rows; /* the fewest rows the tiles take: 65 (MINFER_CUDA_MMQ_TILE_ROWS, at least 9) */
+bool mfc_mmq_tile(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
 /* warps per weight row the products take for rows of k (a function of k
  * only); mfc_mmvq_w = 1, 2 or 4 forces it (benchmarks; 0: by k) */
 int mfc_mmvq_team(int k);
@@ -178,6 +185,13 @@ void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float 
  * mfc_quant_x would (head_dim_v % 32 == 0). */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                    const mfc_attn *p, float *out, int nsplit, int nz, float *part, const mfc_q8 *qout);
+
+/* Prompt rows on the f16 tensor cores (k_fattn.cu): f16 or q8_0 caches,
+ * head dimensions 16, 32, 64 or 128 (K and V alike); false for other shapes
+ * (and when mfc_fattn_on is off: MINFER_CUDA_FA=0), and nothing queued. */
+extern bool mfc_fattn_on;
+bool mfc_fattn(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
+               const mfc_attn *p, float *out);
 
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);

@@ -8,9 +8,11 @@
  * accumulation's bound (the sums run in another order than the host's,
  * and nvcc may fuse a decode's multiply and add into one FMA).
  * The dp4a kernels (Q4_K, Q6_K, Q8_0, up to 8 rows; teams of 1, 2 and 4 warps
- * per row) and the int8 tensor-core kernel (the same types, 20, 33, 64 and
- * 100 rows: one to four m16 tiles, chunks of 64; each row's outputs also
- * bit for bit the same at every row count) are held to the same bound
+ * per row) and the int8 tensor-core kernels (the same types, 20 to 150
+ * rows: k_mmq.cu's in chunks of 16, 32 and 64, and the shared-memory tiles
+ * of k_mmq_tile.cu, partial chunks and weight tiles included; each row's
+ * outputs bit for bit the same at every row count of one kernel) are held
+ * to the same bound
  * against a reference over the activations rounded as they round them
  * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
  * is checked exactly up to float rounding. The embedding lookup
@@ -59,7 +61,7 @@ static void check_type(int type, int k, int n) {
         tr->from_float_ref(wf + (size_t)j * k, wq + (size_t)j * rb, k);
         tr->to_float(wq + (size_t)j * rb, wd + (size_t)j * k, k);
     }
-    const int R = 100;
+    const int R = 150;
     float *x = malloc(sizeof(float) * (size_t)R * k), *xr = malloc(sizeof(float) * (size_t)R * k);
     for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
     /* outputs: the products' rows x n, or get_rows' 3 x k */
@@ -74,11 +76,11 @@ static void check_type(int type, int k, int n) {
     cudaMalloc((void **)&q8.q, RT * k);
     cudaMalloc((void **)&q8.d, RT * k / 4);
     cudaMalloc((void **)&q8.s, RT * k / 8);
-    static const int rows_list[] = {1, 3, 8, 20, 33, 64, 100};
+    static const int rows_list[] = {1, 3, 8, 20, 33, 64, 65, 100, 150};
     /* the int8 tensor-core rows (over 8): each row's outputs bit for bit
      * the same at every row count (in chunks of 64 past 64 rows) */
-    float *first_mq = malloc(sizeof(float) * (size_t)R * n);
-    int first_rows = 0;
+    float *first_mq = malloc(sizeof(float) * (size_t)R * n), *first_tl = malloc(sizeof(float) * (size_t)R * n);
+    int first_rows = 0, first_tile = 0;
     for (int mode = 0; mode < 3; mode++) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
@@ -92,6 +94,11 @@ static void check_type(int type, int k, int n) {
             for (int ti = 0; ti < (q ? 4 : 1); ti++) {
             mfc_mmvq_w = teams[ti];
             mfc_mmq_chunk = ti == 1 ? 16 : ti == 2 ? 32 : 64; /* the int8 mma kernel's chunks of 16, 32, 64 rows */
+            /* over 8 rows: k_mmq.cu's kernel at each chunk size, then the shared-memory tiles */
+            const bool tile = q && rows > 8 && ti == 3;
+            mfc_mmq_tile_on = tile;
+            mfc_mmq_tile_rows = 9; /* every row count over 8, not only prompts' */
+            mfc_mmq_tile_pipe = rows % 2 == 0; /* both loops, held to the same bits */
             cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
             if (q) {
                 mfc_quant_x(0, dx, k, rows, &q8);
@@ -123,9 +130,18 @@ static void check_type(int type, int k, int n) {
                     if (d > worst || d != d) worst = d;
                 }
             CHECK(bad == 0, "%s k %d rows %d%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
-                  mf_type_name(type), k, rows, q ? (rows > 8 ? " int8 mma" : " dp4a") : tc ? " tensor cores" : "",
+                  mf_type_name(type), k, rows, q ? (rows > 8 ? (tile ? " int8 tiles" : " int8 mma") : " dp4a") : tc ? " tensor cores" : "",
                   rows > 8 && q ? mfc_mmq_team(k) : mfc_mmvq_team(k), bad, rows * n, worst);
-            if (q && rows > 8) {
+            if (tile) { /* k_mmq_tile.cu */
+                if (!first_tile) {
+                    memcpy(first_tl, out, sizeof(float) * (size_t)rows * n);
+                    first_tile = rows;
+                } else {
+                    CHECK(memcmp(first_tl, out, sizeof(float) * (size_t)first_tile * n) == 0,
+                          "%s k %d: tiled int8 mma rows 0..%d differ between steps of %d and %d rows",
+                          mf_type_name(type), k, first_tile - 1, first_tile, rows);
+                }
+            } else if (q && rows > 8) {
                 if (!first_rows) {
                     memcpy(first_mq, out, sizeof(float) * (size_t)rows * n);
                     first_rows = rows;
@@ -138,9 +154,13 @@ static void check_type(int type, int k, int n) {
             }
             mfc_mmvq_w = 0;
             mfc_mmq_chunk = 64;
+            mfc_mmq_tile_on = true;
+            mfc_mmq_tile_rows = 65;
+            mfc_mmq_tile_pipe = true;
         }
     }
     free(first_mq);
+    free(first_tl);
     /* embedding rows */
     int32_t ids[3] = {n - 1, 0, n / 2};
     int32_t *did = dup_dev(ids, sizeof ids);
@@ -177,6 +197,10 @@ int main(void) {
     check_type(MF_TYPE_Q8_0, 6144, 7);
     check_type(MF_TYPE_Q4_K, 9728, 5);
     check_type(MF_TYPE_Q6_K, 9728, 5);
+    /* several 128-row weight tiles of k_mmq_tile.cu, the last one partial */
+    check_type(MF_TYPE_Q4_K, 512, 300);
+    check_type(MF_TYPE_Q6_K, 512, 300);
+    check_type(MF_TYPE_Q8_0, 512, 300);
     check_type(MF_TYPE_F32, 172, 33);
     check_type(MF_TYPE_F16, 172, 33);
     return test_summary("test_cuda_kernels");

@@ -1,0 +1,237 @@
+/* k_fattn.cu - attention of a prompt's rows on the f16 tensor cores (flash
+ * attention: key tiles in shared memory, an online softmax in registers).
+ *
+ * The general kernel (attn_k, k_attn.cu) gives each (row, head) a block of
+ * f32 FMAs and reads every key once per query row: a 512-token prompt's
+ * attention was a third of its prefill. Here a block takes 64 consecutive
+ * rows of one query head (four warps of 16 rows) and walks their keys in
+ * tiles of 64: the tile's K and V rows are copied once into shared memory
+ * as f16 (a q8_0 cache is widened on the way) and serve all 64 rows through
+ * mma.sync m16n8k16 (f16 in, f32 sums). Per tile a warp computes its 16 x 64
+ * scores S = Q K^T, masks them, updates each row's running max and sum, and
+ * adds P V with P rounded to f16 (K and V are f16 already).
+ *
+ * Rounding against attn_k: the query (times the softmax scale) and the
+ * probabilities are rounded to f16 before their products; sums stay f32.
+ * That is about 2^-11 of each score and weight, where an f16 cache already
+ * rounds K and V to the same precision.
+ *
+ * Rows of one sequence are consecutive in a step and in position order
+ * (mf_step), so a block's rows fall into at most a few runs of one sequence
+ * each; the block walks the keys of each run in turn, with the rows outside
+ * it masked. Key t is visible to row r when first(r) <= t <= pos(r) (first
+ * is 0, or the sliding window's start); a run's tiles cover
+ * first(its first row) .. pos(its last row), every cell of which the
+ * sequence holds. Keys past the run's last are loaded as zeros, so a masked
+ * product never meets a stale NaN. */
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "cuda/kernels.h"
+#include "cuda/launch.cuh"
+#include "cuda/kvcache.cuh"
+
+#define FA_ROWS 64 /* query rows per block: four warps of 16 */
+#define FA_KEYS 64 /* keys per tile */
+
+__device__ __forceinline__ uint32_t h2_bits(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+__device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* four 8x8 f16 matrices, transposed: the B fragments of two n-tiles */
+__device__ __forceinline__ void ldsm_x4_t(const __half *p, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+__device__ __forceinline__ int fa_first(const mfc_attn &p, int pos) {
+    return p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+}
+
+/* 8 elements of a cache row (element i, a multiple of 8) as f16 */
+__device__ __forceinline__ uint4 fa_ld8(const void *c, size_t i, int kvt) {
+    if (kvt == MFC_KV_F16) return *(const uint4 *)((const __half *)c + i);
+    float f[8];
+    ld_q8(c, i, 8, f);
+    return make_uint4(h2_bits(f[0], f[1]), h2_bits(f[2], f[3]), h2_bits(f[4], f[5]), h2_bits(f[6], f[7]));
+}
+
+template <int D>
+__global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, const float *__restrict__ q,
+                                               const void *kc, const void *vc, mfc_attn p, float *out) {
+    constexpr int LD = D + 8; /* shared row stride in halves: conflict-free fragment loads */
+    constexpr int NK = D / 16, NO = D / 8;
+    __shared__ __align__(16) __half ks[FA_KEYS * LD];
+    __shared__ __align__(16) __half vs[FA_KEYS * LD];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+    const int h = blockIdx.y, hk = h / (p.n_head / p.n_head_kv);
+    const int r0 = blockIdx.x * FA_ROWS, rend = min(r0 + FA_ROWS, n_rows);
+    const int wr = r0 + 16 * warp;
+    pdl_enter();
+
+    /* this lane's rows (g and g + 8 of the warp's 16) and their key ranges */
+    int row[2], seq[2], lo[2], hi[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        row[i] = wr + g + 8 * i;
+        const bool ok = row[i] < n_rows;
+        seq[i] = ok ? st.rowseq[row[i]] : -1;
+        hi[i] = ok ? st.pos[row[i]] : -1;
+        lo[i] = ok ? fa_first(p, hi[i]) : 0;
+    }
+    /* Q fragments, times the scale, in f16 (zeros past the step's rows) */
+    uint32_t qf[NK][4];
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = j & 1, d = 16 * kk + 2 * t4 + 8 * (j >> 1);
+            float2 v = make_float2(0.0f, 0.0f);
+            if (row[i] < n_rows) v = *(const float2 *)(q + ((size_t)row[i] * p.n_head + h) * D + d);
+            qf[kk][j] = h2_bits(v.x * p.scale, v.y * p.scale);
+        }
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    for (int ra = r0; ra < rend;) {
+        const int s = st.rowseq[ra];
+        int rb = ra + 1;
+        while (rb < rend && st.rowseq[rb] == s) rb++;
+        const int kmin = fa_first(p, st.pos[ra]), kmax = st.pos[rb - 1];
+        const int32_t *pages = st.pages + st.seq_pg[s];
+        const bool mine = wr < rb && wr + 16 > ra; /* the warp has rows in this run */
+        for (int k0 = kmin; k0 <= kmax; k0 += FA_KEYS) {
+            __syncthreads(); /* the previous tile is consumed */
+            for (int c = tid; c < FA_KEYS * (D / 8); c += 128) {
+                const int kr = c / (D / 8), d8 = (c % (D / 8)) * 8, t = k0 + kr;
+                uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+                if (t <= kmax) {
+                    const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
+                    kv = fa_ld8(kc, cell * p.k_width + (size_t)hk * D + d8, p.kvt);
+                    vv = fa_ld8(vc, cell * p.v_width + (size_t)hk * D + d8, p.kvt);
+                }
+                *(uint4 *)&ks[kr * LD + d8] = kv;
+                *(uint4 *)&vs[kr * LD + d8] = vv;
+            }
+            __syncthreads();
+            if (!mine) continue;
+            /* S = Q K^T over the tile: 8 n-tiles of 8 keys */
+            float sc[FA_KEYS / 8][4];
+#pragma unroll
+            for (int n = 0; n < FA_KEYS / 8; n++) {
+                sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+                const __half *kr = &ks[(8 * n + g) * LD + 2 * t4];
+#pragma unroll
+                for (int kk = 0; kk < NK; kk++)
+                    mma_f16(sc[n], qf[kk], *(const uint32_t *)(kr + 16 * kk), *(const uint32_t *)(kr + 16 * kk + 8));
+            }
+            /* mask, soft-cap, and the online softmax per row */
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int n = 0; n < FA_KEYS / 8; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int i = j >> 1, t = k0 + 8 * n + 2 * t4 + (j & 1);
+                    float v = sc[n][j];
+                    if (p.softcap > 0.0f) v = p.softcap * tanhf(v / p.softcap);
+                    v = seq[i] == s && t >= lo[i] && t <= hi[i] ? v : -INFINITY;
+                    sc[n][j] = v;
+                    mx[i] = fmaxf(mx[i], v);
+                }
+            float cf[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                const float mn = fmaxf(m[i], mx[i]);
+                const float base = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet stays at zero */
+                cf[i] = expf(m[i] - base);
+                m[i] = mn;
+                mx[i] = base;
+            }
+            float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int n = 0; n < FA_KEYS / 8; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float e = expf(sc[n][j] - mx[j >> 1]);
+                    sc[n][j] = e;
+                    rs[j >> 1] += e;
+                }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 1);
+                rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 2);
+                l[i] = l[i] * cf[i] + rs[i];
+            }
+#pragma unroll
+            for (int n = 0; n < NO; n++) o[n][0] *= cf[0], o[n][1] *= cf[0], o[n][2] *= cf[1], o[n][3] *= cf[1];
+            /* O += P V: P's C fragments are the A fragments of 16-key steps */
+#pragma unroll
+            for (int kc = 0; kc < FA_KEYS / 16; kc++) {
+                const uint32_t a[4] = {h2_bits(sc[2 * kc][0], sc[2 * kc][1]), h2_bits(sc[2 * kc][2], sc[2 * kc][3]),
+                                       h2_bits(sc[2 * kc + 1][0], sc[2 * kc + 1][1]),
+                                       h2_bits(sc[2 * kc + 1][2], sc[2 * kc + 1][3])};
+                const __half *vr = &vs[(16 * kc + (lane & 7) + 8 * ((lane >> 3) & 1)) * LD + 8 * (lane >> 4)];
+#pragma unroll
+                for (int dn = 0; dn < D / 16; dn++) {
+                    uint32_t b0, b1, b2, b3;
+                    ldsm_x4_t(vr + 16 * dn, b0, b1, b2, b3);
+                    mma_f16(o[2 * dn], a, b0, b1);
+                    mma_f16(o[2 * dn + 1], a, b2, b3);
+                }
+            }
+        }
+        ra = rb;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (row[i] >= n_rows) continue;
+        const float inv = 1.0f / l[i];
+        float *orow = out + ((size_t)row[i] * p.n_head + h) * D + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < NO; n++) *(float2 *)(orow + 8 * n) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+}
+
+/* MINFER_CUDA_FA=0 keeps prompts on attn_k (for A/B) */
+bool mfc_fattn_on = true;
+
+extern "C" bool mfc_fattn(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
+                          const void *vc, const mfc_attn *p, float *out) {
+    const int D = p->head_dim_k;
+    if (!mfc_fattn_on || p->head_dim_v != D || (D != 16 && D != 32 && D != 64 && D != 128) ||
+        p->n_head % p->n_head_kv != 0)
+        return false;
+    if (p->kvt == MFC_KV_F16 ? p->k_width % 8 || p->v_width % 8
+                             : p->kvt != MFC_KV_Q8 || p->k_width % 32 || p->v_width % 32 || D % 32)
+        return false;
+    static bool attr;
+    if (!attr) { /* shared memory for as many blocks as the registers allow */
+        cudaFuncSetAttribute(fattn_k<16>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<32>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<64>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<128>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        attr = true;
+    }
+    const dim3 grid((unsigned)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned)p->n_head);
+    if (D == 16) launch_k(fattn_k<16>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    else if (D == 32) launch_k(fattn_k<32>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    else if (D == 64) launch_k(fattn_k<64>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    else launch_k(fattn_k<128>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    return true;
+}

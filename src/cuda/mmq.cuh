@@ -1,0 +1,60 @@
+/* mmq.cuh - pieces shared by the int8 tensor-core products (k_mmq.cu for
+ * up to 64 rows, k_mmq_tile.cu for prompts): the mma, unaligned loads of
+ * weight bytes, Q4_K's packed scales, and a launch's product segments. */
+#ifndef MF_CUDA_MMQ_CUH
+#define MF_CUDA_MMQ_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda/kernels.h"
+
+__device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t ld32_2(const uint8_t *p) { /* 2-byte aligned */
+    const uint16_t *h = (const uint16_t *)p;
+    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+}
+
+/* 8 bytes at p, 2-byte aligned, as two words: aligned word loads and a
+ * funnel shift (never past p + 10, which stays inside the row: see wload) */
+__device__ __forceinline__ uint2 ld64_2(const uint8_t *p) {
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    if (((uintptr_t)p & 3) == 0) return make_uint2(w[0], w[1]);
+    const uint32_t a = w[0], b = w[1], c = w[2];
+    return make_uint2(__funnelshift_r(a, b, 16), __funnelshift_r(b, c, 16));
+}
+
+__device__ __forceinline__ int sbyte(uint32_t a, uint32_t b, uint32_t c, int i) {
+    const uint32_t w = i < 4 ? a : i < 8 ? b : c;
+    return (int)((w >> (8 * (i & 3))) & 0xFF);
+}
+
+/* Q4_K's scale and min of sub-block j (6 bits each, 12 packed bytes) */
+__device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &mw) {
+    const __half2 dm = *(const __half2 *)&hd.x;
+    int sc, mn;
+    if (j < 4) {
+        sc = sbyte(hd.y, hd.z, hd.w, j) & 63;
+        mn = sbyte(hd.y, hd.z, hd.w, j + 4) & 63;
+    } else {
+        sc = (sbyte(hd.y, hd.z, hd.w, j + 4) & 0x0f) | ((sbyte(hd.y, hd.z, hd.w, j - 4) >> 6) << 4);
+        mn = (sbyte(hd.y, hd.z, hd.w, j + 4) >> 4) | ((sbyte(hd.y, hd.z, hd.w, j) >> 6) << 4);
+    }
+    dw = __low2float(dm) * (float)sc;
+    mw = __high2float(dm) * (float)mn;
+}
+
+struct mq_segs {
+    mfc_mm_seg seg[MFC_MAX_SEGS];
+    int blk0[MFC_MAX_SEGS + 1]; /* first weight block of each segment */
+    int nseg;
+};
+
+#endif
