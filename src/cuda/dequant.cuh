@@ -20,6 +20,11 @@ enum {
 
 __device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(*(const __half *)p); }
 
+__device__ __forceinline__ uint32_t ld_u32_2(const uint8_t *p) { /* 2-byte aligned */
+    const uint16_t *h = (const uint16_t *)p;
+    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+}
+
 /* The 16 levels of IQ4_NL / IQ4_XS (quant/qsearch.c's mf_iq4nl_values) as
  * int8 bytes, four to a word: a byte permute looks them up in registers,
  * where a table in memory would serialize lanes reading different entries. */
