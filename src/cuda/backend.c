@@ -896,10 +896,13 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                c->graphs ? "on" : "off", mfc_pdl_on ? "on" : "off (sm_90+, MINFER_CUDA_PDL)",
                c->fuse ? "on" : "off (MINFER_CUDA_FUSE=0)");
         mf_log(MF_LOG_INFO, "minfer: cuda kernels: Q4_K/Q6_K/Q8_0 over int8 activations, up to 8 rows by dp4a, "
-                            "more rows (up to %d) by int8 mma%s, from %d rows (Q4_K/Q6_K) by int8 mma tiles of 64 rows in shared memory%s; other types warp-per-row f32 up to 8 rows; more rows: "
-                            "128x64 f16 tensor-core tiles%s (F32/BF16: 64x64 f32 tiles); weights decoded from the "
-                            "file's encoding in all\n",
-               c->max_rows < mfc_mmq_rows ? c->max_rows : mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)", mfc_mmq_tile_rows > 9 ? mfc_mmq_tile_rows : 9, mfc_mmq_tile_on ? "" : " (off: MINFER_CUDA_MMQ_TILE=0)", c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
+                            "more rows (up to %d) by int8 mma%s, from %d rows (Q4_K/Q6_K) by int8 mma tiles of 64 "
+                            "rows in shared memory%s; Q2_K/Q3_K/IQ4_NL/IQ4_XS up to 8 rows by dp4a; other types "
+                            "warp-per-row f32 up to 8 rows; more rows: 128x64 f16 tensor-core tiles%s (F32/BF16: "
+                            "64x64 f32 tiles); weights decoded from the file's encoding in all\n",
+               c->max_rows < mfc_mmq_rows ? c->max_rows : mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)",
+               mfc_mmq_tile_rows > 9 ? mfc_mmq_tile_rows : 9, mfc_mmq_tile_on ? "" : " (off: MINFER_CUDA_MMQ_TILE=0)",
+               c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
         if (c->fuse)
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "

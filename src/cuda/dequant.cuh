@@ -15,10 +15,46 @@
 /* type ids as in src/quant/types.h (the .cu files do not include C headers) */
 enum {
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
-    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30
+    T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30
 };
 
 __device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(*(const __half *)p); }
+
+__device__ __forceinline__ uint32_t ld_u32_2(const uint8_t *p) { /* 2-byte aligned */
+    const uint16_t *h = (const uint16_t *)p;
+    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+}
+
+/* The 16 levels of IQ4_NL / IQ4_XS (quant/qsearch.c's mf_iq4nl_values) as
+ * int8 bytes, four to a word: a byte permute looks them up in registers,
+ * where a table in memory would serialize lanes reading different entries. */
+#define IQ4_T0 0xBFAD9881u /* -127 -104  -83  -65 */
+#define IQ4_T1 0xF6EADDCFu /*  -49  -35  -22  -10 */
+#define IQ4_T2 0x26190D01u /*    1   13   25   38 */
+#define IQ4_T3 0x71594535u /*   53   69   89  113 */
+
+/* level of one 4-bit index n (0..15) */
+__device__ __forceinline__ int iq4_level(int n) {
+    const uint32_t b = __byte_perm(n < 8 ? IQ4_T0 : IQ4_T2, n < 8 ? IQ4_T1 : IQ4_T3, (uint32_t)n & 7);
+    return (int)(int8_t)(b & 0xFF);
+}
+
+/* four indices, one per byte of q (each 0..15), to their four int8 levels
+ * (for dp4a): selectors of 3 bits into each half of the table, then each
+ * byte taken from the half its index's bit 3 names */
+__device__ __forceinline__ uint32_t iq4_levels4(uint32_t q) {
+    const uint32_t t = q | (q >> 4); /* index i at bits 4i..4i+3 of the low 16 bits, after the mask below */
+    const uint32_t sel = ((t & 0xFFu) | ((t >> 8) & 0xFF00u)) & 0x7777u;
+    const uint32_t lo = __byte_perm(IQ4_T0, IQ4_T1, sel), hi = __byte_perm(IQ4_T2, IQ4_T3, sel);
+    const uint32_t hm = ((q >> 3) & 0x01010101u) * 0xFFu;
+    return (lo & ~hm) | (hi & hm);
+}
+
+/* Q3_K's 6-bit scale j (0..15) from its 12 packed bytes, as stored (+32) */
+__device__ __forceinline__ int q3k_scale(const uint8_t *sc, int j) {
+    const int low = j < 8 ? sc[j] & 15 : sc[j - 8] >> 4;
+    return low | ((sc[8 + (j & 3)] >> (2 * (j >> 2))) & 3) << 4;
+}
 
 /* 4-bit min/scale pair j of a Q4_K/Q5_K super-block (12 packed bytes) */
 __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int &sc, int &mn) {
@@ -114,6 +150,47 @@ template <int T> __device__ __forceinline__ void dq8(const uint8_t *__restrict__
             const int q = (((ql[i] >> sl) & 15) | ((qh[i] >> shh) & 3) << 4) - 32;
             v[i] = ds * (float)q;
         }
+    } else if constexpr (T == T_Q2_K) {
+        /* 84-byte blocks: scales (low nibble scale, high min) of 16
+         * sub-blocks of 16, 2-bit levels (byte l of half h's 32 holds
+         * elements 128h + l + 32s at bits 2s), d, dmin */
+        const uint8_t *b = row + (size_t)(e0 / 256) * 84;
+        const int e = e0 % 256, sc = b[e / 16];
+        const float dl = ld_h(b + 80) * (float)(sc & 15), ml = ld_h(b + 82) * (float)(sc >> 4);
+        const uint8_t *qs = b + 16 + (e / 128) * 32 + e % 32;
+        const int sh = 2 * ((e % 128) / 32);
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = dl * (float)((qs[i] >> sh) & 3) - ml;
+    } else if constexpr (T == T_Q3_K) {
+        /* 110-byte blocks: the third bit of element e in bit e / 32 of
+         * hmask[e % 32] (clear: level - 4), the low two as Q2_K's, 16
+         * six-bit scales + 32, d */
+        const uint8_t *b = row + (size_t)(e0 / 256) * 110;
+        const int e = e0 % 256;
+        const float dl = ld_h(b + 108) * (float)(q3k_scale(b + 96, e / 16) - 32);
+        const uint8_t *qs = b + 32 + (e / 128) * 32 + e % 32, *hm = b + e % 32;
+        const int sh = 2 * ((e % 128) / 32), hb = e / 32;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = dl * (float)(((qs[i] >> sh) & 3) - ((hm[i] >> hb) & 1 ? 0 : 4));
+    } else if constexpr (T == T_IQ4_NL) {
+        const uint8_t *b = row + (size_t)(e0 / 32) * 18;
+        const int s = e0 % 32;
+        const float d = ld_h(b);
+        const uint8_t *qs = b + 2 + (s & 15);
+        const int sh = s >= 16 ? 4 : 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = d * (float)iq4_level((qs[i] >> sh) & 15);
+    } else if constexpr (T == T_IQ4_XS) {
+        /* 136-byte blocks: d, the scales' top 2 bits (16 bits), their low 4
+         * (4 bytes), then per sub-block of 32 16 bytes of indices as IQ4_NL */
+        const uint8_t *b = row + (size_t)(e0 / 256) * 136;
+        const int e = e0 % 256, ib = e / 32, s = e % 32;
+        const int ls = ((b[4 + ib / 2] >> (4 * (ib & 1))) & 15) | ((*(const uint16_t *)(b + 2) >> (2 * ib)) & 3) << 4;
+        const float dl = ld_h(b) * (float)(ls - 32);
+        const uint8_t *qs = b + 8 + 16 * ib + (s & 15);
+        const int sh = s >= 16 ? 4 : 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = dl * (float)iq4_level((qs[i] >> sh) & 15);
     }
 }
 

@@ -154,7 +154,7 @@ static void launch_mm(cudaStream_t s, const void *w, size_t rb, int k, int n, co
 extern "C" bool mfc_type_ok(int t) {
     switch (t) {
     case T_F32: case T_F16: case T_BF16: case T_Q4_0: case T_Q4_1: case T_Q5_0: case T_Q5_1: case T_Q8_0:
-    case T_Q4_K: case T_Q5_K: case T_Q6_K:
+    case T_Q2_K: case T_Q3_K: case T_Q4_K: case T_Q5_K: case T_Q6_K: case T_IQ4_NL: case T_IQ4_XS:
         return true;
     default:
         return false;
@@ -171,9 +171,13 @@ extern "C" bool mfc_type_ok(int t) {
     case T_Q5_0: F<T_Q5_0>(__VA_ARGS__); break;                                                                        \
     case T_Q5_1: F<T_Q5_1>(__VA_ARGS__); break;                                                                        \
     case T_Q8_0: F<T_Q8_0>(__VA_ARGS__); break;                                                                        \
+    case T_Q2_K: F<T_Q2_K>(__VA_ARGS__); break;                                                                        \
+    case T_Q3_K: F<T_Q3_K>(__VA_ARGS__); break;                                                                        \
     case T_Q4_K: F<T_Q4_K>(__VA_ARGS__); break;                                                                        \
     case T_Q5_K: F<T_Q5_K>(__VA_ARGS__); break;                                                                        \
     case T_Q6_K: F<T_Q6_K>(__VA_ARGS__); break;                                                                        \
+    case T_IQ4_NL: F<T_IQ4_NL>(__VA_ARGS__); break;                                                                    \
+    case T_IQ4_XS: F<T_IQ4_XS>(__VA_ARGS__); break;                                                                    \
     default: return false;                                                                                             \
     }
 

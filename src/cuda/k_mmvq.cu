@@ -1,5 +1,6 @@
 /* k_mmvq.cu - decode products (up to 8 rows) for Q4_K and Q6_K, the types
- * of Q4_K_M files, and Q8_0, over activations quantized to int8 in blocks
+ * of Q4_K_M files, Q8_0, and Q2_K, Q3_K, IQ4_NL, IQ4_XS (their lanes in
+ * mmvq_lowbit.cuh), over activations quantized to int8 in blocks
  * of 32 (one f32 scale and the scaled sum of each block): the weights'
  * 4-, 6- and 8-bit levels meet the int8 activations in dp4a (four products per instruction),
  * so a lane moves 16 weight bytes and a quarter of the activation bytes the
@@ -9,7 +10,9 @@
  * super-blocks of one weight row per step. Q4_K: a lane takes 16 bytes of
  * levels (32 weights: the same 16 positions of two sub-blocks). Q6_K: a lane
  * takes 8 positions of each quarter of a 128-weight half (32 weights).
- * Q8_0: a lane takes one block of 32.
+ * Q8_0: a lane takes one block of 32. Q2_K, Q3_K, IQ4_NL, IQ4_XS: 32
+ * weights a lane too (mmvq_lowbit.cuh says which); rows of these over 8
+ * are not taken (k_mmq.cu has no path for them).
  *
  * The activations' rounding to 8 bits is the CPU's approach too (q8_K
  * there, per 256; q8 per 32 here): results agree with the CPU within the
@@ -17,6 +20,7 @@
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
+#include "cuda/mmvq_lowbit.cuh"
 #include "cuda/rows.cuh"
 
 /* ---- activations to int8 blocks of 32: one warp per block ---- */
@@ -53,11 +57,6 @@ extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, 
     launch_k(norm_quant_k, rows, norm_threads(n), 0, s, layer_norm, x, w, b, n, eps, out, q->q, q->d, q->s,
              mfc_q8_tiled_kb(rows, n));
     return true;
-}
-
-__device__ __forceinline__ uint32_t ld_u32_2(const uint8_t *p) { /* 2-byte aligned */
-    const uint16_t *h = (const uint16_t *)p;
-    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
 }
 
 /* byte i (0..11) of the 12 scale bytes held in three words */
@@ -98,6 +97,10 @@ template <> struct wround<T_Q8_0> {
     uint32_t q[NB][9];
     float d[NB];
 };
+template <> struct wround<T_Q2_K> : w_q2k<NB> {};
+template <> struct wround<T_Q3_K> : w_q3k<NB> {};
+template <> struct wround<T_IQ4_NL> : w_iq4nl<NB> {};
+template <> struct wround<T_IQ4_XS> : w_iq4xs<NB> {};
 
 template <int T, int W>
 __device__ __forceinline__ void wload(wround<T> &w, const uint8_t *__restrict__ wr, int nsb, int sb0, int t) {
@@ -118,6 +121,14 @@ __device__ __forceinline__ void wload(wround<T> &w, const uint8_t *__restrict__ 
 #pragma unroll
             for (int i = 0; i < 8; i++) w.q[u][i] = p[i];
             w.q[u][8] = (t & 1) ? 0u : p[8]; /* odd blocks' levels are word-aligned: eight words */
+        } else if constexpr (T == T_Q2_K) {
+            q2k_load<NB>(w, u, wr + (size_t)sb * 84, t);
+        } else if constexpr (T == T_Q3_K) {
+            q3k_load<NB>(w, u, wr + (size_t)sb * 110, t);
+        } else if constexpr (T == T_IQ4_NL) {
+            iq4nl_load<NB>(w, u, wr + (size_t)sb * 144, t);
+        } else if constexpr (T == T_IQ4_XS) {
+            iq4xs_load<NB>(w, u, wr + (size_t)sb * 136, t);
         } else { /* 210-byte blocks are only 2-byte aligned */
             const int h = t >> 2, l0 = (t & 3) * 8;
             const uint8_t *blk = wr + (size_t)sb * 210;
@@ -186,6 +197,14 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                 for (int i = 0; i < 8; i++) is = __dp4a((int)qw[i], xv[i], is);
                 acc[r] += w.d[u] * xd[(size_t)r * kb + b] * (float)is;
             }
+        } else if constexpr (T == T_Q2_K) {
+            q2k_dot<R, NB>(w, u, sb, t, k, xq, xd, rows, acc);
+        } else if constexpr (T == T_Q3_K) {
+            q3k_dot<R, NB>(w, u, sb, t, k, xq, xd, rows, acc);
+        } else if constexpr (T == T_IQ4_NL) {
+            iq4nl_dot<R, NB>(w, u, sb, t, k, xq, xd, rows, acc);
+        } else if constexpr (T == T_IQ4_XS) {
+            iq4xs_dot<R, NB>(w, u, sb, t, k, xq, xd, rows, acc);
         } else {
             const int h = t >> 2, l0 = (t & 3) * 8;
             int v[4][2];
@@ -246,14 +265,52 @@ __device__ __forceinline__ void row_dot(const uint8_t *__restrict__ wr, int k, c
         for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
 }
 
-/* TS, the types a launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any (a
- * kernel holds the registers of the largest path it has) */
+/* TS, the set of types a launch's segments have (one bit per type): a
+ * kernel holds the registers of the largest path it has, so a launch of one
+ * type gets a kernel of that path alone (Q4_K and Q6_K, which Q4_K_M files
+ * mix in one launch, share one), and other mixes the kernel of all */
+enum {
+    S_Q4_K = 1, S_Q6_K = 2, S_Q8_0 = 4, S_Q2_K = 8, S_Q3_K = 16, S_IQ4_NL = 32, S_IQ4_XS = 64, S_ALL = 127,
+    S_K46 = S_Q4_K | S_Q6_K
+};
+
+static int type_bit(int type) {
+    switch (type) {
+    case T_Q4_K: return S_Q4_K;
+    case T_Q6_K: return S_Q6_K;
+    case T_Q8_0: return S_Q8_0;
+    case T_Q2_K: return S_Q2_K;
+    case T_Q3_K: return S_Q3_K;
+    case T_IQ4_NL: return S_IQ4_NL;
+    case T_IQ4_XS: return S_IQ4_XS;
+    default: return 0;
+    }
+}
+
+/* type's path when the set TS has it: no comparison when TS is that type
+ * alone */
+template <int T, int S, int R, int W, int TS>
+__device__ __forceinline__ bool row_dot_if(int type, const uint8_t *wr, int k, const mfc_q8 &q, int rows, float *acc,
+                                           int vl) {
+    if constexpr ((TS & S) != 0) {
+        if (TS == S || type == T) {
+            row_dot<T, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
+            return true;
+        }
+    }
+    return false;
+}
+
 template <int R, int W, int TS>
 __device__ __forceinline__ void row_dot_t(int type, const uint8_t *wr, int k, const mfc_q8 &q, int rows, float *acc,
                                           int vl) {
-    if (TS != 0 && (TS == 1 || type == T_Q8_0)) row_dot<T_Q8_0, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
-    else if (TS != 1 && type == T_Q4_K) row_dot<T_Q4_K, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
-    else if (TS != 1) row_dot<T_Q6_K, R, W>(wr, k, q.q, q.d, q.s, rows, acc, vl);
+    if (row_dot_if<T_Q8_0, S_Q8_0, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_Q4_K, S_Q4_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_Q6_K, S_Q6_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_Q2_K, S_Q2_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_Q3_K, S_Q3_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_IQ4_NL, S_IQ4_NL, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    row_dot_if<T_IQ4_XS, S_IQ4_XS, R, W, TS>(type, wr, k, q, rows, acc, vl);
 }
 
 /* up to MFC_MAX_SEGS products in one grid: segment i takes blocks
@@ -308,8 +365,11 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
 }
 
 extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
-    return (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0) && k % 256 == 0 && rows >= 1 &&
-           (rows <= 8 || rows <= mfc_mmq_rows);
+    if (k % 256 || rows < 1) return false;
+    if (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0) return rows <= 8 || rows <= mfc_mmq_rows;
+    /* dp4a only: more rows of these take the f16 tensor-core tiles
+     * (k_gemm_tc.cu), the int8 mma kernel (k_mmq.cu) has no paths for them */
+    return (type == T_Q2_K || type == T_Q3_K || type == T_IQ4_NL || type == T_IQ4_XS) && rows <= 8;
 }
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
@@ -340,11 +400,20 @@ static void mmvq_launch_r(cudaStream_t s, const mm_segs &S, int nb, int k, const
 
 template <int W>
 static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
-    int n8 = 0;
-    for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0;
-    if (n8 == 0) mmvq_launch_r<W, 0>(s, S, nb, k, q, rows);
-    else if (n8 == S.nseg) mmvq_launch_r<W, 1>(s, S, nb, k, q, rows);
-    else mmvq_launch_r<W, 2>(s, S, nb, k, q, rows);
+    int set = 0;
+    for (int i = 0; i < S.nseg; i++) set |= type_bit(S.seg[i].type);
+    switch (set) {
+    case S_Q4_K: case S_Q6_K: case S_K46: mmvq_launch_r<W, S_K46>(s, S, nb, k, q, rows); break;
+    case S_Q8_0: mmvq_launch_r<W, S_Q8_0>(s, S, nb, k, q, rows); break;
+    case S_Q8_0 | S_Q4_K: case S_Q8_0 | S_Q6_K: case S_Q8_0 | S_K46:
+        mmvq_launch_r<W, S_Q8_0 | S_K46>(s, S, nb, k, q, rows);
+        break;
+    case S_Q2_K: mmvq_launch_r<W, S_Q2_K>(s, S, nb, k, q, rows); break;
+    case S_Q3_K: mmvq_launch_r<W, S_Q3_K>(s, S, nb, k, q, rows); break;
+    case S_IQ4_NL: mmvq_launch_r<W, S_IQ4_NL>(s, S, nb, k, q, rows); break;
+    case S_IQ4_XS: mmvq_launch_r<W, S_IQ4_XS>(s, S, nb, k, q, rows); break;
+    default: mmvq_launch_r<W, S_ALL>(s, S, nb, k, q, rows); break;
+    }
 }
 
 extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {

@@ -120,8 +120,8 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
         if (t->ne[1] > 1 || t->n_dims > 1) {
             if (!mfc_type_ok((int)t->type))
                 return mf_err(MF_ERR_UNSUPPORTED, "backend cuda: tensor %s has type %s, which the cuda kernels do not "
-                                                  "take yet (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, "
-                                                  "Q6_K)", t->name, mf_type_name(t->type));
+                                                  "take yet (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
+                                                  "Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)", t->name, mf_type_name(t->type));
         } else if (t->type != MF_TYPE_F32) {
             return mf_err(MF_ERR_UNSUPPORTED, "backend cuda: vector %s has type %s (only F32 vectors are supported)",
                           t->name, mf_type_name(t->type));

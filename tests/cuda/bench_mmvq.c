@@ -46,6 +46,11 @@ static const shape shapes[] = {
     {"llama-3-8b gate+up", MF_TYPE_Q4_K, 4096, 14336, 2},
     {"llama-3-8b down q4_k", MF_TYPE_Q4_K, 14336, 4096, 1},
     {"llama-3-8b down q6_k", MF_TYPE_Q6_K, 14336, 4096, 1},
+    {"qwen3-4b gate+up q2_k", MF_TYPE_Q2_K, 2560, 9728, 2},
+    {"qwen3-4b gate+up q3_k", MF_TYPE_Q3_K, 2560, 9728, 2},
+    {"qwen3-4b gate+up iq4_nl", MF_TYPE_IQ4_NL, 2560, 9728, 2},
+    {"qwen3-4b gate+up iq4_xs", MF_TYPE_IQ4_XS, 2560, 9728, 2},
+    {"qwen3-4b down iq4_xs", MF_TYPE_IQ4_XS, 9728, 2560, 1},
 };
 
 #define CK(x)                                                                                                         \
@@ -95,6 +100,8 @@ int main(int argc, char **argv) {
 
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *sh = &shapes[si];
+        /* types the int8 mma kernel has no path for (rows over 8) */
+        if (!tc && !mfc_mmvq_takes(sh->type, sh->k, rows)) continue;
         const size_t rb = mf_row_size(sh->type, sh->k), seg_bytes = rb * (size_t)sh->n;
         const size_t bytes = seg_bytes * sh->nseg;
         int copies = (int)(((size_t)256 << 20) / bytes) + 2;

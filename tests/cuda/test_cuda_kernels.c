@@ -2,15 +2,17 @@
  * weights quantized by quant/'s reference quantizer, decoded by its
  * reference dequantizer, and a dot product in double on the host.
  *
- * Per type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
- * and row count (1, 3 and 8: the warp-per-row decode kernel; 20: the tiled
- * prefill kernel), |gpu - ref| <= 1e-5 * sum |w||x| per output, the f32
- * accumulation's bound (the sums run in another order than the host's,
- * and nvcc may fuse a decode's multiply and add into one FMA).
- * The dp4a kernels (Q4_K, Q6_K, Q8_0, up to 8 rows; teams of 1, 2 and 4 warps
- * per row) and the int8 tensor-core kernels (the same types, 20 to 150
- * rows: k_mmq.cu's in chunks of 16, 32 and 64, and the shared-memory tiles
- * of k_mmq_tile.cu, partial chunks and weight tiles included; each row's
+ * Per type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS) and row count (1, 3 and 8: the warp-per-row
+ * decode kernel; 20: the tiled prefill kernel), |gpu - ref| <= 1e-5 * sum
+ * |w||x| per output, the f32 accumulation's bound (the sums run in another
+ * order than the host's, and nvcc may fuse a decode's multiply and add into
+ * one FMA).
+ * The dp4a kernels (Q4_K, Q6_K, Q8_0, Q2_K, Q3_K, IQ4_NL, IQ4_XS, up to 8
+ * rows; teams of 1, 2 and 4 warps per row; several types in one launch)
+ * and the int8 tensor-core kernels (Q4_K, Q6_K, Q8_0; 20 to 150 rows:
+ * k_mmq.cu's in chunks of 16, 32 and 64, and the shared-memory tiles of
+ * k_mmq_tile.cu, partial chunks and weight tiles included; each row's
  * outputs bit for bit the same at every row count of one kernel) are held
  * to the same bound
  * against a reference over the activations rounded as they round them
@@ -19,7 +21,9 @@
  * (get_rows) against to_float, 1e-6 relative. The tensor-core prefill
  * kernel rounds weights and activations to f16 (2^-11 relative each):
  * 2e-3 of sum |w||x|. Rows of 172 elements (F32,
- * F16) cover the one-element paths. Exits 77 (skipped) without a device. */
+ * F16) cover the one-element paths; IQ4_NL rows of 1056 (33 blocks, not a
+ * multiple of 256) the types' generic paths only. Exits 77 (skipped)
+ * without a device. */
 #include "testutil.h"
 #include "cuda/kernels.h"
 #include "quant/types.h"
@@ -178,14 +182,88 @@ static void check_type(int type, int k, int n) {
     free(wf), free(wd), free(wq), free(x), free(xr), free(out);
 }
 
+/* Several types in one dp4a launch (mfc_mmvq_n: the kernel with every
+ * type's path, or Q4_K/Q6_K/Q8_0's): each segment's outputs against the
+ * reference as above, and bit for bit what a launch of that segment alone
+ * gives (kernels.h: a row's value does not depend on the launch). */
+static void check_mixed(int k, int n) {
+    static const int sets[3][4] = {{MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS},
+                                   {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_IQ4_XS},
+                                   {MF_TYPE_Q4_K, MF_TYPE_Q8_0, MF_TYPE_Q6_K, MF_TYPE_Q8_0}};
+    enum { NS = 4, R = 8 };
+    float *x = malloc(sizeof(float) * R * k), *xr = malloc(sizeof(float) * R * k);
+    for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
+    for (int r = 0; r < R; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k);
+    float *dx = dup_dev(x, sizeof(float) * R * k);
+    mfc_q8 q8 = {0};
+    cudaMalloc((void **)&q8.q, (size_t)R * k);
+    cudaMalloc((void **)&q8.d, (size_t)R * k / 8);
+    cudaMalloc((void **)&q8.s, (size_t)R * k / 8);
+    float *out = malloc(sizeof(float) * R * n), *one = malloc(sizeof(float) * R * n);
+    float *dout = NULL, *done = NULL;
+    cudaMalloc((void **)&dout, sizeof(float) * NS * R * n);
+    cudaMalloc((void **)&done, sizeof(float) * R * n);
+    for (int si = 0; si < 3; si++) {
+        mfc_mm_seg seg[NS];
+        float *wd[NS];
+        for (int i = 0; i < NS; i++) {
+            const int type = sets[si][i];
+            const mf_type_traits *tr = mf_type_traits_ref(type);
+            const size_t rb = mf_row_size(type, k);
+            float *wf = malloc(sizeof(float) * (size_t)k);
+            uint8_t *wq = malloc(rb * (size_t)n);
+            wd[i] = malloc(sizeof(float) * (size_t)k * n);
+            for (int j = 0; j < n; j++) {
+                for (int e = 0; e < k; e++) wf[e] = frand();
+                tr->from_float_ref(wf, wq + (size_t)j * rb, k);
+                tr->to_float(wq + (size_t)j * rb, wd[i] + (size_t)j * k, k);
+            }
+            seg[i] = (mfc_mm_seg){dup_dev(wq, rb * (size_t)n), rb, type, n, dout + (size_t)i * R * n, NULL, NULL};
+            free(wf), free(wq);
+        }
+        static const int rows_list[] = {1, 5, 8};
+        for (int ri = 0; ri < 3; ri++) {
+            const int rows = rows_list[ri];
+            mfc_quant_x(0, dx, k, rows, &q8);
+            mfc_mmvq_n(0, seg, NS, k, &q8, rows);
+            for (int i = 0; i < NS; i++) {
+                mfc_mmvq(0, seg[i].type, seg[i].w, seg[i].row_bytes, k, n, &q8, rows, done, NULL, NULL);
+                const cudaError_t e = cudaDeviceSynchronize();
+                CHECK(e == cudaSuccess, "mixed launch k %d rows %d: %s", k, rows, cudaGetErrorString(e));
+                cudaMemcpy(out, seg[i].out, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
+                cudaMemcpy(one, done, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
+                int bad = 0;
+                for (int r = 0; r < rows; r++)
+                    for (int j = 0; j < n; j++) {
+                        double ref = 0, mag = 0;
+                        for (int e = 0; e < k; e++) {
+                            ref += (double)wd[i][(size_t)j * k + e] * xr[(size_t)r * k + e];
+                            mag += fabs((double)wd[i][(size_t)j * k + e] * xr[(size_t)r * k + e]);
+                        }
+                        if (!(fabs(out[(size_t)r * n + j] - ref) <= 1e-5 * (mag > 0 ? mag : 1))) bad++;
+                    }
+                CHECK(bad == 0, "%s in a mixed dp4a launch, k %d rows %d: %d of %d outputs off",
+                      mf_type_name(seg[i].type), k, rows, bad, rows * n);
+                CHECK(!memcmp(out, one, sizeof(float) * (size_t)rows * n),
+                      "%s k %d rows %d: a mixed dp4a launch differs from the type's own launch",
+                      mf_type_name(seg[i].type), k, rows);
+            }
+        }
+        for (int i = 0; i < NS; i++) cudaFree((void *)seg[i].w), free(wd[i]);
+    }
+    cudaFree(dx), cudaFree(dout), cudaFree(done), cudaFree(q8.q), cudaFree(q8.d), cudaFree(q8.s);
+    free(x), free(xr), free(out), free(one);
+}
+
 int main(void) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
         fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device\n");
         return 77;
     }
-    static const int types[] = {MF_TYPE_F32,  MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_Q4_0, MF_TYPE_Q4_1, MF_TYPE_Q5_0,
-                                MF_TYPE_Q5_1, MF_TYPE_Q8_0, MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K};
+    static const int types[] = {MF_TYPE_F32,  MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_Q4_0,   MF_TYPE_Q4_1,
+                                MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0, MF_TYPE_Q2_K,   MF_TYPE_Q3_K,
+                                MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         check_type(types[i], 1024, 37);
         check_type(types[i], 2560, 9);
@@ -201,6 +279,14 @@ int main(void) {
     check_type(MF_TYPE_Q4_K, 512, 300);
     check_type(MF_TYPE_Q6_K, 512, 300);
     check_type(MF_TYPE_Q8_0, 512, 300);
+    static const int lowbit[] = {MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof lowbit / sizeof lowbit[0]; i++) {
+        check_type(lowbit[i], 6144, 7);
+        check_type(lowbit[i], 9728, 5);
+    }
+    check_type(MF_TYPE_IQ4_NL, 1056, 13);
+    check_mixed(2560, 11);
+    check_mixed(9728, 6);
     check_type(MF_TYPE_F32, 172, 33);
     check_type(MF_TYPE_F16, 172, 33);
     return test_summary("test_cuda_kernels");
