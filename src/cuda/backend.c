@@ -871,7 +871,6 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     mfc_fattn_on = !(getenv("MINFER_CUDA_FA") && !mf_env_on("MINFER_CUDA_FA"));
     mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
     {
-        mfc_mmq_tile_pipe = !(getenv("MINFER_CUDA_MMQ_PIPE") && !mf_env_on("MINFER_CUDA_MMQ_PIPE"));
         const char *tr = getenv("MINFER_CUDA_MMQ_TILE_ROWS");
         if (tr && *tr) mfc_mmq_tile_rows = atoi(tr);
     }

@@ -11,10 +11,13 @@
  * scores S = Q K^T, masks them, updates each row's running max and sum, and
  * adds P V with P rounded to f16 (K and V are f16 already).
  *
- * Rounding against attn_k: the query (times the softmax scale) and the
- * probabilities are rounded to f16 before their products; sums stay f32.
- * That is about 2^-11 of each score and weight, where an f16 cache already
- * rounds K and V to the same precision.
+ * Rounding against attn_k: the query (times the softmax scale) goes in as
+ * two f16 parts, its f16 rounding and the rest (rounded again), so a score
+ * is off by about 2^-22 of |q||k| rather than 2^-11: random-weight models
+ * have scores in the hundreds, where one f16 query moved the zoo's gemma2
+ * logits by 4% of their range. The probabilities are rounded to f16 before
+ * P V (2^-11 of each weight, as an f16 cache already rounds V); sums stay
+ * f32.
  *
  * Rows of one sequence are consecutive in a step and in position order
  * (mf_step), so a block's rows fall into at most a few runs of one sequence
@@ -91,8 +94,9 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
         hi[i] = ok ? st.pos[row[i]] : -1;
         lo[i] = ok ? fa_first(p, hi[i]) : 0;
     }
-    /* Q fragments, times the scale, in f16 (zeros past the step's rows) */
-    uint32_t qf[NK][4];
+    /* Q fragments, times the scale, as f16 high and low parts (zeros past
+     * the step's rows) */
+    uint32_t qf[NK][4], ql[NK][4];
 #pragma unroll
     for (int kk = 0; kk < NK; kk++)
 #pragma unroll
@@ -100,7 +104,11 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
             const int i = j & 1, d = 16 * kk + 2 * t4 + 8 * (j >> 1);
             float2 v = make_float2(0.0f, 0.0f);
             if (row[i] < n_rows) v = *(const float2 *)(q + ((size_t)row[i] * p.n_head + h) * D + d);
-            qf[kk][j] = h2_bits(v.x * p.scale, v.y * p.scale);
+            v.x *= p.scale, v.y *= p.scale;
+            const __half2 hi = __floats2half2_rn(v.x, v.y);
+            const float2 hf = __half22float2(hi);
+            memcpy(&qf[kk][j], &hi, 4);
+            ql[kk][j] = h2_bits(v.x - hf.x, v.y - hf.y);
         }
     float o[NO][4];
 #pragma unroll
@@ -136,8 +144,11 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
                 sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
                 const __half *kr = &ks[(8 * n + g) * LD + 2 * t4];
 #pragma unroll
-                for (int kk = 0; kk < NK; kk++)
-                    mma_f16(sc[n], qf[kk], *(const uint32_t *)(kr + 16 * kk), *(const uint32_t *)(kr + 16 * kk + 8));
+                for (int kk = 0; kk < NK; kk++) {
+                    const uint32_t b0 = *(const uint32_t *)(kr + 16 * kk), b1 = *(const uint32_t *)(kr + 16 * kk + 8);
+                    mma_f16(sc[n], ql[kk], b0, b1);
+                    mma_f16(sc[n], qf[kk], b0, b1);
+                }
             }
             /* mask, soft-cap, and the online softmax per row */
             float mx[2] = {-INFINITY, -INFINITY};

@@ -37,8 +37,7 @@ template <int WN> struct mt_smem {
     float2 bs[4 * WN][8][8];   /* per weight row and block: Q4_K (d*sc, dmin*m); Q6_K (its two 16-wide scales) */
 };
 
-/* One super-block of weight rows, in two halves so that the next one's
- * loads can be in flight while the current one multiplies: mt_load_w reads
+/* One super-block of weight rows, in two halves: mt_load_w reads
  * a thread's tasks into registers, mt_store_w unpacks them into shared
  * memory. Task (row, t) writes lane (row % 8) * 4 + t of its n tile, 8
  * levels per block (positions 8t..8t+7, as k_mmq.cu's lanes hold them), and
@@ -187,21 +186,20 @@ __device__ __forceinline__ void mt_mul(const mt_smem<WN> &sm, int nmt, int warp,
     }
 }
 
-/* PIPE: the next super-block's weights are loaded while this one
- * multiplies (more registers: WN tasks of raw bytes per thread) */
-template <int T, int WN, bool PIPE>
+/* Each super-block's weights are loaded after the previous multiply: a
+ * version that loaded them during it (WN tasks of raw bytes held across the
+ * multiply, up to 254 registers) measured 9% slower at pp512 on the H200. */
+template <int T, int WN>
 __device__ __forceinline__ void mt_run(mt_smem<WN> &sm, const mfc_mm_seg &sg, int k, const mfc_q8 &q, int n0,
                                        int mt0, int nmt, int warp, int lane, float (&acc)[WN][4][4]) {
     const int nsb = k / 256;
     const uint8_t *w = (const uint8_t *)sg.w;
     mt_raw<T> raw[WN];
-    if (PIPE) mt_load_w<T, WN>(raw, w, sg.row_bytes, sg.n, n0, 0);
     for (int sb = 0; sb < nsb; sb++) {
-        if (!PIPE) mt_load_w<T, WN>(raw, w, sg.row_bytes, sg.n, n0, sb);
+        mt_load_w<T, WN>(raw, w, sg.row_bytes, sg.n, n0, sb);
         mt_store_w<T, WN>(sm, raw);
         mt_fill_a<WN>(sm, q, k / 32, mt0, nmt, sb);
         __syncthreads();
-        if (PIPE && sb + 1 < nsb) mt_load_w<T, WN>(raw, w, sg.row_bytes, sg.n, n0, sb + 1);
         mt_mul<T, WN>(sm, nmt, warp, lane, acc);
         __syncthreads(); /* the next super-block overwrites both */
     }
@@ -209,7 +207,7 @@ __device__ __forceinline__ void mt_run(mt_smem<WN> &sm, const mfc_mm_seg &sg, in
 
 /* grid: x over the segments' weight tiles of 32 WN rows, y over 64-row
  * chunks. WN changes which block computes an output, never its sum. */
-template <int WN, bool PIPE>
+template <int WN>
 __global__ void __launch_bounds__(128) mmq_tile_k(mq_segs S, int k, mfc_q8 q, int rows) {
     constexpr int TN = 32 * WN;
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -227,8 +225,8 @@ __global__ void __launch_bounds__(128) mmq_tile_k(mq_segs S, int k, mfc_q8 q, in
 #pragma unroll
         for (int m = 0; m < 4; m++) acc[u][m][0] = acc[u][m][1] = acc[u][m][2] = acc[u][m][3] = 0.0f;
     pdl_enter();
-    if (sg.type == T_Q4_K) mt_run<T_Q4_K, WN, PIPE>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
-    else mt_run<T_Q6_K, WN, PIPE>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
+    if (sg.type == T_Q4_K) mt_run<T_Q4_K, WN>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
+    else mt_run<T_Q6_K, WN>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
 #pragma unroll
     for (int u = 0; u < WN; u++)
 #pragma unroll
@@ -248,9 +246,8 @@ __global__ void __launch_bounds__(128) mmq_tile_k(mq_segs S, int k, mfc_q8 q, in
  * A/B); MINFER_CUDA_MMQ_TILE_ROWS=N: the tiles from N rows on */
 bool mfc_mmq_tile_on = true;
 int mfc_mmq_tile_rows = 65;
-bool mfc_mmq_tile_pipe = true; /* MINFER_CUDA_MMQ_PIPE=0: load each super-block's weights after the last multiply */
 
-template <int WN, bool PIPE>
+template <int WN>
 static void mt_launch(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
     constexpr int TN = 32 * WN;
     mq_segs S = {};
@@ -265,12 +262,11 @@ static void mt_launch(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, co
     if (!nb) return;
     static bool attr;
     if (!attr) { /* over the 48 KiB default, and room for three blocks a multiprocessor */
-        cudaFuncSetAttribute(mmq_tile_k<WN, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)sizeof(mt_smem<WN>));
-        cudaFuncSetAttribute(mmq_tile_k<WN, PIPE>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(mmq_tile_k<WN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(mt_smem<WN>));
+        cudaFuncSetAttribute(mmq_tile_k<WN>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         attr = true;
     }
-    launch_k(mmq_tile_k<WN, PIPE>, dim3((unsigned)nb, (unsigned)((rows + TM - 1) / TM)), 128, sizeof(mt_smem<WN>), s, S,
+    launch_k(mmq_tile_k<WN>, dim3((unsigned)nb, (unsigned)((rows + TM - 1) / TM)), 128, sizeof(mt_smem<WN>), s, S,
              k, *q, rows);
 }
 
@@ -287,14 +283,8 @@ extern "C" bool mfc_mmq_tile(cudaStream_t s, const mfc_mm_seg *seg, int nseg, in
      * two blocks (132 on an H200): narrow products of few rows need more,
      * smaller blocks */
     const long blocks128 = (long)(n / 128) * ((rows + TM - 1) / TM);
-    if (mfc_mmq_tile_pipe) {
-        if (blocks128 >= 264) mt_launch<4, true>(s, seg, nseg, k, q, rows);
-        else if (blocks128 * 2 >= 264) mt_launch<2, true>(s, seg, nseg, k, q, rows);
-        else mt_launch<1, true>(s, seg, nseg, k, q, rows);
-    } else {
-        if (blocks128 >= 264) mt_launch<4, false>(s, seg, nseg, k, q, rows);
-        else if (blocks128 * 2 >= 264) mt_launch<2, false>(s, seg, nseg, k, q, rows);
-        else mt_launch<1, false>(s, seg, nseg, k, q, rows);
-    }
+    if (blocks128 >= 264) mt_launch<4>(s, seg, nseg, k, q, rows);
+    else if (blocks128 * 2 >= 264) mt_launch<2>(s, seg, nseg, k, q, rows);
+    else mt_launch<1>(s, seg, nseg, k, q, rows);
     return true;
 }

@@ -106,7 +106,6 @@ int mfc_mmq_team(int k);
  * memory (k_mmq_tile.cu); false (nothing queued) for fewer rows, other types, or
  * with mfc_mmq_tile_on off (MINFER_CUDA_MMQ_TILE=0) */
 extern bool mfc_mmq_tile_on;
-extern bool mfc_mmq_tile_pipe; /* MINFER_CUDA_MMQ_PIPE */
 extern int mfc_mmq_tile_rows; /* the fewest rows the tiles take: 65 (MINFER_CUDA_MMQ_TILE_ROWS, at least 9) */
 bool mfc_mmq_tile(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
 /* warps per weight row the products take for rows of k (a function of k

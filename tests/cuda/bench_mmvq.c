@@ -8,7 +8,7 @@
  *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
  *     -c 16|32|64: the int8 mma kernel's rows per chunk
  *     -t 0|1: over 8 rows, k_mmq.cu's kernel (0) or the shared-memory tiles
- *        of k_mmq_tile.cu (1, the default)
+ *        of k_mmq_tile.cu (1, the default; from 65 rows)
  *
  * Each shape's weights are constant bytes in several copies (over 256 MB in
  * all, beyond the L2), cycled through so every launch reads from HBM; 64

@@ -13,7 +13,10 @@
  * Float weights: 0.1 ("if the engine keeps activations in F32"). Quantized:
  * 1.5 ("differences of 1.5 appear if activations are not quantized that
  * way"); a step whose golden margin is under that tolerance is a near-tie,
- * where the golden token must be in our top 3. Without a device (or a build
+ * where the golden token must be in our top 3 (float files) or, for the
+ * quantized ones, within 3.0 of our best logit: twice the tolerance, as
+ * each of the two logits may be off by it (a Q2_K stress file's golden
+ * token came 4th by 0.8 on the H200). Without a device (or a build
  * without the backend) it exits 77: skipped. */
 #include "../engine/golden.h"
 #include "testutil.h"
@@ -64,7 +67,8 @@ static void run_dir(const char *dir, const char *model_dir) {
         mf_model_free(m);
         const bool quant = golden_default_tol(gc.model_path) > 0.01f;
         golden_opts o = {.tol = quant ? 1.5f : 0.1f, .n_threads = 2, .kv_type = MF_KV_F32, .check_tokens = true,
-                         .near_tie = quant ? 1.5f : 0.1f, .near_tie_rank = 3, .backend = "cuda"};
+                         .near_tie = quant ? 1.5f : 0.1f, .near_tie_rank = 3,
+                         .near_tie_gap = quant ? 3.0f : 0.0f, .backend = "cuda"};
         golden_check(&gc, &o);
         g_cases++;
         golden_free(&gc);

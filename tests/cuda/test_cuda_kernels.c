@@ -102,7 +102,6 @@ static void check_type(int type, int k, int n) {
             const bool tile = q && rows > 8 && ti == 3;
             mfc_mmq_tile_on = tile;
             mfc_mmq_tile_rows = 9; /* every row count over 8, not only prompts' */
-            mfc_mmq_tile_pipe = rows % 2 == 0; /* both loops, held to the same bits */
             cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
             if (q) {
                 mfc_quant_x(0, dx, k, rows, &q8);
@@ -160,7 +159,6 @@ static void check_type(int type, int k, int n) {
             mfc_mmq_chunk = 64;
             mfc_mmq_tile_on = true;
             mfc_mmq_tile_rows = 65;
-            mfc_mmq_tile_pipe = true;
         }
     }
     free(first_mq);

@@ -34,6 +34,9 @@ typedef struct golden_opts {
     bool check_tokens;     /* tokenize the prompt and compare (text cases) */
     float near_tie;        /* golden margin below which steps are near-ties (0 = the README's 0.05) */
     int near_tie_rank;     /* at a near-tie the golden token must be in our top N (0 = 2) */
+    float near_tie_gap;    /* > 0: at a near-tie the golden token's logit must instead be within this of our
+                              best (2 x the logit tolerance: each of the two may be off by it), and the
+                              free-running check ends there too when it differs */
     const char *backend;   /* mf_model_params.backend (NULL: the CPU) */
 } golden_opts;
 
