@@ -19,6 +19,9 @@
 #                      tg128, tg128 at depth 4096, flash attention on)
 #   LLAMA_BATCHED_BENCH=path  also run llama-batched-bench beside the aggregate
 #                      decode of 1, 16 and 64 sequences (first preset)
+#   DEPS=dir           .deb files of the build's libraries for a machine
+#                      without them (scripts/offline-deps.sh fetch dir), unpacked
+#                      into dir/root and built against
 #   SPLIT=1            also run the first preset split between CPU and GPU:
 #                      -ngl auto on a device faked to hold about half of it
 #                      (MINFER_CUDA_MEM_MIB), and -ngl N for half the layers
@@ -30,6 +33,10 @@ MODELS=${MODELS:-/tmp/minfer-gpu-models}
 PRESETS=${PRESETS:-"qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M qwen3-4b:Q8_0 qwen3-4b:Q6_K"}
 REPS=${REPS:-3}
 mkdir -p "$BUILD" "$MODELS"
+if [ -n "${DEPS:-}" ]; then
+    exports=$(scripts/offline-deps.sh unpack "$DEPS") || { echo "DEPS=$DEPS: unpack failed"; exit 1; }
+    eval "$exports"
+fi
 SUMMARY=$BUILD/gpu-check.summary
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }

@@ -6,7 +6,8 @@
  * attention was a third of its prefill. Here a block takes 64 consecutive
  * rows of one query head (four warps of 16 rows) and walks their keys in
  * tiles of 64: the tile's K and V rows are copied once into shared memory
- * as f16 (a q8_0 cache is widened on the way) and serve all 64 rows through
+ * as f16 (a q8_0 cache's V is widened on the way; its K keeps the int8
+ * levels, exact in f16, beside the block scales) and serve all 64 rows through
  * mma.sync m16n8k16 (f16 in, f32 sums). Per tile a warp computes its 16 x 64
  * scores S = Q K^T, masks them, updates each row's running max and sum, and
  * adds P V with P rounded to f16 (K and V are f16 already).
@@ -15,7 +16,10 @@
  * two f16 parts, its f16 rounding and the rest (rounded again), so a score
  * is off by about 2^-22 of |q||k| rather than 2^-11: random-weight models
  * have scores in the hundreds, where one f16 query moved the zoo's gemma2
- * logits by 4% of their range. The probabilities are rounded to f16 before
+ * logits by 4% of their range. For the same reason a q8_0 K is not widened
+ * (d * q rounded to f16 moved the gemma2 logits by 6% against the CPU's
+ * exact f32 d * q): its scores are taken per 32-element block on the levels
+ * and scaled by the key's block scale in f32. The probabilities are rounded to f16 before
  * P V (2^-11 of each weight, as an f16 cache already rounds V); sums stay
  * f32.
  *
@@ -71,13 +75,28 @@ __device__ __forceinline__ uint4 fa_ld8(const void *c, size_t i, int kvt) {
     return make_uint4(h2_bits(f[0], f[1]), h2_bits(f[2], f[3]), h2_bits(f[4], f[5]), h2_bits(f[6], f[7]));
 }
 
-template <int D>
+/* 8 int8 levels of a q8_0 row (element i, a multiple of 8) as f16, exactly */
+__device__ __forceinline__ uint4 fa_ld8_levels(const void *c, size_t i) {
+    const int8_t *q = (const int8_t *)(q8_block(c, i) + 2 + (i & 31));
+    const uint16_t *h = (const uint16_t *)q; /* 2-byte aligned, see ld_q8 */
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint16_t u = h[j];
+        w[j] = h2_bits((float)(int8_t)(u & 0xff), (float)(int8_t)(u >> 8));
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <int D, bool KQ8>
 __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, const float *__restrict__ q,
                                                const void *kc, const void *vc, mfc_attn p, float *out) {
     constexpr int LD = D + 8; /* shared row stride in halves: conflict-free fragment loads */
     constexpr int NK = D / 16, NO = D / 8;
     __shared__ __align__(16) __half ks[FA_KEYS * LD];
     __shared__ __align__(16) __half vs[FA_KEYS * LD];
+    constexpr int NB = KQ8 ? D / 32 : 1; /* q8_0 K: block scales per key */
+    __shared__ float kd[FA_KEYS * NB];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, hk = h / (p.n_head / p.n_head_kv);
     const int r0 = blockIdx.x * FA_ROWS, rend = min(r0 + FA_ROWS, n_rows);
@@ -127,11 +146,19 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
             for (int c = tid; c < FA_KEYS * (D / 8); c += 128) {
                 const int kr = c / (D / 8), d8 = (c % (D / 8)) * 8, t = k0 + kr;
                 uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+                float sd = 0.0f;
                 if (t <= kmax) {
                     const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
-                    kv = fa_ld8(kc, cell * p.k_width + (size_t)hk * D + d8, p.kvt);
+                    const size_t ki = cell * p.k_width + (size_t)hk * D + d8;
+                    if (KQ8) {
+                        kv = fa_ld8_levels(kc, ki);
+                        sd = q8_scale(q8_block(kc, ki));
+                    } else {
+                        kv = fa_ld8(kc, ki, p.kvt);
+                    }
                     vv = fa_ld8(vc, cell * p.v_width + (size_t)hk * D + d8, p.kvt);
                 }
+                if (KQ8 && d8 % 32 == 0) kd[kr * NB + d8 / 32] = sd;
                 *(uint4 *)&ks[kr * LD + d8] = kv;
                 *(uint4 *)&vs[kr * LD + d8] = vv;
             }
@@ -143,11 +170,34 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
             for (int n = 0; n < FA_KEYS / 8; n++) {
                 sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
                 const __half *kr = &ks[(8 * n + g) * LD + 2 * t4];
+                if (KQ8) {
+                    /* per block: the levels' dot, then times each key's scale
+                     * (this lane's keys: 2 t4 and 2 t4 + 1 of the n-tile) */
+                    const float *d0 = &kd[(8 * n + 2 * t4) * NB];
 #pragma unroll
-                for (int kk = 0; kk < NK; kk++) {
-                    const uint32_t b0 = *(const uint32_t *)(kr + 16 * kk), b1 = *(const uint32_t *)(kr + 16 * kk + 8);
-                    mma_f16(sc[n], ql[kk], b0, b1);
-                    mma_f16(sc[n], qf[kk], b0, b1);
+                    for (int b = 0; b < NB; b++) {
+                        float tb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                        for (int kk = 2 * b; kk < 2 * b + 2; kk++) {
+                            const uint32_t b0 = *(const uint32_t *)(kr + 16 * kk),
+                                           b1 = *(const uint32_t *)(kr + 16 * kk + 8);
+                            mma_f16(tb, ql[kk], b0, b1);
+                            mma_f16(tb, qf[kk], b0, b1);
+                        }
+                        const float s0 = d0[b], s1 = d0[NB + b];
+                        sc[n][0] = fmaf(tb[0], s0, sc[n][0]);
+                        sc[n][1] = fmaf(tb[1], s1, sc[n][1]);
+                        sc[n][2] = fmaf(tb[2], s0, sc[n][2]);
+                        sc[n][3] = fmaf(tb[3], s1, sc[n][3]);
+                    }
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < NK; kk++) {
+                        const uint32_t b0 = *(const uint32_t *)(kr + 16 * kk),
+                                       b1 = *(const uint32_t *)(kr + 16 * kk + 8);
+                        mma_f16(sc[n], ql[kk], b0, b1);
+                        mma_f16(sc[n], qf[kk], b0, b1);
+                    }
                 }
             }
             /* mask, soft-cap, and the online softmax per row */
@@ -233,16 +283,23 @@ extern "C" bool mfc_fattn(cudaStream_t s, const mfc_step_dev *st, int rows, cons
         return false;
     static bool attr;
     if (!attr) { /* shared memory for as many blocks as the registers allow */
-        cudaFuncSetAttribute(fattn_k<16>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<32>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<64>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<128>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<16, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<32, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<64, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<128, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<32, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<64, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(fattn_k<128, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         attr = true;
     }
     const dim3 grid((unsigned)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned)p->n_head);
-    if (D == 16) launch_k(fattn_k<16>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    else if (D == 32) launch_k(fattn_k<32>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    else if (D == 64) launch_k(fattn_k<64>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    else launch_k(fattn_k<128>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    if (p->kvt == MFC_KV_Q8) { /* D is a multiple of 32 (checked above) */
+        if (D == 32) launch_k(fattn_k<32, true>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+        else if (D == 64) launch_k(fattn_k<64, true>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+        else launch_k(fattn_k<128, true>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    } else if (D == 16) launch_k(fattn_k<16, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    else if (D == 32) launch_k(fattn_k<32, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    else if (D == 64) launch_k(fattn_k<64, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+    else launch_k(fattn_k<128, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
     return true;
 }
