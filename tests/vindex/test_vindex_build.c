@@ -3,9 +3,11 @@
  * bytes, embeddings.bin is token_embd's, gate rows are the gate tensor's
  * bytes when the types agree (llama-q8_0 with q8_0 features too), down rows
  * are the columns of the down projection; the model run from the vindex
- * gives the GGUF's logits bitwise; down_meta is sorted and in range; the
- * walk FFN over all features equals the dense FFN within a stated
- * tolerance (another sum order), at 1 and 3 threads bitwise alike. */
+ * gives the GGUF's logits bitwise; down_meta is sorted, in range and the
+ * head's best tokens for each down vector (against f64, within the head
+ * type's rounding); the walk FFN over all features equals the dense FFN
+ * within a stated tolerance (another sum order), at 1 and 3 threads bitwise
+ * alike. */
 #include "testutil.h"
 #include "minfer.h"
 #include "gguf/gguf.h"
@@ -67,6 +69,47 @@ static const gguf_tensor *tensor(const gguf_file *g, const char *fmt, int l) {
     return gguf_find_tensor(g, name);
 }
 
+static double g_label_err; /* largest label error seen, in units of sum |y h| */
+
+/* A feature's labels against the head in f64: y = the output norm of the
+ * down column, score(t) = y . head[t]; tol(t) = head_tol * sum_e |y_e h_te|. */
+static void label_check(const char *dir, int l, int f, const float *col, int E, const float *head, double head_tol,
+                        int V, const float *nw, const float *nb, bool layer_norm, float eps, const mf_token *tk,
+                        const float *sc, int n) {
+    double mean = 0, ss = 0;
+    if (layer_norm) {
+        for (int e = 0; e < E; e++) mean += col[e];
+        mean /= E;
+    }
+    for (int e = 0; e < E; e++) ss += (col[e] - mean) * (col[e] - mean);
+    const double inv = 1.0 / sqrt(ss / E + eps);
+    double *y = malloc((size_t)E * sizeof(double)), *ref = malloc((size_t)V * sizeof(double)),
+           *tol = malloc((size_t)V * sizeof(double));
+    for (int e = 0; e < E; e++) y[e] = (col[e] - mean) * inv * (nw ? nw[e] : 1.0) + (nb ? nb[e] : 0.0);
+    for (int t = 0; t < V; t++) {
+        double d = 0, a = 0;
+        for (int e = 0; e < E; e++) d += y[e] * head[(size_t)t * E + e], a += fabs(y[e] * head[(size_t)t * E + e]);
+        ref[t] = d, tol[t] = head_tol * a + 1e-30;
+    }
+    for (int i = 0; i < n; i++) {
+        const double err = fabs(sc[i] - ref[tk[i]]);
+        if (err / (tol[tk[i]] / head_tol) > g_label_err) g_label_err = err / (tol[tk[i]] / head_tol);
+        CHECK(err <= tol[tk[i]], "%s: layer %d feature %d label %d (token %d): %g against %g", dir, l, f, i, tk[i],
+              sc[i], ref[tk[i]]);
+    }
+    const int last = tk[n - 1];
+    for (int t = 0; t < V; t++) {
+        bool lab = false;
+        for (int i = 0; i < n; i++) lab |= tk[i] == t;
+        if (!lab && ref[t] - tol[t] > ref[last] + tol[last]) {
+            CHECK(0, "%s: layer %d feature %d: token %d (%g) beats the last label %d (%g)", dir, l, f, t, ref[t], last,
+                  ref[last]);
+            break;
+        }
+    }
+    free(y), free(ref), free(tol);
+}
+
 static void check_model(const char *path, const char *ftype) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s-%s", g_tmp, strrchr(path, '/') + 1, ftype);
@@ -101,6 +144,26 @@ static void check_model(const char *path, const char *ftype) {
     size_t ng;
     uint8_t *gate = slurp(dir, "gate_vectors.bin", &ng);
     float *row = malloc((size_t)E * sizeof(float)), *col = malloc((size_t)E * sizeof(float));
+    /* the head and output norm in f32, for the labels' reference */
+    const int V = vi.n_vocab;
+    const gguf_tensor *ht = gguf_find_tensor(g, "output.weight"), *nwt = gguf_find_tensor(g, "output_norm.weight"),
+                      *nbt = gguf_find_tensor(g, "output_norm.bias");
+    if (!ht) ht = te; /* tied */
+    float *head = malloc((size_t)V * E * sizeof(float)), *onw = nwt ? malloc((size_t)E * sizeof(float)) : NULL,
+          *onb = nbt ? malloc((size_t)E * sizeof(float)) : NULL;
+    if (head) mf_type_traits_ref(ht->type)->to_float(ht->data, head, (int64_t)V * E);
+    if (onw) mf_type_traits_ref(nwt->type)->to_float(nwt->data, onw, E);
+    if (onb) mf_type_traits_ref(nbt->type)->to_float(nbt->data, onb, E);
+    /* the head product rounds its activations to the head's vec_dot type:
+     * f32 stays (sum order only), f16 2^-11 and bf16 2^-8 per element,
+     * quantized types to 8 bits per block (q8_0 / q8_K) */
+    const double head_tol = ht->type == MF_TYPE_F32 ? 1e-5 : ht->type == MF_TYPE_F16 ? 1e-3
+                          : ht->type == MF_TYPE_BF16 ? 8e-3 : 2e-2;
+    const bool layer_norm = nbt != NULL || !strcmp(vi.arch, "gpt2") || !strcmp(vi.arch, "starcoder2");
+    char key[128];
+    float eps = 0;
+    snprintf(key, sizeof key, "%s.attention.%s", vi.arch, layer_norm ? "layer_norm_epsilon" : "layer_norm_rms_epsilon");
+    CHECK(gguf_get_f32(g, key, true, &eps) == MF_OK, "%s: no %s", path, key);
     for (int l = 0; gate && l < vi.n_layer; l++) {
         const gguf_tensor *gt = tensor(g, vi.n_expert ? "blk.%d.ffn_gate_exps.weight" : vi.gated ? "blk.%d.ffn_gate.weight" : "blk.%d.ffn_up.weight", l);
         if (!gt) gt = tensor(g, "blk.%d.ffn_up.weight", l); /* phi3: fused gate-up, gate first */
@@ -132,15 +195,22 @@ static void check_model(const char *path, const char *ftype) {
             const double tol = !strcmp(ftype, "f32") ? 0 : !strcmp(ftype, "f16") ? 1e-3 * mag : 1e-2 * mag;
             CHECK(err <= tol, "%s: layer %d feature %d down row differs by %g", dir, l, f, err);
         }
-        free(dm);
-        /* labels: best first, tokens in range */
+        /* labels: best first, tokens in range, and the head's best tokens for
+         * the feature's direction (the build runs the model's head product):
+         * each label's score within tol of an f64 reference, and no other
+         * token above the last label's reference by more than the two tols */
         mf_token tk[16];
         float sc[16];
         for (int f = 0; f < F; f += 13) {
             int n = mf_vindex_feature_tokens(v, l, f, tk, sc, 16);
             CHECK(n == vi.down_top_k, "%s: feature %d has %d labels", dir, f, n);
             for (int i = 1; i < n; i++) CHECK(sc[i - 1] >= sc[i], "%s: labels of feature %d not sorted", dir, f);
+            if (!dt || !head || n < 1) continue;
+            const int x = f / BF, ff = f % BF;
+            for (int e = 0; e < E; e++) col[e] = dm[(size_t)x * E * BF + (size_t)e * BF + ff];
+            label_check(dir, l, f, col, E, head, head_tol, V, onw, onb, layer_norm, eps, tk, sc, n);
         }
+        free(dm);
     }
     free(gate);
 
@@ -171,7 +241,7 @@ static void check_model(const char *path, const char *ftype) {
         } else CHECK(0, "%s: walk: %s", dir, mf_last_error());
         mf_model_free(m);
     }
-    free(a), free(b), free(row), free(col);
+    free(a), free(b), free(row), free(col), free(head), free(onw), free(onb);
     mf_vindex_free(v);
 out:
     gguf_close(g);
@@ -195,6 +265,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(models[i], "f32");
     check_model("../shared/models/zoo/llama-q8_0.gguf", "q8_0");
     check_model("../shared/models/stories260K.gguf", "f16");
+    printf("labels: largest score error %.3g of sum |y h| (the head's own rounding)\n", g_label_err);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) CHECK(0, "cannot remove %s", g_tmp);
     return test_summary("test_vindex_build");
