@@ -133,6 +133,7 @@ typedef struct stats {
     double max_rel;       /* largest |got - vec_dot| / S */
     double max_rel_plain; /* the same for plain bf16 rounding (F16 only) */
     int cases;
+    long outputs, off_model; /* real tiles: outputs, and how many differ from the model (information) */
 } stats;
 static stats g_st[2][2]; /* [F16, BF16][emulated, real] */
 
@@ -222,6 +223,8 @@ static void kernel_case(const mf_gemm_kind *g, mf_type t, int emulated, int64_t 
             const float m = model_dot(ap, bp, kp, P);
             for (int v = 0; v < 2; v++) {
                 const float gv = got[v][(size_t)j * ldo + i];
+                st->outputs++;
+                st->off_model += memcmp(&gv, &m, 4) != 0;
                 if (emulated && memcmp(&gv, &m, 4)) {
                     if (bad_model < 3)
                         fprintf(stderr, "  %s%s: k %lld, %d x %d: row %d token %d: kernel %.9g, model %.9g\n", g->name,
@@ -279,6 +282,7 @@ static void kernel_tests(int emulated) {
         printf("%-5s %-24s %3d kernel cases: %swithin the bound; largest |err| / sum|w x| %.3g", mf_type_name(types[ti]),
                g->name, st->cases, emulated ? "bitwise the scalar model, " : "", st->max_rel);
         if (types[ti] == MF_TYPE_F16) printf(" (plain bf16 rounding instead of hi + lo: %.3g)", st->max_rel_plain);
+        if (!emulated) printf("; %ld of %ld outputs differ from the SDM model's bits", st->off_model, st->outputs);
         printf("\n");
     }
 }
