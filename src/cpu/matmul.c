@@ -393,6 +393,9 @@ static int x16_gemm_min(void) {
 static atomic_int g_said[MF_TYPE_COUNT];
 static atomic_int g_said_nomem;
 
+/* types the AMX bf16 kind takes (gemm_amx.h) */
+static bool bf16_kind_type(mf_type t) { return t == MF_TYPE_F16 || t == MF_TYPE_BF16; }
+
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res) {
     mf_cpu *cpu = (mf_cpu *)be;
@@ -500,10 +503,18 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
                             "backend's scratch (%zu bytes); using vec_dot\n", rows, t.n_in, cpu->act_cap);
     }
     if (cpu->verbose)
-        for (int i = 0; i < nw; i++)
+        for (int i = 0; i < nw; i++) {
             if (t.g[i] && !atomic_exchange(&g_said[w[i]->type], 1))
-                mf_log(MF_LOG_INFO, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows\n",
-                        mf_type_name(w[i]->type), t.g[i]->name, t.g[i]->min_rows);
+                mf_log(MF_LOG_INFO, "minfer: prefill GEMM for %s weights: %s kernel, batches of >= %d rows%s%s\n",
+                        mf_type_name(w[i]->type), t.g[i]->name, t.g[i]->min_rows,
+                        bf16_kind_type(w[i]->type) && t.g[i]->act < MF_GEMM_ACT_BF16_AMX ? "; " : "",
+                        bf16_kind_type(w[i]->type) && t.g[i]->act < MF_GEMM_ACT_BF16_AMX ? mf_amx_bf16_note() : "");
+            else if (!t.g[i] && rows >= 16 && !cpu->ref && bf16_kind_type(w[i]->type) &&
+                     !atomic_exchange(&g_said[w[i]->type], 1))
+                /* BF16 has no GEMM but the AMX bf16 kind: say why it is not used */
+                mf_log(MF_LOG_INFO, "minfer: prefill for %s weights: vec_dot (%s)\n", mf_type_name(w[i]->type),
+                       mf_amx_bf16_note());
+        }
     atomic_init(&t.next_tile, 0);
     atomic_init(&t.next_chunk, 0);
     atomic_init(&t.next_unit, static_share(&t, cpu->n_threads) * cpu->n_threads);

@@ -7,7 +7,7 @@
 /* the no-op tile stores leave the kernels' sum buffers unwritten */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #ifdef TILES_ONLY
-#pragma GCC target("amx-tile,amx-int8")
+#pragma GCC target("amx-tile,amx-int8,amx-bf16")
 #endif
 #include "../quant/qrand.h"
 #include "cpu/kern/features.h"
@@ -28,6 +28,7 @@
 #define TL_ZERO(n) ((void)0)
 #define TL_DPBSSD(c, a, b) ((void)0)
 #define TL_DPBSUD(c, a, b) ((void)0)
+#define TL_DPBF16PS(c, a, b) ((void)0)
 #define AMX_LVL_NAME "no tiles"
 #endif
 #include "cpu/kern/gemm/gemm_amx.h"

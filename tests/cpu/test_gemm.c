@@ -532,6 +532,9 @@ static void amx_matmul_tests(void) {
  * tile-mins: amx-emu-tmin); the kernel cases cover the kinds themselves */
 int main(int argc, char **argv) {
     const int emu = argc > 1 && !strncmp(argv[1], "amx-emu", 7);
+    /* everything here is bitwise vec_dot's: not the AMX bf16 kinds of F16
+     * weights, which test_gemm_amx_bf16.c checks against their bound */
+    setenv("MINFER_AMX_BF16", "0", 1);
     if (emu) {
         setenv("MINFER_AMX_EMULATE", "1", 1);
         if (!strcmp(argv[1], "amx-emu-tmin")) setenv("MINFER_AMX_MINS", "tile", 1);

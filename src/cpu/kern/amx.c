@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>
@@ -19,25 +21,35 @@
 #define XFEATURE_XTILEDATA 18
 #endif
 
-static int g_ok, g_on;
-static char g_note[160];
+static int g_ok, g_on, g_bf16_ok, g_bf16_on;
+static char g_note[160], g_bf16_note[200];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* The tile permission, once for both kinds: NULL when granted, else why not. */
+static const char *request_tiles(void) {
+#if defined(ARCH_REQ_XCOMP_PERM)
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
+        return "the kernel refused the tile permission (arch_prctl)";
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0 || !(perm & (1ul << XFEATURE_XTILEDATA)))
+        return "the kernel did not grant the tile permission";
+    return NULL;
+#else
+    return "not Linux on x86-64 (no tile permission request)";
+#endif
+}
 
 static void init_once(void) {
     const uint32_t f = mf_cpu_features();
-    const char *no = NULL;
+    const char *no = NULL, *no_bf16 = NULL;
+    const int vnni = mf_cpu_level_supported() >= MF_CPU_AVX512_VNNI;
     if (!(f & MF_CPUF_AMX_INT8)) no = "the CPU (or the OS) has no AMX-INT8";
-    else if (mf_cpu_level_supported() < MF_CPU_AVX512_VNNI) no = "no AVX-512 VNNI beside it";
-    else {
-#if defined(ARCH_REQ_XCOMP_PERM)
-        unsigned long perm = 0;
-        if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
-            no = "the kernel refused the tile permission (arch_prctl)";
-        else if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0 || !(perm & (1ul << XFEATURE_XTILEDATA)))
-            no = "the kernel did not grant the tile permission";
-#else
-        no = "not Linux on x86-64 (no tile permission request)";
-#endif
+    else if (!vnni) no = "no AVX-512 VNNI beside it";
+    if (!(f & MF_CPUF_AMX_BF16)) no_bf16 = "the CPU (or the OS) has no AMX-BF16";
+    else if (!vnni) no_bf16 = "no AVX-512 VNNI beside it";
+    if (!no || !no_bf16) {
+        const char *perm = request_tiles();
+        if (perm) no = no ? no : perm, no_bf16 = no_bf16 ? no_bf16 : perm;
     }
     g_ok = no == NULL;
     g_on = g_ok && mf_env_on("MINFER_AMX");
@@ -46,6 +58,20 @@ static void init_once(void) {
     else
         snprintf(g_note, sizeof g_note, "AMX int8 tiles available but off (MINFER_AMX=1 turns them on: not yet "
                                         "faster than VNNI, docs/PERFORMANCE.md)");
+    /* bf16 tiles: under MINFER_AMX=1 too (opt-in like the int8 kind, and
+     * unlike it not bitwise: features.h), MINFER_AMX_BF16=0 alone turns
+     * them off for A/B */
+    const char *e = getenv("MINFER_AMX_BF16");
+    const int bf16_off = e && !strcmp(e, "0");
+    g_bf16_ok = no_bf16 == NULL;
+    g_bf16_on = g_bf16_ok && mf_env_on("MINFER_AMX") && !bf16_off;
+    if (no_bf16) snprintf(g_bf16_note, sizeof g_bf16_note, "no AMX bf16 for F16/BF16 weights: %s", no_bf16);
+    else if (g_bf16_on)
+        snprintf(g_bf16_note, sizeof g_bf16_note, "AMX bf16 tiles for F16/BF16 weights (MINFER_AMX set; "
+                                                  "MINFER_AMX_BF16=0 turns them off)");
+    else if (bf16_off) snprintf(g_bf16_note, sizeof g_bf16_note, "AMX bf16 tiles off (MINFER_AMX_BF16=0)");
+    else
+        snprintf(g_bf16_note, sizeof g_bf16_note, "AMX bf16 tiles available but off (MINFER_AMX=1 turns them on)");
 }
 
 int mf_amx_init(void) {
@@ -61,4 +87,19 @@ int mf_amx_enabled(void) {
 const char *mf_amx_note(void) {
     pthread_once(&g_once, init_once);
     return g_note;
+}
+
+int mf_amx_bf16_init(void) {
+    pthread_once(&g_once, init_once);
+    return g_bf16_ok;
+}
+
+int mf_amx_bf16_enabled(void) {
+    pthread_once(&g_once, init_once);
+    return g_bf16_on;
+}
+
+const char *mf_amx_bf16_note(void) {
+    pthread_once(&g_once, init_once);
+    return g_bf16_note;
 }

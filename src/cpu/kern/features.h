@@ -83,4 +83,15 @@ int mf_amx_enabled(void);
  * no AMX-INT8", "AMX int8 tiles (MINFER_AMX set)", ...). */
 const char *mf_amx_note(void);
 
+/* AMX bf16 tiles (TDPBF16PS) for F16 and BF16 weights (gemm_amx.h): usable
+ * where the CPU has AMX-BF16 and the kernel granted the tiles (the same
+ * permission request). Enabled under MINFER_AMX=1 unless MINFER_AMX_BF16=0.
+ * Unlike every other kernel these results are not bitwise vec_dot's (f32
+ * accumulation inside the tiles; the bound is in gemm_amx.h), which is one
+ * more reason they stay opt-in. */
+int mf_amx_bf16_init(void);
+int mf_amx_bf16_enabled(void);
+/* For --verbose: "AMX bf16 tiles for F16/BF16 weights (...)", or why not. */
+const char *mf_amx_bf16_note(void);
+
 #endif

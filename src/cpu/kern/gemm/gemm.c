@@ -14,6 +14,8 @@
 static const mf_gemm_kind *g_tab[MF_CPU_LEVELS][MF_TYPE_COUNT];
 static const mf_gemm_kind *g_amx[2][MF_TYPE_COUNT];    /* [emulated][type] */
 static const mf_gemm_kind *g_amx_mt[2][MF_TYPE_COUNT]; /* the tile-mins variants */
+static const mf_gemm_kind *g_amxbf[2][MF_TYPE_COUNT]; /* the bf16 kinds */
+static int g_bf16_off;                                 /* MINFER_AMX_BF16=0 */
 static int g_mins_tile;                                /* MINFER_AMX_MINS=tile */
 static int g_emulate;                                  /* MINFER_AMX_EMULATE=1 (tests only) */
 static mf_cpu_level g_supported;
@@ -33,11 +35,15 @@ static void build(void) {
     if (g_supported == MF_CPU_AVX512_VNNI) {
         mf_gemm_reg_amxemu(g_amx[1], g_amx_mt[1]);
         if (mf_amx_init()) mf_gemm_reg_amx(g_amx[0], g_amx_mt[0]);
+        mf_gemm_reg_amxemu_bf16(g_amxbf[1]);
+        if (mf_amx_bf16_init()) mf_gemm_reg_amx_bf16(g_amxbf[0]);
     }
     const char *e = getenv("MINFER_NO_GEMM");
     g_off = e && *e && strcmp(e, "0") != 0;
     e = getenv("MINFER_AMX_MINS");
     g_mins_tile = e && !strcmp(e, "tile");
+    e = getenv("MINFER_AMX_BF16");
+    g_bf16_off = e && !strcmp(e, "0");
     e = getenv("MINFER_AMX_EMULATE");
     g_emulate = e && !strcmp(e, "1") && g_supported == MF_CPU_AVX512_VNNI;
 }
@@ -60,6 +66,12 @@ const mf_gemm_kind *mf_gemm_get_amx_mt(mf_type type, int emulated) {
     return g_amx_mt[emulated != 0][type];
 }
 
+const mf_gemm_kind *mf_gemm_get_amx_bf16(mf_type type, int emulated) {
+    pthread_once(&g_once, build);
+    if ((int)type < 0 || type >= MF_TYPE_COUNT) return NULL;
+    return g_amxbf[emulated != 0][type];
+}
+
 const mf_gemm_kind *mf_gemm_get(mf_type type) {
     const mf_cpu_level lv = mf_cpu_init();
     pthread_once(&g_once, build);
@@ -72,6 +84,9 @@ const mf_gemm_kind *mf_gemm_get(mf_type type) {
     if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amx[em][type] &&
         (em || mf_amx_enabled()))
         return g_mins_tile && g_amx_mt[em][type] ? g_amx_mt[em][type] : g_amx[em][type];
+    if (lv == MF_CPU_AVX512_VNNI && (int)type >= 0 && type < MF_TYPE_COUNT && g_amxbf[em][type] &&
+        (em ? !g_bf16_off : mf_amx_bf16_enabled()))
+        return g_amxbf[em][type];
     return mf_gemm_get_level(type, lv);
 }
 
@@ -89,6 +104,7 @@ mf_type mf_gemm_act_type(mf_gemm_act act) {
     case MF_GEMM_ACT_Q8K_AMX: return MF_TYPE_Q8_K;
     case MF_GEMM_ACT_Q80:
     case MF_GEMM_ACT_Q80_AMX: return MF_TYPE_Q8_0;
+    case MF_GEMM_ACT_BF16_AMX: return MF_TYPE_BF16;
     default: return MF_TYPE_F16;
     }
 }
@@ -99,6 +115,8 @@ size_t mf_gemm_tile_bytes(mf_gemm_act act, int nt, int64_t k) {
     case MF_GEMM_ACT_Q80: return (size_t)(k / QK8_0) * MF_T80_WORDS * 4 * (size_t)nt;
     case MF_GEMM_ACT_Q8K_AMX: return mf_gemm_tile_bytes(MF_GEMM_ACT_Q8K, nt, k) + (size_t)(k / QK_K) * MF_TAMX_SB_BYTES;
     case MF_GEMM_ACT_Q80_AMX: return mf_gemm_tile_bytes(MF_GEMM_ACT_Q80, nt, k) + (size_t)(k / QK8_0) * MF_TAMX_B_BYTES;
+    case MF_GEMM_ACT_BF16_AMX: return (size_t)mf_gemm_bf_steps(k) * MF_TBF_BYTES;
+    case MF_GEMM_ACT_F16HL_AMX: return (size_t)mf_gemm_bf_steps(k) * MF_TBF_BYTES * 2;
     default: return (size_t)k * 2 * (size_t)nt;
     }
 }
@@ -202,6 +220,28 @@ static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile) {
             memcpy(tile + ((size_t)(start[c % 64] + c / 64) * (size_t)nt + (size_t)t) * 2, &y[(size_t)t * (size_t)k + c], 2);
 }
 
+/* The bf16 tiles (gemm_layout.h): token t's columns of step s at
+ * tile + (s * planes + plane) * 1 KiB + 64 t (the tile was zeroed). */
+static void tile_bf(int hl, const float *x, size_t ld, int ntok, int64_t k, mf_from_float_fn from_float, uint8_t *tmp,
+                    uint8_t *tile) {
+    const int planes = hl ? 2 : 1;
+    for (int t = 0; t < ntok; t++) {
+        from_float(x + (size_t)t * ld, tmp, k);
+        const uint16_t *h = (const uint16_t *)tmp;
+        for (int64_t c = 0; c < k; c++) {
+            uint8_t *p = tile + (size_t)(c / MF_TBF_COLS * planes) * MF_TBF_BYTES + (size_t)t * 64 + (size_t)(c % MF_TBF_COLS) * 2;
+            if (!hl) {
+                memcpy(p, &h[c], 2);
+                continue;
+            }
+            uint16_t hi, lo;
+            mf_bf16_split(mf_fp16_to_fp32(h[c]), &hi, &lo);
+            memcpy(p, &hi, 2);
+            memcpy(p + MF_TBF_BYTES, &lo, 2);
+        }
+    }
+}
+
 size_t mf_gemm_tile_tmp_bytes(mf_gemm_act act, int nt, int64_t k) {
     const size_t row = mf_row_size(mf_gemm_act_type(act), k);
     return act == MF_GEMM_ACT_F16 ? row * (size_t)nt : row;
@@ -216,7 +256,12 @@ void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int 
         tile_f16((const mf_fp16 *)tmp, nt, k, tile);
         return;
     }
-    if (ntok < nt) memset(tile, 0, mf_gemm_tile_bytes(act, nt, k));
+    if (ntok < nt || act == MF_GEMM_ACT_BF16_AMX || act == MF_GEMM_ACT_F16HL_AMX)
+        memset(tile, 0, mf_gemm_tile_bytes(act, nt, k));
+    if (act == MF_GEMM_ACT_BF16_AMX || act == MF_GEMM_ACT_F16HL_AMX) {
+        tile_bf(act == MF_GEMM_ACT_F16HL_AMX, x, ld, ntok, k, from_float, tmp, tile);
+        return;
+    }
     const int k8 = act == MF_GEMM_ACT_Q8K || act == MF_GEMM_ACT_Q8K_AMX;
     /* the token-major quants of the AMX layouts, after the plain tile */
     uint8_t *amx = act == MF_GEMM_ACT_Q8K_AMX ? tile + mf_gemm_tile_bytes(MF_GEMM_ACT_Q8K, nt, k)

@@ -40,6 +40,10 @@ typedef enum mf_gemm_act {
      * token-major, the operand a tile multiply loads (gemm_layout.h) */
     MF_GEMM_ACT_Q8K_AMX,
     MF_GEMM_ACT_Q80_AMX,
+    /* AMX bf16 kernels: bf16 activations (BF16 weights), the F16 conversion
+     * as bf16 hi + lo planes (F16 weights) (gemm_layout.h) */
+    MF_GEMM_ACT_BF16_AMX,
+    MF_GEMM_ACT_F16HL_AMX,
     MF_GEMM_ACT_COUNT
 } mf_gemm_act;
 
@@ -122,11 +126,20 @@ const mf_gemm_kind *mf_gemm_get_amx(mf_type type, int emulated);
  * returns it instead of mf_gemm_get_amx's where MINFER_AMX_MINS=tile. */
 const mf_gemm_kind *mf_gemm_get_amx_mt(mf_type type, int emulated);
 
+/* The AMX bf16 kinds (TDPBF16PS, gemm_amx.h) of BF16 and F16 weights, NULL
+ * for other types; `emulated` as above. Not bitwise vec_dot's: gemm_amx.h
+ * states the bound. mf_gemm_get returns the real kind at the VNNI level when
+ * mf_amx_bf16_enabled(), the emulated one under MINFER_AMX_EMULATE=1 unless
+ * MINFER_AMX_BF16=0. */
+const mf_gemm_kind *mf_gemm_get_amx_bf16(mf_type type, int emulated);
+
 /* Per-level tables, filled by the ISA files (gemm_*_avx2.c / *_avx512.c). */
 void mf_gemm_reg_avx2(const mf_gemm_kind **tab);
 void mf_gemm_reg_avx512(const mf_gemm_kind **tab);
 void mf_gemm_reg_vnni_avx512(const mf_gemm_kind **tab);
 void mf_gemm_reg_amx(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt);
 void mf_gemm_reg_amxemu(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt);
+void mf_gemm_reg_amx_bf16(const mf_gemm_kind **tab);
+void mf_gemm_reg_amxemu_bf16(const mf_gemm_kind **tab);
 
 #endif

@@ -299,3 +299,193 @@ static void register_amx(const mf_gemm_kind **tab, const mf_gemm_kind **tab_mt) 
     tab_mt[MF_TYPE_Q5_K] = &amx_kind_mt_q5k;
     tab_mt[MF_TYPE_Q2_K] = &amx_kind_mt_q2k;
 }
+
+/* ======================= bf16 kernel (TDPBF16PS) ======================= */
+
+/* F16 and BF16 weights on the bf16 tiles: C[token][row] += A[token][2 cols]
+ * . B[2 cols][row] per dword pair, 16 x 16 x 32 per multiply.
+ *   BF16: the weights are bf16 already and the activations are the bf16
+ *     conversion vec_dot reads, so the inputs are exactly vec_dot's and only
+ *     the accumulation differs (f32 in the tiles, vec_dot's in double).
+ *   F16: f16 -> bf16 alone would drop 3 of the 11 significand bits of the
+ *     weights and of the f16 activations (2^-9 relative each); instead both
+ *     are split into exact bf16 hi + lo planes (mf_bf16_split) and each step
+ *     takes hi.hi + hi.lo + lo.hi, 3 multiplies: the dropped lo.lo is at
+ *     most 2^-16 of |a b| per term. AMX bf16 does 16x the f32 FMA rate of
+ *     AVX-512 per core, so 3x the tile work still leaves ~5x.
+ * Bound against vec_dot (tests/cpu/test_gemm_amx_bf16.c checks it, on the
+ * model and on real tiles alike). With S = sum |w_i x_i| over the row,
+ * P = multiplies per step (1 or 3) and n = 17 + P ceil(k / 32) (a term
+ * passes at most 16 FMAs of its partial sum, the pair add, then one add
+ * into C per later multiply, each rounding by at most 2^-24 relative):
+ *   |got - vec_dot| <= [F16: 2^-16 S] + (n + ceil(k / 64) + 8) 2^-24 S
+ *                      + k 2^-125
+ * where ceil(k / 64) + 8 covers vec_dot's own rounding (f32 lanes for F16,
+ * double for BF16) and the last term the flushed subnormals. In practice
+ * the error is far below the bound (the test prints the largest seen).
+ * Each output element's operations (steps in order, products in order)
+ * do not depend on the token tiles, panels or blocks of the call, so
+ * results are the same at any thread count and batch split.
+ * Blocking: two panels (32 rows) x two token tiles in tmm0-3 (C), A in
+ * tmm4-5, B in tmm6-7; the columns in blocks of BF_KB steps across all the
+ * call's token tiles, C stored and reloaded between blocks (a plain copy,
+ * bitwise neutral), so a block's B tiles of both panels (16 KiB) are read
+ * from L1 by every token tile of the call (the int8 kernel's lesson,
+ * docs/PERFORMANCE.md). Not yet timed on AMX hardware. */
+#define BF_KB(NPB) (NPB == 1 ? 8 : 4)
+
+AI void amx_bf(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb, int ntiles, int64_t k, float *out,
+               size_t ldo, int nrows, int ntok, const int NPA, const int NPB) {
+    const int64_t ns = mf_gemm_bf_steps(k);
+    const int np = nrows > 16 ? 2 : 1;
+    /* products per step as (A plane, B plane) */
+    static const int pa_of[3] = {0, 0, 1}, pb_of[3] = {0, 1, 0};
+    const int nprod = NPA == 2 && NPB == 2 ? 3 : 1;
+    _Alignas(64) float cb[AMX_TB][2][256];
+    amx_config(64);
+    for (int i0 = 0; i0 < ntiles; i0 += AMX_TB) {
+        const int nti = ntiles - i0 < AMX_TB ? ntiles - i0 : AMX_TB;
+        const uint8_t *tl = tiles + (size_t)i0 * tb;
+        for (int64_t s0 = 0; s0 < ns; s0 += BF_KB(NPB)) {
+            const int64_t s1 = s0 + BF_KB(NPB) < ns ? s0 + BF_KB(NPB) : ns;
+            for (int j = 0; j < nti; j += 2) {
+                const int nj = nti - j >= 2 ? 2 : 1;
+                if (s0 == 0) {
+                    TL_ZERO(0);
+                    TL_ZERO(1);
+                    TL_ZERO(2);
+                    TL_ZERO(3);
+                } else {
+                    TL_LOAD(0, cb[j][0], 64);
+                    if (np == 2) TL_LOAD(1, cb[j][1], 64);
+                    if (nj == 2) {
+                        TL_LOAD(2, cb[j + 1][0], 64);
+                        if (np == 2) TL_LOAD(3, cb[j + 1][1], 64);
+                    }
+                }
+                const uint8_t *a0 = tl + (size_t)j * tb, *a1 = a0 + tb;
+                for (int64_t s = s0; s < s1; s++)
+                    for (int q = 0; q < nprod; q++) {
+                        const int pa = pa_of[q], pbq = pb_of[q];
+                        if (q == 0 || pa != pa_of[q - 1]) {
+                            TL_LOAD(4, a0 + (size_t)(s * NPA + pa) * MF_TBF_BYTES, 64);
+                            if (nj == 2) TL_LOAD(5, a1 + (size_t)(s * NPA + pa) * MF_TBF_BYTES, 64);
+                        }
+                        if (q == 0 || pbq != pb_of[q - 1]) {
+                            TL_LOAD(6, panels + (size_t)(s * NPB + pbq) * MF_TBF_BYTES, 64);
+                            if (np == 2) TL_LOAD(7, panels + pb + (size_t)(s * NPB + pbq) * MF_TBF_BYTES, 64);
+                        }
+                        TL_DPBF16PS(0, 4, 6);
+                        if (np == 2) TL_DPBF16PS(1, 4, 7);
+                        if (nj == 2) {
+                            TL_DPBF16PS(2, 5, 6);
+                            if (np == 2) TL_DPBF16PS(3, 5, 7);
+                        }
+                    }
+                TL_STORE(0, cb[j][0], 64);
+                if (np == 2) TL_STORE(1, cb[j][1], 64);
+                if (nj == 2) {
+                    TL_STORE(2, cb[j + 1][0], 64);
+                    if (np == 2) TL_STORE(3, cb[j + 1][1], 64);
+                }
+            }
+        }
+        /* C row t = token, column = weight row */
+        for (int j = 0; j < nti; j++) {
+            const int t0 = 16 * (i0 + j), nt = ntok - t0 < 16 ? ntok - t0 : 16;
+            for (int t = 0; t < nt; t++)
+                for (int p = 0; p < np; p++) {
+                    const int nr = nrows - 16 * p < 16 ? nrows - 16 * p : 16;
+                    memcpy(out + (size_t)(t0 + t) * ldo + 16 * p, &cb[j][p][16 * t], sizeof(float) * (size_t)nr);
+                }
+        }
+    }
+}
+
+AI size_t amx_bf_panel_bytes(int64_t k, const int NPB) { return (size_t)mf_gemm_bf_steps(k) * MF_TBF_BYTES * (size_t)NPB; }
+/* byte offset of column c, row r, plane p in a panel */
+AI size_t amx_bf_off(int64_t c, int r, int p, const int NPB) {
+    return (size_t)(c / MF_TBF_COLS * NPB + p) * MF_TBF_BYTES + (size_t)(c % MF_TBF_COLS / 2) * 64 + (size_t)r * 4 +
+           (size_t)(c % 2) * 2;
+}
+
+/* BF16 rows in the file's layout: each value to its place (the x16 path
+ * below is the usual one) */
+static void amx_pack_bf16(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) {
+    memset(panel, 0, amx_bf_panel_bytes(k, 1));
+    for (int r = 0; r < nrows; r++)
+        for (int64_t c = 0; c < k; c++) memcpy(panel + amx_bf_off(c, r, 0, 1), w + (size_t)r * rb + 2 * (size_t)c, 2);
+}
+/* The BF16 x16 layout is the panel's: line w of a group is columns 2w,
+ * 2w + 1 of its 16 rows, i.e. line w % 16 of step w / 16. */
+static void amx_pack_x16_bf16(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
+    const size_t len = nrows ? (size_t)k / 2 * 64 : 0;
+    if (len) memcpy(panel, x16 + (size_t)(row0 / 16) * 32 * (size_t)k, len);
+    memset(panel + len, 0, amx_bf_panel_bytes(k, 1) - len);
+}
+/* F16 rows in the file's layout: hi and lo planes */
+static void amx_pack_f16hl(const uint8_t *w, size_t rb, int nrows, int64_t k, uint8_t *panel) {
+    memset(panel, 0, amx_bf_panel_bytes(k, 2));
+    for (int r = 0; r < nrows; r++)
+        for (int64_t c = 0; c < k; c++) {
+            uint16_t h, hi, lo;
+            memcpy(&h, w + (size_t)r * rb + 2 * (size_t)c, 2);
+            mf_bf16_split(mf_fp16_to_fp32(h), &hi, &lo);
+            memcpy(panel + amx_bf_off(c, r, 0, 2), &hi, 2);
+            memcpy(panel + amx_bf_off(c, r, 1, 2), &lo, 2);
+        }
+}
+/* 16 floats -> mf_bf16_split's hi and lo bits in the low halves of dwords */
+AI void amx_split16(__m512 v, __m512i *hi, __m512i *lo) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i rne = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                             _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    *hi = _mm512_mask_or_epi32(_mm512_srli_epi32(rne, 16), nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(64));
+    const __m512 r = _mm512_sub_ps(v, _mm512_castsi512_ps(_mm512_slli_epi32(*hi, 16)));
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(r, r), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    *lo = _mm512_maskz_srli_epi32(fin, _mm512_castps_si512(r), 16);
+}
+/* The F16 x16 layout: column c of the group's 16 rows is 16 halves at
+ * byte 32 c, one vcvtph2ps; two columns make a line of each plane. */
+static void amx_pack_x16_f16hl(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
+    memset(panel, 0, amx_bf_panel_bytes(k, 2));
+    if (!nrows) return;
+    const uint8_t *g = x16 + (size_t)(row0 / 16) * 32 * (size_t)k;
+    for (int64_t c = 0; c < k; c += 2) {
+        __m512i h0, l0, h1 = _mm512_setzero_si512(), l1 = _mm512_setzero_si512();
+        amx_split16(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32 * (size_t)c))), &h0, &l0);
+        if (c + 1 < k) amx_split16(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32 * (size_t)(c + 1)))), &h1, &l1);
+        _mm512_storeu_si512(panel + amx_bf_off(c, 0, 0, 2), _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+        _mm512_storeu_si512(panel + amx_bf_off(c, 0, 1, 2), _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+    }
+}
+static size_t amx_panel_bytes_bf16(int64_t k) { return amx_bf_panel_bytes(k, 1); }
+static size_t amx_panel_bytes_f16hl(int64_t k) { return amx_bf_panel_bytes(k, 2); }
+static void amx_kern_bf16(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                          int nrows, int ntok) {
+    amx_bf(panels, pb, tile, 0, 1, k, out, ldo, nrows, ntok, 1, 1);
+}
+static void amx_tiles_bf16(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb, int ntiles, int64_t k,
+                           float *out, size_t ldo, int nrows, int ntok) {
+    amx_bf(panels, pb, tiles, tb, ntiles, k, out, ldo, nrows, ntok, 1, 1);
+}
+static void amx_kern_f16hl(const uint8_t *panels, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                           int nrows, int ntok) {
+    amx_bf(panels, pb, tile, 0, 1, k, out, ldo, nrows, ntok, 2, 2);
+}
+static void amx_tiles_f16hl(const uint8_t *panels, size_t pb, const uint8_t *tiles, size_t tb, int ntiles, int64_t k,
+                            float *out, size_t ldo, int nrows, int ntok) {
+    amx_bf(panels, pb, tiles, tb, ntiles, k, out, ldo, nrows, ntok, 2, 2);
+}
+static const mf_gemm_kind amx_kind_bf16 = {"bf16 32x16 " AMX_LVL_NAME " bf16", MF_GEMM_ACT_BF16_AMX, MF_TAMX_NT, 16, 32, 1,
+                                           16, amx_panel_bytes_bf16, amx_pack_bf16, amx_kern_bf16, amx_pack_x16_bf16,
+                                           amx_tiles_bf16, AMX_TB};
+static const mf_gemm_kind amx_kind_f16hl = {"f16 32x16 " AMX_LVL_NAME " bf16 hi+lo", MF_GEMM_ACT_F16HL_AMX, MF_TAMX_NT, 16,
+                                            32, 1, 16, amx_panel_bytes_f16hl, amx_pack_f16hl, amx_kern_f16hl,
+                                            amx_pack_x16_f16hl, amx_tiles_f16hl, AMX_TB};
+
+static void register_amx_bf16(const mf_gemm_kind **tab) {
+    tab[MF_TYPE_BF16] = &amx_kind_bf16;
+    tab[MF_TYPE_F16] = &amx_kind_f16hl;
+}

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "quant/fp16.h"
+
 /* ---- MF_GEMM_ACT_Q8K: per super-block of 256 columns, entries: ---- */
 #define MF_T8K_QS 0      /* 64 steps: quants 4s..4s+3 of the super-block (4 int8) */
 #define MF_T8K_D 64      /* the Q8_K scale d (float) */
@@ -43,6 +45,29 @@ static inline int64_t mf_gemm_lane_pos(int64_t b, int64_t nb) {
 #define MF_TAMX_NT 16
 #define MF_TAMX_SB_BYTES (MF_TAMX_NT * 256)
 #define MF_TAMX_B_BYTES (MF_TAMX_NT * 32)
+
+/* ---- MF_GEMM_ACT_BF16_AMX / MF_GEMM_ACT_F16HL_AMX (nt = 16) ----
+ * The operands of TDPBF16PS (gemm_amx.h), per step of 32 columns and per
+ * plane: 16 tokens x 32 bf16 (1 KiB, rows 64 bytes apart: one tile load).
+ * BF16_AMX: one plane, the BF16 conversion vec_dot reads. F16HL_AMX: the
+ * F16 conversion vec_dot reads, split into bf16 hi and lo planes (exact,
+ * mf_bf16_split). Columns past k are zero. Panels of 16 weight rows use
+ * the same steps: per step and plane, 16 lines of 64 bytes, line j holding
+ * columns 2j, 2j + 1 of the 16 rows as one dword per row (low half the
+ * even column): the B operand, and for BF16 the x16 layout itself. */
+#define MF_TBF_COLS 32
+#define MF_TBF_BYTES 1024
+static inline int64_t mf_gemm_bf_steps(int64_t k) { return (k + MF_TBF_COLS - 1) / MF_TBF_COLS; }
+
+/* v = hi + lo with hi = bf16(v) (nearest even) and lo = v - hi. For v an
+ * f16 value (11-bit significand, exponent >= -24) lo has at most 3
+ * significant bits and is exact in bf16, so the pair is v exactly.
+ * Infinities and NaN: lo = 0. */
+static inline void mf_bf16_split(float v, uint16_t *hi, uint16_t *lo) {
+    *hi = mf_fp32_to_bf16(v);
+    const float r = v - mf_bf16_to_fp32(*hi);
+    *lo = r == r && r - r == 0.0f ? (uint16_t)(mf_f32_bits(r) >> 16) : 0;
+}
 
 /* ---- MF_GEMM_ACT_F16: per column, nt f16 values (2 bytes each) ----
  * The F16 kernel keeps tokens in vector lanes and broadcasts weights, so a
