@@ -47,7 +47,7 @@ typedef struct ctensor {
     cjob *j;
     const gguf_tensor *t;
     int layer;
-    char what;         /* 'g' gate, 'u' up, 'd' down, 'b' up bias */
+    char what;         /* 'g' gate, 'u' up, 'f' fused gate-up, 'd' down, 'b' up bias */
     mf_type out_type;
 } ctensor;
 
@@ -88,15 +88,20 @@ static mf_status write_tensor(void *ud, const gguf_wtensor *wt, gguf_sink *out) 
     mf_status s = MF_OK;
     float *zero = calloc((size_t)(j->n_ff2 > E ? j->n_ff2 : E), sizeof(float));
     if (!zero) return mf_err(MF_ERR_NOMEM, "out of memory");
-    if (c->what == 'g' || c->what == 'u') {
-        /* rows of n_embd: the features' input rows */
-        for (int f = 0; !s && f < j->n_ff; f++)
-            s = slot_off(j->v, l, f) ? put_floats(c, out, zero, E) : put_row(c, out, f, E);
-        for (int i = 0; !s && i < j->n_ff2 - j->n_ff; i++) {
-            const newfeat *n = i < na ? &j->nf[l][i] : NULL;
-            if (n && n->copy >= 0) s = put_row(c, out, n->copy, E);
-            else if (n) s = put_floats(c, out, c->what == 'g' || !gated ? n->gate : n->up, E);
-            else s = put_floats(c, out, zero, E);
+    if (c->what == 'g' || c->what == 'u' || c->what == 'f') {
+        /* rows of n_embd: the features' input rows; a fused gate-up tensor
+         * ('f', Phi-3) is the gate's n_ff rows then the up's, each half grown */
+        for (int half = 0; half < (c->what == 'f' ? 2 : 1); half++) {
+            const bool is_gate = c->what == 'f' ? half == 0 : c->what == 'g' || !gated;
+            const int64_t r0 = (int64_t)half * j->n_ff; /* the half's first row in the input */
+            for (int f = 0; !s && f < j->n_ff; f++)
+                s = slot_off(j->v, l, f) ? put_floats(c, out, zero, E) : put_row(c, out, r0 + f, E);
+            for (int i = 0; !s && i < j->n_ff2 - j->n_ff; i++) {
+                const newfeat *n = i < na ? &j->nf[l][i] : NULL;
+                if (n && n->copy >= 0) s = put_row(c, out, r0 + n->copy, E);
+                else if (n) s = put_floats(c, out, is_gate ? n->gate : n->up, E);
+                else s = put_floats(c, out, zero, E);
+            }
         }
     } else if (c->what == 'd') {
         /* rows of n_ff: old blocks kept, the new features' values appended */
@@ -230,10 +235,14 @@ mf_status mf_vindex_compile_model(mf_vindex *v, const char *path, mf_vindex_comp
                      part == 'g' ? "ffn_gate" : part == 'u' ? "ffn_up" : part == 'd' ? "ffn_down" : "ffn_up.bias",
                      mf_type_name(t->type));
         }
+        /* Phi-3's fused [gate ; up]: 2 n_ff rows of n_embd */
+        if (part == 'u' && ix->gated && t->ne[0] == E && t->ne[1] == 2 * (int64_t)F) c->what = 'f';
         const bool rows_are_feats = part != 'd';
-        const int64_t ne[2] = {rows_are_feats ? (part == 'b' ? j.n_ff2 : E) : j.n_ff2, rows_are_feats ? (part == 'b' ? 1 : j.n_ff2) : E};
-        if ((part == 'b' && t->ne[0] != F) || (part != 'b' && t->ne[0] * t->ne[1] != (int64_t)F * E))
-            s = mf_err(MF_ERR_UNSUPPORTED, "%s is not %d x %d (a fused gate-up FFN does not compile yet)", t->name,
+        const int64_t ne[2] = {rows_are_feats ? (part == 'b' ? j.n_ff2 : E) : j.n_ff2,
+                               rows_are_feats ? (part == 'b' ? 1 : c->what == 'f' ? 2 * j.n_ff2 : j.n_ff2) : E};
+        const bool shape_ok = c->what == 'f' || (part == 'b' ? t->ne[0] == F : t->ne[0] * t->ne[1] == (int64_t)F * E);
+        if (!shape_ok)
+            s = mf_err(MF_ERR_UNSUPPORTED, "%s is not %d x %d (an FFN layout COMPILE does not know)", t->name,
                        part == 'd' ? F : E, part == 'd' ? E : F);
         else
             s = gguf_writer_add_tensor_fn(w, t->name, c->out_type, part == 'b' ? 1 : 2, ne, write_tensor, c);

@@ -152,7 +152,7 @@ static void quantized(int pid) {
     CHECK(system(cmd) == 0, "cleanup");
 }
 
-/* Every dense zoo family (gated and not, post-FFN norms, Q8_0 weights): an
+/* Every dense zoo family (gated and not, fused gate-up, post-FFN norms, Q8_0 weights): an
  * insert (at the last layer where it can win) makes a prompt say the model's
  * 10th choice, the compiled GGUF says it too
  * with the overlay's logits within ZOO_TOL. */
@@ -162,7 +162,7 @@ static void quantized(int pid) {
 #define ZOO_TOL 1e-3
 #define ZOO_TOL_Q 0.25
 static void zoo(int pid) {
-    static const char *models[] = {"llama", "llama-q8_0", "gemma2", "gemma3", "gpt2", "granite", "qwen2", "qwen3", "starcoder2"};
+    static const char *models[] = {"llama", "llama-q8_0", "gemma2", "gemma3", "gpt2", "granite", "phi3", "qwen2", "qwen3", "starcoder2"};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         char src[256], dir[256], gguf[300];
         snprintf(src, sizeof src, "../shared/models/zoo/%s.gguf", models[i]);
