@@ -70,6 +70,7 @@ typedef struct knn_job {
     vx_dot_fn dot;
     const uint8_t *rows;
     const float *x;
+    float *g;        /* the group's raw gate scores [nx][n_features] (vx_knn_g), or NULL */
     int nx, k;
     vx_q8pre_fn pre; /* the q8_0 integer pre-scan for this query group, or NULL */
     vx_q8q q8[VX_QROWS];
@@ -219,6 +220,9 @@ static void knn_task(void *arg, int ith, int nth) {
     for (long r = r0; r < r1; r += VX_TILE) {
         const int nr = r1 - r < VX_TILE ? (int)(r1 - r) : VX_TILE;
         j->dot(j->rows + (size_t)r * v->row_bytes, v->row_bytes, nr, j->x, (size_t)E, j->nx, E, sc, VX_TILE);
+        if (j->g)
+            for (int q = 0; q < j->nx; q++)
+                memcpy(j->g + (size_t)q * v->ix.n_features + r, sc + (size_t)q * VX_TILE, (size_t)nr * sizeof(float));
         if (j->rank != VX_RANK_DOT)
             for (int q = 0; q < j->nx; q++)
                 for (int i = 0; i < nr; i++) {
@@ -239,6 +243,12 @@ mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_r
 
 mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
                  int32_t *feat, float *score) {
+    return vx_knn_g(v, layer, x, n_rows, k, rank, bias, feat, score, NULL, NULL);
+}
+
+mf_status vx_knn_g(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                   int32_t *feat, float *score, float *g, bool *g_set) {
+    if (g_set) *g_set = false;
     if (layer < 0 || layer >= v->ix.n_layer)
         return mf_err(MF_ERR_INVALID_ARG, "layer %d is out of range (0..%d)", layer, v->ix.n_layer - 1);
     if (k < 1 || k > v->ix.n_features)
@@ -280,12 +290,16 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
         j.nx = n_rows - q0 < VX_QROWS ? n_rows - q0 : VX_QROWS;
         j.x = x + (size_t)q0 * E;
         j.pre = pre;
+        j.g = NULL;
         for (int q = 0; pre && q < j.nx; q++) {
             uint8_t *u = v->pre_u + (size_t)q * np * 64;
             float *dx = v->pre_dx + (size_t)q * np * 16, *c = v->pre_c + (size_t)q * np * 16;
             if (!vx_q8_prep(j.x + (size_t)q * E, E, u, dx, c)) j.pre = NULL; /* the float scan for this group */
             j.q8[q].u = u, j.q8[q].dx16 = dx, j.q8[q].c16 = c;
         }
+        /* the raw scores come from the float scan only (the pre-scan rescores some rows) */
+        if (g && !j.pre) j.g = g + (size_t)q0 * v->ix.n_features;
+        else g = NULL;
         mf_pool_run(v->pool, knn_task, &j);
         for (int q = 0; q < j.nx; q++) {
             /* merge: the best k of the threads' k each */
@@ -299,5 +313,6 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
             for (int i = out.n; i < k; i++) out.score[i] = -INFINITY, out.id[i] = -1; /* deleted features */
         }
     }
+    if (g && g_set) *g_set = true;
     return MF_OK;
 }

@@ -170,6 +170,12 @@ float vx_rank_key(vx_rank r, float g);
  * before the key is taken; score[] then holds the keys. */
 mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
                  int32_t *feat, float *score);
+/* vx_knn that also writes every row's raw gate score (the dot, before bias
+ * and key: what the walk would compute again) to g [n_rows][n_features] and
+ * sets *g_set, when the answer comes from the float scan; through HNSW or
+ * the integer pre-scan g is not written and *g_set is false. */
+mf_status vx_knn_g(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                   int32_t *feat, float *score, float *g, bool *g_set);
 /* hnsw.c: vx_knn through the layer's graph (built first if need be). */
 typedef struct vx_hnsw vx_hnsw;
 typedef struct vx_hscratch vx_hscratch;
