@@ -837,7 +837,8 @@ typedef struct mf_vindex_info {
 } mf_vindex_info;
 void mf_vindex_get_info(const mf_vindex *v, mf_vindex_info *out);
 
-/* Threads for mf_vindex_knn (0 = all CPUs; results do not depend on it). */
+/* Threads for mf_vindex_knn and the walk FFN (its scan and its gather of the
+ * selected features; 0 = all CPUs; results do not depend on it). */
 mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads);
 
 /* Gate KNN: for each of n_rows residual vectors x ([n_rows][n_embd]), the k
