@@ -11,6 +11,7 @@
 #include "vindex/topk.h"
 #include "core/error.h"
 #include "cpu/kern/features.h"
+#include "engine/context.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,9 +42,9 @@ static mf_status alloc_heaps(mf_vindex *v, int nth, int kcap, float **hs, int32_
     return mf_err(MF_ERR_NOMEM, "out of memory for the KNN heaps of %d threads (top %d)", nth, kcap);
 }
 
-mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
-    mf_pool *p = mf_pool_new(n_threads);
-    if (!p) return mf_err(MF_ERR_NOMEM, "cannot start %d threads", n_threads);
+/* Makes p the vindex's pool (owned: freed with it or when replaced), the
+ * heaps sized for its threads. */
+static mf_status use_pool(mf_vindex *v, mf_pool *p, bool owned) {
     const int nth = mf_pool_size(p);
     int kcap = v->kcap;
     if (!kcap) kcap = v->ix.n_features < VX_K0 ? (v->ix.n_features > 0 ? v->ix.n_features : 1) : VX_K0;
@@ -53,13 +54,24 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
     mf_status s = hd ? alloc_heaps(v, nth, kcap, &hs, &hi) : mf_err(MF_ERR_NOMEM, "out of memory");
     if (s) {
         free(hd);
-        mf_pool_free(p);
+        if (owned) mf_pool_free(p);
         return s;
     }
-    mf_pool_free(v->pool);
+    if (v->pool_owned) mf_pool_free(v->pool);
     free(v->heap_s), free(v->heap_i), free(v->heads);
-    v->pool = p, v->n_threads = nth, v->heap_s = hs, v->heap_i = hi, v->heads = hd, v->kcap = kcap;
+    v->pool = p, v->pool_owned = owned, v->n_threads = nth, v->heap_s = hs, v->heap_i = hi, v->heads = hd, v->kcap = kcap;
     return MF_OK;
+}
+
+mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
+    mf_pool *p = mf_pool_new(n_threads);
+    if (!p) return mf_err(MF_ERR_NOMEM, "cannot start %d threads", n_threads);
+    return use_pool(v, p, true);
+}
+
+mf_status mf_vindex_set_threadpool(mf_vindex *v, mf_threadpool *tp) {
+    if (!tp) return mf_vindex_set_threads(v, 0);
+    return use_pool(v, tp->pool, false);
 }
 
 typedef struct knn_job {

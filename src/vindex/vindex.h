@@ -115,6 +115,7 @@ struct mf_vindex {
     mf_mapfile map[VX_NFILES]; /* mapped: the sections' files and embeddings */
     size_t row_bytes;          /* one feature row in ftype */
     mf_pool *pool;
+    bool pool_owned;           /* false: a shared mf_threadpool's (mf_vindex_set_threadpool) */
     int n_threads;
     /* KNN scratch, sized with the thread count (knn.c): one query at a time per vindex */
     int kcap;                  /* features each heap holds: grown to the largest k asked */
