@@ -5,7 +5,8 @@
  * the KNN's raw gate scores equal the KNN's scalar twin; on zoo models (SwiGLU, GeGLU
  * and non-gated GELU; f32, f16 and q8_0 features) the walk's logits for
  * several K are bitwise alike at the scalar level on 1 thread and at the
- * CPU's best level on 1, 2 and 3 threads, and through an exhaustive HNSW
+ * CPU's best level on 1, 2 and 3 threads and on a pool the context and the
+ * vindex share (mf_vindex_set_threadpool), and through an exhaustive HNSW
  * search (the walk then scores gate rows itself); K = all equals the dense FFN
  * within test_vindex_build's tolerances; a mixture-of-experts model is
  * refused. */
@@ -118,9 +119,9 @@ static const mf_token g_ids[] = {1, 20, 30, 40, 7, 3};
 enum { NT = sizeof g_ids / sizeof g_ids[0] };
 
 /* The logits of every position of g_ids, the FFN given by (cb, ud). */
-static float *logits_of(mf_model *m, int threads, mf_ffn_fn cb, void *ud, int *nv) {
+static float *logits_of(mf_model *m, int threads, mf_threadpool *tp, mf_ffn_fn cb, void *ud, int *nv) {
     mf_context_params cp = mf_context_default_params();
-    cp.n_ctx = 64, cp.n_threads = threads, cp.kv_type = MF_KV_F32, cp.ffn_cb = cb, cp.ffn_ud = ud;
+    cp.n_ctx = 64, cp.n_threads = threads, cp.threadpool = tp, cp.kv_type = MF_KV_F32, cp.ffn_cb = cb, cp.ffn_ud = ud;
     mf_context *c;
     float *out = NULL;
     if (mf_context_new(m, &cp, &c)) {
@@ -137,7 +138,8 @@ static float *logits_of(mf_model *m, int threads, mf_ffn_fn cb, void *ud, int *n
 }
 
 /* One walk's logits at a CPU level and thread count (the model and the walk
- * made after the level is set: they pick their kernels then). */
+ * made after the level is set: they pick their kernels then); threads < 0:
+ * a pool of -threads shared by the context and the vindex. */
 static float *walk_logits(mf_vindex *v, const char *path, int k, mf_cpu_level lv, int threads, int *nv) {
     mf_cpu_level_override(lv);
     mf_model_params mp = mf_model_default_params();
@@ -148,10 +150,14 @@ static float *walk_logits(mf_vindex *v, const char *path, int k, mf_cpu_level lv
         CHECK(0, "%s: %s", path, mf_last_error());
         return NULL;
     }
-    if (!mf_vindex_set_threads(v, threads) && !mf_walk_new(v, m, k, &w)) out = logits_of(m, threads, mf_walk_ffn, w, nv);
+    mf_threadpool *tp = NULL;
+    if (threads < 0 && mf_threadpool_new(-threads, &tp)) CHECK(0, "pool: %s", mf_last_error());
+    const mf_status s = tp ? mf_vindex_set_threadpool(v, tp) : mf_vindex_set_threads(v, threads);
+    if (!s && !mf_walk_new(v, m, k, &w)) out = logits_of(m, threads, tp, mf_walk_ffn, w, nv);
     else CHECK(0, "walk k=%d: %s", k, mf_last_error());
     mf_walk_free(w);
     mf_model_free(m);
+    if (tp) mf_vindex_set_threads(v, 1), mf_threadpool_free(tp);
     return out;
 }
 
@@ -193,11 +199,12 @@ static void check_model(const char *tmp, const char *path, const char *ftype, do
     for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
         const int k = ks[ik];
         float *ref = walk_logits(v, path, k, MF_CPU_SCALAR, 1, &nv);
-        for (int th = 1; ref && th <= 3; th++) {
-            float *l = walk_logits(v, path, k, best, th, &nv);
+        static const int ths[] = {1, 2, 3, -2};
+        for (int it = 0; ref && it < 4; it++) {
+            float *l = walk_logits(v, path, k, best, ths[it], &nv);
             CHECK(l && !memcmp(ref, l, (size_t)NT * nv * sizeof(float)),
-                  "%s (%s) k=%d: %s on %d threads differs from the scalar walk on 1", path, ftype, k,
-                  mf_cpu_level_name(best), th);
+                  "%s (%s) k=%d: %s on %d threads%s differs from the scalar walk on 1", path, ftype, k,
+                  mf_cpu_level_name(best), abs(ths[it]), ths[it] < 0 ? " (a shared pool)" : "");
             free(l);
         }
         if (k == F / 10) {
@@ -217,7 +224,7 @@ static void check_model(const char *tmp, const char *path, const char *ftype, do
             mf_model_params mp = mf_model_default_params();
             mf_model *m;
             float *d = NULL;
-            if (!mf_model_load(path, &mp, &m)) d = logits_of(m, 2, NULL, NULL, &nv), mf_model_free(m);
+            if (!mf_model_load(path, &mp, &m)) d = logits_of(m, 2, NULL, NULL, NULL, &nv), mf_model_free(m);
             double dm = 0;
             for (size_t i = 0; ref && d && i < (size_t)NT * nv; i++) dm = fmax(dm, fabs(ref[i] - d[i]));
             CHECK(ref && d && dm <= tol, "%s (%s): walk over all features differs from dense by %g", path, ftype, dm);
