@@ -837,8 +837,16 @@ typedef struct mf_vindex_info {
 } mf_vindex_info;
 void mf_vindex_get_info(const mf_vindex *v, mf_vindex_info *out);
 
-/* Threads for mf_vindex_knn (0 = all CPUs; results do not depend on it). */
+/* Threads for mf_vindex_knn and the walk FFN (its scan and its gather of the
+ * selected features; 0 = all CPUs; results do not depend on it). */
 mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads);
+/* Runs them on a shared pool's workers instead (NULL: a pool of its own
+ * again, all CPUs). For a walk inside decodes of a context on the same pool:
+ * the decoding thread drives both, so the walk's work and the context's never
+ * overlap, and no second set of workers spins on the same cores between
+ * them. The vindex's queries must then not run while another thread decodes
+ * on the pool; free the pool after the vindex. */
+mf_status mf_vindex_set_threadpool(mf_vindex *v, mf_threadpool *tp);
 
 /* Gate KNN: for each of n_rows residual vectors x ([n_rows][n_embd]), the k
  * features of `layer` with the largest gate scores (dot of the stored gate

@@ -11,6 +11,7 @@
 #include "vindex/topk.h"
 #include "core/error.h"
 #include "cpu/kern/features.h"
+#include "engine/context.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,9 +42,9 @@ static mf_status alloc_heaps(mf_vindex *v, int nth, int kcap, float **hs, int32_
     return mf_err(MF_ERR_NOMEM, "out of memory for the KNN heaps of %d threads (top %d)", nth, kcap);
 }
 
-mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
-    mf_pool *p = mf_pool_new(n_threads);
-    if (!p) return mf_err(MF_ERR_NOMEM, "cannot start %d threads", n_threads);
+/* Makes p the vindex's pool (owned: freed with it or when replaced), the
+ * heaps sized for its threads. */
+static mf_status use_pool(mf_vindex *v, mf_pool *p, bool owned) {
     const int nth = mf_pool_size(p);
     int kcap = v->kcap;
     if (!kcap) kcap = v->ix.n_features < VX_K0 ? (v->ix.n_features > 0 ? v->ix.n_features : 1) : VX_K0;
@@ -53,13 +54,24 @@ mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
     mf_status s = hd ? alloc_heaps(v, nth, kcap, &hs, &hi) : mf_err(MF_ERR_NOMEM, "out of memory");
     if (s) {
         free(hd);
-        mf_pool_free(p);
+        if (owned) mf_pool_free(p);
         return s;
     }
-    mf_pool_free(v->pool);
+    if (v->pool_owned) mf_pool_free(v->pool);
     free(v->heap_s), free(v->heap_i), free(v->heads);
-    v->pool = p, v->n_threads = nth, v->heap_s = hs, v->heap_i = hi, v->heads = hd, v->kcap = kcap;
+    v->pool = p, v->pool_owned = owned, v->n_threads = nth, v->heap_s = hs, v->heap_i = hi, v->heads = hd, v->kcap = kcap;
     return MF_OK;
+}
+
+mf_status mf_vindex_set_threads(mf_vindex *v, int32_t n_threads) {
+    mf_pool *p = mf_pool_new(n_threads);
+    if (!p) return mf_err(MF_ERR_NOMEM, "cannot start %d threads", n_threads);
+    return use_pool(v, p, true);
+}
+
+mf_status mf_vindex_set_threadpool(mf_vindex *v, mf_threadpool *tp) {
+    if (!tp) return mf_vindex_set_threads(v, 0);
+    return use_pool(v, tp->pool, false);
 }
 
 typedef struct knn_job {
@@ -70,6 +82,7 @@ typedef struct knn_job {
     vx_dot_fn dot;
     const uint8_t *rows;
     const float *x;
+    float *g;        /* the group's raw gate scores [nx][n_features] (vx_knn_g), or NULL */
     int nx, k;
     vx_q8pre_fn pre; /* the q8_0 integer pre-scan for this query group, or NULL */
     vx_q8q q8[VX_QROWS];
@@ -219,6 +232,9 @@ static void knn_task(void *arg, int ith, int nth) {
     for (long r = r0; r < r1; r += VX_TILE) {
         const int nr = r1 - r < VX_TILE ? (int)(r1 - r) : VX_TILE;
         j->dot(j->rows + (size_t)r * v->row_bytes, v->row_bytes, nr, j->x, (size_t)E, j->nx, E, sc, VX_TILE);
+        if (j->g)
+            for (int q = 0; q < j->nx; q++)
+                memcpy(j->g + (size_t)q * v->ix.n_features + r, sc + (size_t)q * VX_TILE, (size_t)nr * sizeof(float));
         if (j->rank != VX_RANK_DOT)
             for (int q = 0; q < j->nx; q++)
                 for (int i = 0; i < nr; i++) {
@@ -239,6 +255,12 @@ mf_status mf_vindex_knn(mf_vindex *v, int32_t layer, const float *x, int32_t n_r
 
 mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
                  int32_t *feat, float *score) {
+    return vx_knn_g(v, layer, x, n_rows, k, rank, bias, feat, score, NULL, NULL);
+}
+
+mf_status vx_knn_g(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                   int32_t *feat, float *score, float *g, bool *g_set) {
+    if (g_set) *g_set = false;
     if (layer < 0 || layer >= v->ix.n_layer)
         return mf_err(MF_ERR_INVALID_ARG, "layer %d is out of range (0..%d)", layer, v->ix.n_layer - 1);
     if (k < 1 || k > v->ix.n_features)
@@ -280,12 +302,16 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
         j.nx = n_rows - q0 < VX_QROWS ? n_rows - q0 : VX_QROWS;
         j.x = x + (size_t)q0 * E;
         j.pre = pre;
+        j.g = NULL;
         for (int q = 0; pre && q < j.nx; q++) {
             uint8_t *u = v->pre_u + (size_t)q * np * 64;
             float *dx = v->pre_dx + (size_t)q * np * 16, *c = v->pre_c + (size_t)q * np * 16;
             if (!vx_q8_prep(j.x + (size_t)q * E, E, u, dx, c)) j.pre = NULL; /* the float scan for this group */
             j.q8[q].u = u, j.q8[q].dx16 = dx, j.q8[q].c16 = c;
         }
+        /* the raw scores come from the float scan only (the pre-scan rescores some rows) */
+        if (g && !j.pre) j.g = g + (size_t)q0 * v->ix.n_features;
+        else g = NULL;
         mf_pool_run(v->pool, knn_task, &j);
         for (int q = 0; q < j.nx; q++) {
             /* merge: the best k of the threads' k each */
@@ -299,5 +325,6 @@ mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_
             for (int i = out.n; i < k; i++) out.score[i] = -INFINITY, out.id[i] = -1; /* deleted features */
         }
     }
+    if (g && g_set) *g_set = true;
     return MF_OK;
 }

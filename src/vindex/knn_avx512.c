@@ -220,6 +220,36 @@ static void dot_q8_0(const void *rows, size_t rb, int nr, const float *x, size_t
     }
 }
 
+/* vx_dot2_fn: rows a and b, anywhere, as the two halves of one tile pair
+ * (the walk's up rows of two features, or a feature's gate and up rows) */
+#define DOT2_FLOAT(name, LD2, EL, WIDE)                                                                                \
+    static void name(const void *a, const void *b, const float *x, int n, float *s) {                                  \
+        const int n8 = n & ~7, r = 0, q0 = 0;                                                                          \
+        const size_t rb = 0, ss = 0; /* prefetches the rows themselves: no next tile */                                \
+        const void *w[2] = {a, b};                                                                                     \
+        const float *xq[1] = {x};                                                                                      \
+        FLOAT_TILE(LD2, EL, 1, 1, WIDE);                                                                               \
+    }
+DOT2_FLOAT(dot2_f32, ld2_f32, el_f32, 1)
+DOT2_FLOAT(dot2_f16, ld2_f16, el_f16, 0)
+
+static void dot2_q8_0(const void *a, const void *b, const float *x, int n, float *s) {
+    const int nb = n / 32, r = 0, q = 0, nr = 2;
+    const size_t rb = 0, ss = 0;
+    const block_q8_0 *w[2] = {a, b};
+    const float *x0 = x;
+    Q8_TILE(1);
+}
+
+vx_dot2_fn vx_dot2_avx512(mf_type t) {
+    switch (t) {
+    case MF_TYPE_F32: return dot2_f32;
+    case MF_TYPE_F16: return dot2_f16;
+    case MF_TYPE_Q8_0: return dot2_q8_0;
+    default: return NULL;
+    }
+}
+
 vx_dot_fn vx_dot_avx512(mf_type t) {
     switch (t) {
     case MF_TYPE_F32: return dot_f32;

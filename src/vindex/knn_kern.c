@@ -6,6 +6,7 @@
 #include "quant/fp16.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -101,6 +102,31 @@ static void q8pre_scalar(const void *rows, size_t rb, int nr, const vx_q8q *q, i
 }
 
 vx_q8pre_fn vx_q8pre_scalar(void) { return q8pre_scalar; }
+
+/* vx_dot2_fn below AVX-512: the level's one-row kernel per row */
+#define DOT2_PAIR(name, T, LEVEL_FN)                                                                                   \
+    static void name(const void *a, const void *b, const float *x, int n, float *s) {                                  \
+        const vx_dot_fn f = LEVEL_FN(T);                                                                               \
+        f(a, 0, 1, x, 0, 1, n, s, 1);                                                                                  \
+        f(b, 0, 1, x, 0, 1, n, s + 1, 1);                                                                              \
+    }
+DOT2_PAIR(dot2_avx2_f32, MF_TYPE_F32, vx_dot_avx2)
+DOT2_PAIR(dot2_avx2_f16, MF_TYPE_F16, vx_dot_avx2)
+DOT2_PAIR(dot2_avx2_q8_0, MF_TYPE_Q8_0, vx_dot_avx2)
+DOT2_PAIR(dot2_scalar_f32, MF_TYPE_F32, vx_dot_scalar)
+DOT2_PAIR(dot2_scalar_f16, MF_TYPE_F16, vx_dot_scalar)
+DOT2_PAIR(dot2_scalar_q8_0, MF_TYPE_Q8_0, vx_dot_scalar)
+
+vx_dot2_fn vx_dot2_best(mf_type t) {
+    const mf_cpu_level lv = mf_cpu_init();
+    if (t != MF_TYPE_F32 && t != MF_TYPE_F16 && t != MF_TYPE_Q8_0) return NULL;
+    vx_dot2_fn f = lv >= MF_CPU_AVX512 ? vx_dot2_avx512(t) : NULL;
+    if (f) return f;
+    const bool avx2 = lv >= MF_CPU_AVX2 && vx_dot_avx2(t);
+    if (t == MF_TYPE_F32) return avx2 ? dot2_avx2_f32 : dot2_scalar_f32;
+    if (t == MF_TYPE_F16) return avx2 ? dot2_avx2_f16 : dot2_scalar_f16;
+    return avx2 ? dot2_avx2_q8_0 : dot2_scalar_q8_0;
+}
 
 vx_dot_fn vx_dot_best(mf_type t) {
     const mf_cpu_level lv = mf_cpu_init();

@@ -31,6 +31,14 @@ vx_dot_fn vx_dot_avx512(mf_type t);
  * three give the same bits. */
 vx_dot_fn vx_dot_best(mf_type t);
 
+/* Two rows a and b, each anywhere, against one query x[n]: s[0] and s[1],
+ * each bitwise the twin's score of that row. */
+typedef void (*vx_dot2_fn)(const void *a, const void *b, const float *x, int n, float *s);
+/* The AVX-512 kernel (one pass over both rows; NULL when not built), and the
+ * fastest this CPU runs (else its vx_dot_fn once per row). */
+vx_dot2_fn vx_dot2_avx512(mf_type t);
+vx_dot2_fn vx_dot2_best(mf_type t);
+
 /* The q8_0 gates' integer pre-scan (knn.c uses it for exact top-K): the
  * query quantized to int8 per 32-block once, each row's approximate score
  * from integer dot products, with a bound on its distance from the twin's

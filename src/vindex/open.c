@@ -22,7 +22,7 @@ void mf_vindex_free(mf_vindex *v) {
     if (!v) return;
     for (int f = 0; f < VX_NFILES; f++) mf_mapfile_close(&v->map[f]);
     vx_hnsw_release(v);
-    mf_pool_free(v->pool);
+    if (v->pool_owned) mf_pool_free(v->pool);
     vx_overlay_free(v);
     free(v->heap_s), free(v->heap_i), free(v->heads), free(v->deleted);
     free(v->pre_lb), free(v->pre_e), free(v->pre_ub), free(v->pre_dx), free(v->pre_c), free(v->pre_lbi), free(v->pre_u);

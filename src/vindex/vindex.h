@@ -115,6 +115,7 @@ struct mf_vindex {
     mf_mapfile map[VX_NFILES]; /* mapped: the sections' files and embeddings */
     size_t row_bytes;          /* one feature row in ftype */
     mf_pool *pool;
+    bool pool_owned;           /* false: a shared mf_threadpool's (mf_vindex_set_threadpool) */
     int n_threads;
     /* KNN scratch, sized with the thread count (knn.c): one query at a time per vindex */
     int kcap;                  /* features each heap holds: grown to the largest k asked */
@@ -170,6 +171,12 @@ float vx_rank_key(vx_rank r, float g);
  * before the key is taken; score[] then holds the keys. */
 mf_status vx_knn(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
                  int32_t *feat, float *score);
+/* vx_knn that also writes every row's raw gate score (the dot, before bias
+ * and key: what the walk would compute again) to g [n_rows][n_features] and
+ * sets *g_set, when the answer comes from the float scan; through HNSW or
+ * the integer pre-scan g is not written and *g_set is false. */
+mf_status vx_knn_g(mf_vindex *v, int layer, const float *x, int n_rows, int k, vx_rank rank, const float *bias,
+                   int32_t *feat, float *score, float *g, bool *g_set);
 /* hnsw.c: vx_knn through the layer's graph (built first if need be). */
 typedef struct vx_hnsw vx_hnsw;
 typedef struct vx_hscratch vx_hscratch;

@@ -3,11 +3,18 @@
  * graphs when set: hnsw.c), with the up rows and the down vectors read
  * feature-major from the vindex: out = sum over the selected f of
  * act(g_f) * (up_f . x) * down_f (gated), or act(g_f + b_f) * down_f
- * (non-gated, the "gate" being the up row), plus the down bias. Features
- * are summed in rank order. It plugs in as the context's ffn_cb, so the rest
- * of the forward pass is the model's. */
+ * (non-gated, the "gate" being the up row), plus the down bias. It plugs in
+ * as the context's ffn_cb, so the rest of the forward pass is the model's.
+ *
+ * The gather runs on the vindex's threads. The selected features, in rank
+ * order, are cut into chunks whose size depends on k alone (walk_chunk);
+ * each chunk sums its features' down vectors in rank order into its own
+ * buffer, and the buffers are then added in chunk order. Which thread takes
+ * which chunk changes nothing, so the output does not depend on the thread
+ * count. */
 #include "vindex/vindex.h"
 #include "vindex/knn_kern.h"
+#include "vindex/walk_kern.h"
 #include "core/error.h"
 #include "cpu/cpu.h"
 #include "model/model.h"
@@ -23,17 +30,30 @@ struct mf_walk {
     int k, first;
     bool dense;        /* the model's FFN plus the overlay's changes (mf_walk_new_overlay) */
     vx_dot_fn dot;
+    vx_dot2_fn dot2;
+    vx_axpy_fn axpy, axpy_f32; /* a down row in the vindex's type; an f32 one (UPDATE's) */
     int cap_rows;      /* scratch below holds this many rows */
     int32_t *feat;
     float *score;
+    float *gs;         /* [cap_rows][n_features] the KNN's raw gate scores */
     float *row;        /* one decoded down row */
     float *bias;       /* [n_layer][n_features] up bias (non-gated), or NULL */
+    int chunk, n_chunk; /* the gather's chunks for k features: features each, how many */
+    float *part;       /* [n_chunk][n_embd] the chunks' sums */
 };
 
 void mf_walk_free(mf_walk *w) {
     if (!w) return;
-    free(w->feat), free(w->score), free(w->row), free(w->bias);
+    free(w->feat), free(w->score), free(w->gs), free(w->row), free(w->bias), free(w->part);
     free(w);
+}
+
+/* Features per chunk for a walk over k: at least 16 (a chunk's reduction
+ * add per element is then small next to its 16 rows), at most 64 chunks
+ * (bounds the buffers and the reduction for large k). */
+static int walk_chunk(int k) {
+    const int c = (k + 63) / 64;
+    return c < 16 ? 16 : c;
 }
 
 void mf_walk_set_first_layer(mf_walk *w, int32_t from) { w->first = from; }
@@ -63,8 +83,16 @@ mf_status mf_walk_new(mf_vindex *v, const mf_model *m, int32_t k, mf_walk **out)
     w->v = v, w->m = m;
     w->k = k == 0 || k > ix->n_features ? ix->n_features : k;
     w->dot = vx_dot_best(ix->ftype);
+    w->dot2 = vx_dot2_best(ix->ftype);
+    w->axpy = vx_axpy_best(ix->ftype), w->axpy_f32 = vx_axpy_best(MF_TYPE_F32);
+    w->chunk = walk_chunk(w->k), w->n_chunk = (w->k + w->chunk - 1) / w->chunk;
     w->row = malloc((size_t)ix->n_embd * sizeof(float));
-    if (!w->row) {
+    w->part = malloc((size_t)w->n_chunk * ix->n_embd * sizeof(float));
+    if (!w->dot || !w->dot2 || !w->axpy) {
+        mf_walk_free(w);
+        return mf_err(MF_ERR_UNSUPPORTED, "walk FFN: features of type %s", mf_type_name(ix->ftype));
+    }
+    if (!w->row || !w->part) {
         mf_walk_free(w);
         return mf_err(MF_ERR_NOMEM, "out of memory");
     }
@@ -175,6 +203,99 @@ int32_t vx_layer_contrib(mf_walk *w, int layer, const float *x, const float *dir
     return F + ni;
 }
 
+/* One row's gather: the chunks' sums (gather_task), then their sum in chunk
+ * order (reduce_task), both split over the vindex's threads. */
+typedef struct walk_job {
+    mf_walk *w;
+    int layer, n_feat;
+    const int32_t *feat;
+    const float *x;
+    const float *g; /* the KNN's gate scores of this row (all features), or NULL */
+    float *o;
+} walk_job;
+
+/* The activation of base feature f from its gate score g and up score u. */
+static inline float feat_act(const mf_walk *w, int layer, int f, float g, float u) {
+    if (!w->v->ix.gated) return gelu(g + w->bias[(size_t)layer * w->v->ix.n_features + f]);
+    return (w->m->arch->ffn == MF_FFN_GEGLU ? gelu(g) : mf_silu_ref(g)) * u;
+}
+
+/* Asks for a whole row ahead of its use: the rows are scattered, so the
+ * hardware prefetchers only catch on a few lines into each. */
+static inline void prefetch_row(const uint8_t *row, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 3);
+}
+
+static void gather_task(void *arg, int ith, int nth) {
+    const walk_job *j = arg;
+    mf_walk *w = j->w;
+    const mf_vindex *v = w->v;
+    const bool gated = v->ix.gated;
+    const int E = v->ix.n_embd, cs = w->chunk, L = j->layer;
+    const int n_chunk = (j->n_feat + cs - 1) / cs;
+    const size_t rb = v->row_bytes;
+    const uint8_t *gate = vx_layer_rows(v, VX_GATE, L), *up = vx_layer_rows(v, VX_UP, L), *down = vx_layer_rows(v, VX_DOWN, L);
+    long c0, c1;
+    mf_split(n_chunk, ith, nth, &c0, &c1);
+    for (long c = c0; c < c1; c++) {
+        float *p = w->part + (size_t)c * E;
+        memset(p, 0, (size_t)E * sizeof(float));
+        const int i1 = (int)(c + 1) * cs < j->n_feat ? (int)(c + 1) * cs : j->n_feat;
+        /* features two at a time: each dot2 reads two rows in one pass (the
+         * scores are each row's own, so the pairing changes no bits) */
+        for (int i = (int)c * cs; i < i1; i += 2) {
+            const int nf = i + 1 < i1 ? 2 : 1;
+            const int32_t f[2] = {j->feat[i], j->feat[i + nf - 1]};
+            for (int n = i + 2; n < i + 4 && n < j->n_feat; n++) {
+                /* the next pair's rows (past the chunk too: the next chunk is most often this thread's) */
+                const size_t at = (size_t)j->feat[n] * rb;
+                if (!j->g) prefetch_row(gate + at, rb);
+                if (gated) prefetch_row(up + at, rb);
+                prefetch_row(down + at, rb);
+            }
+            float g[2], u[2] = {0, 0}, t[2];
+            if (j->g) {
+                g[0] = j->g[f[0]], g[1] = j->g[f[1]];
+                if (gated) w->dot2(up + (size_t)f[0] * rb, up + (size_t)f[1] * rb, j->x, E, u);
+            } else if (gated) {
+                for (int k = 0; k < nf; k++) {
+                    w->dot2(gate + (size_t)f[k] * rb, up + (size_t)f[k] * rb, j->x, E, t);
+                    g[k] = t[0], u[k] = t[1];
+                }
+            } else {
+                w->dot2(gate + (size_t)f[0] * rb, gate + (size_t)f[1] * rb, j->x, E, g);
+            }
+            for (int k = 0; k < nf; k++) {
+                const float a = feat_act(w, L, f[k], g[k], u[k]);
+                if (a == 0.0f) continue;
+                const float *d = vx_overlay_down(v, L, f[k]); /* rewritten by an UPDATE */
+                if (d) w->axpy_f32(a, d, E, p);
+                else w->axpy(a, down + (size_t)f[k] * rb, E, p);
+            }
+        }
+    }
+}
+
+static void reduce_task(void *arg, int ith, int nth) {
+    const walk_job *j = arg;
+    const mf_walk *w = j->w;
+    const int E = w->v->ix.n_embd, n_chunk = (j->n_feat + w->chunk - 1) / w->chunk;
+    long e0, e1;
+    mf_split((E + 15) / 16, ith, nth, &e0, &e1); /* whole 64-byte lines per thread */
+    e0 *= 16, e1 = e1 * 16 < E ? e1 * 16 : E;
+    float *o = j->o;
+    if (!n_chunk) {
+        if (e1 > e0) memset(o + e0, 0, (size_t)(e1 - e0) * sizeof(float));
+        return;
+    }
+    const float *p = w->part;
+    for (long e = e0; e < e1; e++) o[e] = p[e];
+    for (int c = 1; c < n_chunk; c++) {
+        const float *pc = p + (size_t)c * E;
+        for (long e = e0; e < e1; e++) o[e] += pc[e];
+    }
+}
+
 int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, const int32_t *seq, const int32_t *pos,
                 void *ud) {
     mf_walk *w = ud;
@@ -197,46 +318,25 @@ int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, 
         if (f) w->feat = f;
         float *s = realloc(w->score, (size_t)n_rows * K * sizeof *s);
         if (s) w->score = s;
-        if (!f || !s) return -1;
+        float *g = realloc(w->gs, (size_t)n_rows * ix->n_features * sizeof *g);
+        if (g) w->gs = g;
+        if (!f || !s || !g) return -1;
         w->cap_rows = n_rows;
     }
     const float *bias = w->bias ? w->bias + (size_t)layer * ix->n_features : NULL;
     const vx_rank rank = w->m->arch->ffn == MF_FFN_SWIGLU ? VX_RANK_SILU_ABS : VX_RANK_GELU_ABS;
-    if (vx_knn(v, layer, xn, n_rows, K, rank, bias, w->feat, w->score)) return -1;
-    const uint8_t *gate = vx_layer_rows(v, VX_GATE, layer), *up = vx_layer_rows(v, VX_UP, layer), *down = vx_layer_rows(v, VX_DOWN, layer);
-    const mf_type_traits *tr = mf_type_traits_ref(ix->ftype);
+    bool g_set;
+    if (vx_knn_g(v, layer, xn, n_rows, K, rank, bias, w->feat, w->score, w->gs, &g_set)) return -1;
     const mf_layer *L = &w->m->layers[layer];
-    const mf_ffn_type act = w->m->arch->ffn;
     for (int r = 0; r < n_rows; r++) {
         const float *x = xn + (size_t)r * E;
         float *o = out + (size_t)r * E;
-        memset(o, 0, (size_t)E * sizeof(float));
-        for (int i = 0; i < K; i++) {
-            const int32_t f = w->feat[(size_t)r * K + i];
-            if (f < 0) break; /* fewer live features than k (a patch deleted some) */
-            /* the KNN kept activation magnitudes: the score itself again (one row) */
-            float g;
-            w->dot(gate + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &g, 1);
-            float a;
-            if (ix->gated) {
-                float u;
-                w->dot(up + (size_t)f * v->row_bytes, v->row_bytes, 1, x, (size_t)E, 1, E, &u, 1);
-                a = (act == MF_FFN_GEGLU ? gelu(g) : mf_silu_ref(g)) * u;
-            } else {
-                a = gelu(g + bias[f]);
-            }
-            if (a == 0.0f) continue;
-            const float *d = vx_overlay_down(v, layer, f);
-            if (d) {
-                /* rewritten by an UPDATE */
-            } else if (ix->ftype == MF_TYPE_F32) {
-                d = (const float *)(down + (size_t)f * v->row_bytes);
-            } else {
-                tr->to_float(down + (size_t)f * v->row_bytes, w->row, E);
-                d = w->row;
-            }
-            for (int e = 0; e < E; e++) o[e] += a * d[e];
-        }
+        walk_job j = {.w = w, .layer = layer, .feat = w->feat + (size_t)r * K, .x = x, .o = o,
+                      .g = g_set ? w->gs + (size_t)r * ix->n_features : NULL};
+        /* fewer live features than k when a patch deleted some: -1 after them */
+        while (j.n_feat < K && j.feat[j.n_feat] >= 0) j.n_feat++;
+        mf_pool_run(v->pool, gather_task, &j);
+        mf_pool_run(v->pool, reduce_task, &j);
         if (edited) overlay_row(w, layer, x, o);
         if (L->ffn_down_b) {
             /* decoded per row: biases are tiny next to the rows */

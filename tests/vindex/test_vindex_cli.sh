@@ -7,7 +7,8 @@
 # STATS list it with its parameters and size, and say whether it is for these gates,
 # truncated or stale), audit prints a row per
 # layer and K, lql -e prints tables and --json objects; an INSERT saved as a
-# patch makes run --patch and the compiled GGUF say the target; bad options exit 2,
+# patch makes run --patch and the compiled GGUF say the target; --ffn walk on a
+# mixture of experts exits 1 saying so; bad options exit 2,
 # damaged or foreign directories exit 1 with one line naming the file.
 bin=${MINFER_BIN:-build/bin/minfer}
 model=../shared/models/stories260K.gguf
@@ -102,6 +103,10 @@ printf '{"format": "minfer-vindex-patch", "version": 1, "base": "00", "ops": []}
 "$bin" vindex build "$model" -o "$tmp/x" --gate q4_0 2>/dev/null; [ $? = 2 ] || die "--gate q4_0 not refused with 2"
 "$bin" run -m "$model" --walk-k 5 -p x 2>/dev/null; [ $? = 2 ] || die "--walk-k without --ffn walk not refused"
 "$bin" run -m "$model" --ffn walk -p x 2>"$tmp/err"; [ $? = 1 ] && grep -q "not a vindex directory" "$tmp/err" || die "walk with a GGUF as the vindex: $(cat "$tmp/err")"
+# the walk is of dense FFNs: a mixture of experts is refused with one line saying so
+"$bin" vindex build ../shared/models/zoo/qwen3moe.gguf -o "$tmp/moe" --level inference --down-top-k 0 -t 2 2>/dev/null || die "build of a MoE vindex"
+err=$("$bin" run -m "$tmp/moe" --ffn walk --walk-k 8 -p x -n 1 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && [ "$err" = "minfer run: walk FFN: qwen3moe has a mixture of experts; only dense FFNs walk so far" ] || die "walk on a MoE model ($rc): $err"
 
 printf 'x' >> "$tmp/v/down_meta.bin"
 err=$("$bin" vindex verify "$tmp/v" 2>&1); rc=$?

@@ -92,12 +92,13 @@ static void emit_token(const mf_model *model, mf_sampler *smp, mf_token t, char 
     }
 }
 
-/* The walk FFN outlives every context of the process (freed at exit). */
-/* With a draft model, target and draft share one pool: two pools would take
- * turns spinning on the same cores. */
+/* With a draft model, target and draft share one pool, and the walk FFN's
+ * vindex uses the context's: two pools would take turns spinning on the same
+ * cores. */
 static mf_threadpool *g_pool;
 mf_threadpool *run_pool(void) { return g_pool; }
 
+/* The walk FFN outlives every context of the process (freed at exit). */
 static mf_vindex *g_walk_vindex;
 static mf_walk *g_walk;
 
@@ -113,7 +114,11 @@ static bool walk_open(const run_opts *o, const mf_model *model) {
         return false;
     }
     atexit(walk_free);
-    if (o->n_threads) mf_vindex_set_threads(g_walk_vindex, (int32_t)o->n_threads);
+    /* the context's pool (run_open makes it shared for the walk) */
+    if (mf_vindex_set_threadpool(g_walk_vindex, g_pool)) {
+        fprintf(stderr, "minfer run: --ffn walk: %s\n", mf_last_error());
+        return false;
+    }
     if (!cli_hnsw_apply("run", &o->hnsw, g_walk_vindex)) return false;
     if (o->patch && mf_vindex_apply_patch(g_walk_vindex, o->patch)) {
         fprintf(stderr, "minfer run: --patch: %s\n", mf_last_error());
@@ -153,7 +158,9 @@ bool run_open(const run_opts *o, mf_model **model, mf_context **ctx) {
     cp.n_threads = (int32_t)o->n_threads;
     cp.kv_type = o->kv;
     cp.verbose = o->verbose;
-    if (o->draft_model && !g_pool && mf_threadpool_new((int32_t)o->n_threads, &g_pool)) {
+    /* shared with a draft model, or with the walk FFN's vindex: two pools would
+     * take turns spinning on the same cores */
+    if ((o->draft_model || o->walk || o->patch) && !g_pool && mf_threadpool_new((int32_t)o->n_threads, &g_pool)) {
         fprintf(stderr, "minfer run: %s\n", mf_last_error());
         mf_model_free(*model);
         *model = NULL;
