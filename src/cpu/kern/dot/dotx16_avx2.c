@@ -22,8 +22,8 @@
  *
  * Every row's float expression is evaluated per lane in its reference's
  * order (the same steps as dotx16_vnni_avx512.c), so each lane is bitwise
- * the row's vec_dot. The AVX-512 levels inherit these kernels for the types
- * dotx16_vnni_avx512.c does not have (Q2_K, Q3_K, Q5_K). */
+ * the row's vec_dot. The AVX-512 level (without VNNI) runs these kernels;
+ * the VNNI level has its own for every type (dotx16_vnni_avx512.c). */
 #include "cpu/kern/kernels.h"
 #include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"

@@ -46,56 +46,83 @@ static inline __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_lo
 /* line w of a block group: word w of the 16 rows */
 static inline __m512i line(const uint8_t *g, int w) { return _mm512_loadu_si512(g + 64 * w); }
 
+/* One Q4_K / Q5_K super-block group (the same scale and min layout): line 0
+ * = d | dmin << 16, lines 1-3 = the 12 scale bytes, lines q0 + 8h + c = qs
+ * bytes 32h + 4c ..: low nibbles are elements 64h + 4c .. of sub-block 2h,
+ * high nibbles those of sub-block 2h + 1. Q5_K (qh0 >= 0): the fifth bit of
+ * the low nibble's element is bit 2h of the same byte of qh line qh0 + c,
+ * bit 2h + 1 for the high nibble's. Constant q0 / qh0 make two kernels. */
+static inline __m512 q45k_group(const uint8_t *g, const block_q8_K *a, int q0, int qh0, __m512 sum) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10), m6 = _mm512_set1_epi32(63),
+                  m2 = _mm512_set1_epi32(3), m4w = _mm512_set1_epi32(15);
+    const __m512i w0 = line(g, 1), w1 = line(g, 2), w2 = line(g, 3);
+    __m512i isum = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int h = 0; h < 4; h++) {
+        /* two accumulators each to halve the dependency chains */
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, hi[2] = {lo[0], lo[0]};
+        #pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            const __m512i v = line(g, q0 + 8 * h + c);
+            __m512i wl = _mm512_and_si512(v, m4), wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (qh0 >= 0) {
+                /* bits 2h and 2h + 1 of each qh byte to bit 4 */
+                const __m512i qh = line(g, qh0 + c);
+                const __m512i bl = 2 * h < 4 ? _mm512_slli_epi16(qh, 4 - 2 * h) : 2 * h > 4 ? _mm512_srli_epi16(qh, 2 * h - 4) : qh;
+                const __m512i bh = 2 * h + 1 < 4 ? _mm512_slli_epi16(qh, 3 - 2 * h) : _mm512_srli_epi16(qh, 2 * h - 3);
+                wl = _mm512_or_si512(wl, _mm512_and_si512(bl, m10));
+                wh = _mm512_or_si512(wh, _mm512_and_si512(bh, m10));
+            }
+            lo[c & 1] = _mm512_dpbusd_epi32(lo[c & 1], wl, bcast4(a->qs + 64 * h + 4 * c));
+            hi[c & 1] = _mm512_dpbusd_epi32(hi[c & 1], wh, bcast4(a->qs + 64 * h + 32 + 4 * c));
+        }
+        #pragma GCC unroll 2
+        for (int t = 0; t < 2; t++) {
+            /* the 6-bit scale and min of sub-block j (the reference's get_scale_min) */
+            const int j = 2 * h + t;
+            __m512i sc, mn;
+            if (j < 4) {
+                sc = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
+                mn = _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6);
+            } else {
+                const int k = j - 4;
+                sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * k), m4w),
+                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * k + 6), m2), 4));
+                mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * k + 4), m4w),
+                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * k + 6), m2), 4));
+            }
+            const __m512i dot = t ? _mm512_add_epi32(hi[0], hi[1]) : _mm512_add_epi32(lo[0], lo[1]);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, sc));
+            summ = _mm512_add_epi32(summ, _mm512_mullo_epi32(mn, _mm512_set1_epi32(a->bsums[2 * j] + a->bsums[2 * j + 1])));
+        }
+    }
+    /* line 0: d in the low halves, dmin in the high halves */
+    const __m512i dd = line(g, 0);
+    const __m512 yd = _mm512_set1_ps(a->d);
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), yd);
+    const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))), yd);
+    return k_tail(sum, d, isum, dmin, summ);
+}
+
 static void dot_x16_q4_k(int n, float *s, const void *vg, const void *vy) {
     const uint8_t *g = vg;
     const block_q8_K *y = vy;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63), m2 = _mm512_set1_epi32(3),
-                  m4w = _mm512_set1_epi32(15);
     __m512 sum = _mm512_setzero_ps();
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q4_K)) {
         prefetch_group(g, 16 * sizeof(block_q4_K));
-        const block_q8_K *a = &y[b];
-        const __m512i w0 = line(g, 1), w1 = line(g, 2), w2 = line(g, 3);
-        __m512i isum = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
-        #pragma GCC unroll 4
-        for (int h = 0; h < 4; h++) {
-            /* qs bytes 32h..32h+31 (lines 4+8h..): low nibbles are sub-block
-             * 2h, high nibbles sub-block 2h+1, four consecutive elements per
-             * word; two accumulators each to halve the dependency chains */
-            __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, hi[2] = {lo[0], lo[0]};
-            #pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) {
-                const __m512i v = line(g, 4 + 8 * h + c);
-                lo[c & 1] = _mm512_dpbusd_epi32(lo[c & 1], _mm512_and_si512(v, m4), bcast4(a->qs + 64 * h + 4 * c));
-                hi[c & 1] = _mm512_dpbusd_epi32(hi[c & 1], _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                                bcast4(a->qs + 64 * h + 32 + 4 * c));
-            }
-            #pragma GCC unroll 2
-            for (int t = 0; t < 2; t++) {
-                /* the 6-bit scale and min of sub-block j (the reference's get_scale_min) */
-                const int j = 2 * h + t;
-                __m512i sc, mn;
-                if (j < 4) {
-                    sc = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
-                    mn = _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6);
-                } else {
-                    const int k = j - 4;
-                    sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * k), m4w),
-                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * k + 6), m2), 4));
-                    mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * k + 4), m4w),
-                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * k + 6), m2), 4));
-                }
-                const __m512i dot = t ? _mm512_add_epi32(hi[0], hi[1]) : _mm512_add_epi32(lo[0], lo[1]);
-                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, sc));
-                summ = _mm512_add_epi32(summ, _mm512_mullo_epi32(mn, _mm512_set1_epi32(a->bsums[2 * j] + a->bsums[2 * j + 1])));
-            }
-        }
-        /* line 0: d in the low halves, dmin in the high halves */
-        const __m512i dd = line(g, 0);
-        const __m512 yd = _mm512_set1_ps(a->d);
-        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), yd);
-        const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))), yd);
-        sum = k_tail(sum, d, isum, dmin, summ);
+        sum = q45k_group(g, &y[b], 4, -1, sum);
+    }
+    _mm512_storeu_ps(s, sum);
+}
+
+/* Q5_K: qh in lines 4-11, qs in lines 12-43 */
+static void dot_x16_q5_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q5_K)) {
+        prefetch_group(g, 16 * sizeof(block_q5_K));
+        sum = q45k_group(g, &y[b], 12, 4, sum);
     }
     _mm512_storeu_ps(s, sum);
 }
@@ -141,6 +168,125 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
             }
         }
         const __m512 d = _mm512_mul_ps(f16x16(g + 64 * 52), _mm512_set1_ps(a->d));
+        sum = _mm512_add_ps(sum, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    }
+    _mm512_storeu_ps(s, sum);
+}
+
+/* ---------------- Q2_K / Q3_K ----------------
+ * Layouts as dotx16_avx2.c's: Q2_K lines 0-3 = scales (low nibble scale, high
+ * nibble min; sub-block j in byte j % 4 of line j / 4), 4-19 = qs, 20 = d |
+ * dmin << 16; Q3_K lines 0-7 = hmask, 8-23 = qs, 24-26 = scales, then d[16].
+ * The 2-bit levels at bits 2k of qs word 8g + c are elements 128g + 32k + 4c
+ * .. of sub-block 8g + 2k + c / 4; Q3_K's third bit of those elements is bit
+ * 4g + k of hmask word c. A sub-block's 4 words go into one vpdpbusd
+ * accumulator (levels 0..3 or 0..7 unsigned against the signed activations),
+ * which is then scaled with vpmulld: exact int32 throughout. (The AVX2
+ * kernels these replace on this level add vpmaddubsw pairs in int16 and
+ * were compute-bound at about 55-60% of the read bandwidth.) */
+
+/* the dpbusd sums of the 8 sub-blocks 8g + 2k + t (k = 0..3, t = 0..1) of
+ * one 128-element half: acc[k][t]. hm0 < 0: no third bit (Q2_K). */
+static inline void k23_acc(const uint8_t *g, const int8_t *qs, int q0, int hm0, int gi, __m512i acc[4][2]) {
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4);
+    for (int k = 0; k < 4; k++) acc[k][0] = acc[k][1] = _mm512_setzero_si512();
+    #pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const __m512i v = line(g, q0 + 8 * gi + c);
+        const __m512i h = hm0 >= 0 ? line(g, hm0 + c) : v;
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512i w = _mm512_and_si512(k ? _mm512_srli_epi16(v, 2 * k) : v, m3);
+            if (hm0 >= 0) {
+                /* bit 4g + k of each byte to bit 2 */
+                const int sb = 4 * gi + k;
+                const __m512i hb = sb < 2 ? _mm512_slli_epi16(h, 2 - sb) : sb > 2 ? _mm512_srli_epi16(h, sb - 2) : h;
+                w = _mm512_or_si512(w, _mm512_and_si512(hb, m4));
+            }
+            acc[k][c >> 2] = _mm512_dpbusd_epi32(acc[k][c >> 2], w, bcast4(qs + 128 * gi + 32 * k + 4 * c));
+        }
+    }
+}
+
+static void dot_x16_q2_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m512i m0f = _mm512_set1_epi32(0x0f);
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q2_K)) {
+        prefetch_group(g, 16 * sizeof(block_q2_K));
+        const block_q8_K *a = &y[b];
+        const __m512i sw[4] = {line(g, 0), line(g, 1), line(g, 2), line(g, 3)};
+        __m512i isum = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < 2; gi++) {
+            __m512i acc[4][2];
+            k23_acc(g, a->qs, 4, -1, gi, acc);
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                #pragma GCC unroll 2
+                for (int t = 0; t < 2; t++) {
+                    const int j = 8 * gi + 2 * k + t;
+                    const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(sw[j / 4], 8 * (j % 4)), m0f);
+                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(acc[k][t], sc));
+                }
+        }
+        /* the mins against the block sums, in int16 pairs: sub-blocks 4i, 4i + 2
+         * from the high nibbles of bytes 0 and 2, 4i + 1, 4i + 3 from bytes 1 and 3 */
+        const __m512i mp = _mm512_set1_epi32(0x000f000f);
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const int16_t *bs = a->bsums + 4 * i;
+            summ = _mm512_dpwssd_epi32(summ, _mm512_and_si512(_mm512_srli_epi16(sw[i], 4), mp),
+                                       _mm512_set1_epi32((int)((uint32_t)(uint16_t)bs[0] | (uint32_t)(uint16_t)bs[2] << 16)));
+            summ = _mm512_dpwssd_epi32(summ, _mm512_and_si512(_mm512_srli_epi16(sw[i], 12), mp),
+                                       _mm512_set1_epi32((int)((uint32_t)(uint16_t)bs[1] | (uint32_t)(uint16_t)bs[3] << 16)));
+        }
+        /* line 20: d in the low halves, dmin in the high halves; dall = y.d * d */
+        const __m512i dd = line(g, 20);
+        const __m512 yd = _mm512_set1_ps(a->d);
+        const __m512 d = _mm512_mul_ps(yd, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+        const __m512 dmin = _mm512_mul_ps(yd, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        sum = k_tail(sum, d, isum, dmin, summ);
+    }
+    _mm512_storeu_ps(s, sum);
+}
+
+static void dot_x16_q3_k(int n, float *s, const void *vg, const void *vy) {
+    const uint8_t *g = vg;
+    const block_q8_K *y = vy;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), m3f = _mm512_set1_epi32(0x3f),
+                  k32 = _mm512_set1_epi32(32);
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q3_K)) {
+        prefetch_group(g, 16 * sizeof(block_q3_K));
+        const block_q8_K *a = &y[b];
+        /* the 16 six-bit scales (stored 32 above): word i holds scales 4i .. 4i + 3 */
+        const __m512i l0 = line(g, 24), l1 = line(g, 25), t = line(g, 26);
+        const __m512i S[4] = {
+            _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(t, 4), m30)),
+            _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi16(t, 2), m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(t, m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                            _mm512_and_si512(_mm512_srli_epi16(t, 2), m30))};
+        __m512i isum = _mm512_setzero_si512();
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < 2; gi++) {
+            __m512i acc[4][2];
+            k23_acc(g, a->qs, 8, 0, gi, acc);
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                #pragma GCC unroll 2
+                for (int tt = 0; tt < 2; tt++) {
+                    /* (scale - 32) * (sum of levels 0..7 * a - 4 * bsum): the
+                     * reference's levels are 4 lower where the hmask bit is clear */
+                    const int j = 8 * gi + 2 * k + tt;
+                    const __m512i sc = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(S[j / 4], 8 * (j % 4)), m3f), k32);
+                    const __m512i dot = _mm512_sub_epi32(acc[k][tt], _mm512_set1_epi32(4 * a->bsums[j]));
+                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, sc));
+                }
+        }
+        const __m512 d = _mm512_mul_ps(f16x16(g + 64 * 27), _mm512_set1_ps(a->d));
         sum = _mm512_add_ps(sum, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
     }
     _mm512_storeu_ps(s, sum);
@@ -456,6 +602,9 @@ static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
 void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q4_K].vec_dot_x16 = dot_x16_q4_k;
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
+    tab[MF_TYPE_Q2_K].vec_dot_x16 = dot_x16_q2_k;
+    tab[MF_TYPE_Q3_K].vec_dot_x16 = dot_x16_q3_k;
+    tab[MF_TYPE_Q5_K].vec_dot_x16 = dot_x16_q5_k;
     tab[MF_TYPE_Q4_0].vec_dot_x16 = dot_x16_q4_0;
     tab[MF_TYPE_Q5_0].vec_dot_x16 = dot_x16_q5_0;
     tab[MF_TYPE_Q8_0].vec_dot_x16 = dot_x16_q8_0;
