@@ -16,6 +16,7 @@
  * output element is computed by exactly one thread with a fixed reduction
  * order, so results do not depend on the thread count or the split. */
 #include "cpu/cpu.h"
+#include "core/alloc.h"
 #include "core/log.h"
 #include "cpu/kern/gemm/gemm.h"
 #include "quant/interleave.h"
@@ -396,6 +397,13 @@ static atomic_int g_said_nomem;
 /* types the AMX bf16 kind takes (gemm_amx.h) */
 static bool bf16_kind_type(mf_type t) { return t == MF_TYPE_F16 || t == MF_TYPE_BF16; }
 
+/* whether a planned kind's results are not bitwise vec_dot's */
+static bool gemm_inexact(const matmul_task *t) {
+    for (int i = 0; i < t->nw; i++)
+        if (t->g[i] && (t->g[i]->act == MF_GEMM_ACT_BF16_AMX || t->g[i]->act == MF_GEMM_ACT_F16HL_AMX)) return true;
+    return false;
+}
+
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res) {
     mf_cpu *cpu = (mf_cpu *)be;
@@ -415,6 +423,7 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
         t.g[i] = g;
     }
     size_t used = 0;
+    bool grown = false;
     for (int pass = 0; pass < 2; pass++) {
         /* pass 0 plans the GEMM; if its buffers do not fit, pass 1 plans
          * everything on the vec_dot path */
@@ -491,6 +500,20 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
         t.scratch = cpu->act_buf + used;
         used += t.scratch_per_thread * (size_t)cpu->n_threads;
         if (used <= cpu->act_cap) break;
+        if (!grown && gemm_inexact(&t)) {
+            /* the AMX bf16 kinds differ from vec_dot in the last bits: falling
+             * back for lack of room would make the bits depend on the thread
+             * count and the batch, so the scratch grows (once per call, kept) */
+            uint8_t *nb = mf_alloc_aligned(used);
+            if (nb) {
+                free(cpu->act_buf);
+                cpu->act_buf = nb;
+                cpu->act_cap = used;
+                grown = true;
+                pass--;
+                continue;
+            }
+        }
         int any = 0;
         for (int i = 0; i < nw; i++) any |= t.g[i] != NULL, t.g[i] = NULL;
         if (!any) {

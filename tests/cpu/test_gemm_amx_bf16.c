@@ -314,24 +314,32 @@ static void make_tensor(wbuf *b, qrand *r, mf_type type, int64_t k, int n_out, i
     }
 }
 
-/* nw weights reading one input of `rows` tokens, at 1 and 2 threads:
- * bitwise each other and the scalar model */
+/* nw weights reading one input of `rows` tokens, at 1 and 2 threads and on
+ * a shared pool of 5 (a backend built for 1 thread, then given the pool, as
+ * contexts on a shared pool are: its scratch must grow rather than fall back
+ * to vec_dot, whose bits differ): bitwise each other and the scalar model */
 static void matmul_case(const mf_type *types, const int *x16, int nw, int64_t k, const int *n_out, int rows, qrand *r) {
     wbuf wb[4];
     mf_weight w[4];
-    float *out[2][4];
+    float *out[3][4];
     float *x = malloc(sizeof(float) * (size_t)k * (size_t)rows);
     make_acts(r, k, rows, x);
     for (int i = 0; i < nw; i++) {
         make_tensor(&wb[i], r, types[i], k, n_out[i], x16[i]);
         w[i] = &wb[i].t;
-        for (int v = 0; v < 2; v++) out[v][i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
+        for (int v = 0; v < 3; v++) out[v][i] = malloc(sizeof(float) * (size_t)n_out[i] * (size_t)rows);
     }
     for (int nth = 1; nth <= 2; nth++) {
         mf_backend *be = mf_cpu_backend_new(nth, rows, (int)k, 64, false);
         be->ops->matmul_n(be, w, NULL, nw, x, rows, out[nth - 1], NULL);
         be->ops->destroy(be);
     }
+    mf_pool *pool = mf_pool_new(5);
+    mf_backend *bs = mf_cpu_backend_new(1, rows, (int)k, 64, false);
+    mf_cpu_share_pool(bs, pool);
+    bs->ops->matmul_n(bs, w, NULL, nw, x, rows, out[2], NULL);
+    bs->ops->destroy(bs);
+    mf_pool_free(pool);
     const int64_t kp = mf_gemm_bf_steps(k) * 32;
     int bad_thr = 0, bad_model = 0;
     uint16_t *ap[2], *bp[2];
@@ -339,6 +347,7 @@ static void matmul_case(const mf_type *types, const int *x16, int nw, int64_t k,
     for (int i = 0; i < nw; i++) {
         const mf_type t = types[i];
         bad_thr += memcmp(out[0][i], out[1][i], sizeof(float) * (size_t)n_out[i] * (size_t)rows) != 0;
+        bad_thr += memcmp(out[0][i], out[2][i], sizeof(float) * (size_t)n_out[i] * (size_t)rows) != 0;
         const size_t arb = mf_row_size(t, k), wrb = mf_row_size(t, k);
         uint8_t *xr = malloc(arb);
         for (int j = 0; j < rows; j++) {
@@ -352,14 +361,14 @@ static void matmul_case(const mf_type *types, const int *x16, int nw, int64_t k,
         }
         free(xr);
     }
-    CHECK(!bad_thr, "matmul_n %s x%d, k %lld, %d tokens: 1 and 2 threads differ", mf_type_name(types[0]), nw,
+    CHECK(!bad_thr, "matmul_n %s x%d, k %lld, %d tokens: 1 thread, 2 threads and a shared pool of 5 differ", mf_type_name(types[0]), nw,
           (long long)k, rows);
     CHECK(!bad_model, "matmul_n %s x%d, k %lld, %d tokens: %d outputs differ from the scalar model",
           mf_type_name(types[0]), nw, (long long)k, rows, bad_model);
     for (int i = 0; i < 2; i++) free(ap[i]), free(bp[i]);
-    for (int i = 0; i < nw; i++) free(wb[i].data), free(wb[i].x16), free(out[0][i]), free(out[1][i]);
+    for (int i = 0; i < nw; i++) free(wb[i].data), free(wb[i].x16), free(out[0][i]), free(out[1][i]), free(out[2][i]);
     free(x);
-    printf("matmul_n %-5s x%d, k %4lld, %3d tokens (emulated tiles): 1 thread == 2 threads == scalar model\n",
+    printf("matmul_n %-5s x%d, k %4lld, %3d tokens (emulated tiles): 1 thread == 2 threads == shared pool of 5 == scalar model\n",
            mf_type_name(types[0]), nw, (long long)k, rows);
 }
 
@@ -376,6 +385,10 @@ static void matmul_tests(void) {
     const mf_type one[] = {MF_TYPE_BF16};
     const int x16b[] = {1}, nb[] = {64};
     matmul_case(one, x16b, 1, 256, nb, 150, &r);
+    /* many output rows against few tokens: each thread's panels outgrow the
+     * scratch sized for rows x k, which must grow, not fall back */
+    const int nbig[] = {4096};
+    matmul_case(one, x16b, 1, 1024, nbig, 32, &r);
     const mf_type f16[] = {MF_TYPE_F16};
     const int nf[] = {33};
     matmul_case(f16, x16b, 1, 96, nf, 16, &r);
