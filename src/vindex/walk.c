@@ -35,7 +35,8 @@ struct mf_walk {
     int cap_rows;      /* scratch below holds this many rows */
     int32_t *feat;
     float *score;
-    float *gs;         /* [cap_rows][n_features] the KNN's raw gate scores */
+    float *gs;         /* [gs_rows][n_features] the KNN's raw gate scores (brute force only) */
+    int gs_rows;
     float *row;        /* one decoded down row */
     float *bias;       /* [n_layer][n_features] up bias (non-gated), or NULL */
     int chunk, n_chunk; /* the gather's chunks for k features: features each, how many */
@@ -318,15 +319,20 @@ int mf_walk_ffn(int layer, const float *xn, float *out, int n_rows, int n_embd, 
         if (f) w->feat = f;
         float *s = realloc(w->score, (size_t)n_rows * K * sizeof *s);
         if (s) w->score = s;
-        float *g = realloc(w->gs, (size_t)n_rows * ix->n_features * sizeof *g);
-        if (g) w->gs = g;
-        if (!f || !s || !g) return -1;
+        if (!f || !s) return -1;
         w->cap_rows = n_rows;
+    }
+    /* the raw gate scores come from the brute-force scan only: no buffer
+     * (rows x features floats) while an HNSW search picks the features */
+    if (!v->hnsw_on && n_rows > w->gs_rows) {
+        float *g = realloc(w->gs, (size_t)n_rows * ix->n_features * sizeof *g);
+        if (!g) return -1;
+        w->gs = g, w->gs_rows = n_rows;
     }
     const float *bias = w->bias ? w->bias + (size_t)layer * ix->n_features : NULL;
     const vx_rank rank = w->m->arch->ffn == MF_FFN_SWIGLU ? VX_RANK_SILU_ABS : VX_RANK_GELU_ABS;
     bool g_set;
-    if (vx_knn_g(v, layer, xn, n_rows, K, rank, bias, w->feat, w->score, w->gs, &g_set)) return -1;
+    if (vx_knn_g(v, layer, xn, n_rows, K, rank, bias, w->feat, w->score, v->hnsw_on ? NULL : w->gs, &g_set)) return -1;
     const mf_layer *L = &w->m->layers[layer];
     for (int r = 0; r < n_rows; r++) {
         const float *x = xn + (size_t)r * E;
