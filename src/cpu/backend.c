@@ -3,7 +3,6 @@
 #include "core/log.h"
 #include "core/alloc.h"
 #include "cpu/kern/features.h"
-#include "cpu/kern/gemm/gemm.h"
 #include "core/error.h"
 #include "quant/types.h"
 
@@ -170,17 +169,8 @@ static mf_backend *cpu_new(bool ref, int n_threads, int max_rows, int max_width,
      * for two distinct conversions of one input (e.g. f16 and q8_0 weights
      * reading the same activations in a mixed-type file) */
     cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 4) + 4096;
-    /* where F16 weights take the AMX bf16 hi + lo kind: its tiles are 4
-     * bytes per element (16-token tiles, 32-column steps), beside which a
-     * second conversion (2), and each thread's panels (128 bytes per column
-     * per 32-row group, or a 256 KiB chunk of groups) */
-    const mf_gemm_kind *gf = ref ? NULL : mf_gemm_get(MF_TYPE_F16);
-    if (gf && gf->act == MF_GEMM_ACT_F16HL_AMX) {
-        const size_t w32 = (size_t)max_width + 31, per_thread = (256u << 10) + w32 * 128 + w32 * 4 + 4096;
-        const size_t need = mf_mul_size(mf_mul_size((size_t)max_rows + 15, w32), 6) +
-                            mf_mul_size(per_thread, (size_t)cpu->n_threads) + 4096;
-        if (need > cpu->act_cap) cpu->act_cap = need;
-    }
+    /* (the AMX bf16 kinds, which are not bitwise vec_dot, grow it when a
+     * call needs more: mf_cpu_matmul_n) */
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     (void)max_ctx; /* the KV cache's size comes with kv_init */
     cpu->task_seq = malloc(((size_t)max_rows + 1) * sizeof *cpu->task_seq);
