@@ -221,13 +221,12 @@ static mf_status build_layer(build *b, int il) {
             meta_job j = {b->meta_lg, nr, V, k, b->meta_s + (size_t)f0 * k, b->meta_t + (size_t)f0 * k};
             mf_pool_run(b->pool, meta_topk_task, &j);
         }
-        const meta_job j = {NULL, F, V, k, b->meta_s, b->meta_t};
         sect[VX_META].off = b->out[VX_META].size;
         for (int f = 0; f < F; f++)
-            for (int i = 0; i < j.k; i++) {
+            for (int i = 0; i < k; i++) {
                 uint8_t rec[8];
-                const int32_t t = b->meta_t[(size_t)f * j.k + i];
-                const float sc = b->meta_s[(size_t)f * j.k + i];
+                const int32_t t = b->meta_t[(size_t)f * k + i];
+                const float sc = b->meta_s[(size_t)f * k + i];
                 memcpy(rec, &t, 4), memcpy(rec + 4, &sc, 4); /* little-endian hosts only (x86-64) */
                 if ((s = out_write(&b->out[VX_META], rec, 8))) return s;
             }
