@@ -101,36 +101,6 @@ extern "C" void mfc_gather_rows(cudaStream_t s, const float *src, const int32_t 
 
 /* ---- RoPE: block per (row, head), a thread per pair ---- */
 
-/* cos and sin (times the magnitude scale) of pair ip at position pos */
-__device__ __forceinline__ void rope_cs(int ip, int pos, const mfc_rope &p, float &c, float &sn) {
-    /* theta = pos * theta_scale^ip by repeated multiplication, as the CPU */
-    float theta = (float)pos;
-    for (int q = 0; q < ip; q++) theta *= p.theta_scale;
-    const float th_ext = p.freq_factors ? theta / p.freq_factors[ip] : theta;
-    const float th_int = p.freq_scale * th_ext;
-    float th = th_int, ms = p.attn_factor;
-    if (p.ext_factor != 0.0f) {
-        const float y = ((float)ip - p.corr0) / fmaxf(0.001f, p.corr1 - p.corr0);
-        const float ramp = (1 - fminf(1, fmaxf(0, y))) * p.ext_factor;
-        th = th_int * (1 - ramp) + th_ext * ramp;
-        ms *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
-    }
-    c = cosf(th) * ms, sn = sinf(th) * ms;
-}
-
-/* rotate the pairs of one head in place (v: global or shared memory) */
-__device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) {
-    const int half = p.n_rot / 2;
-    for (int ip = threadIdx.x; ip < half; ip += blockDim.x) {
-        float c, sn;
-        rope_cs(ip, pos, p, c, sn);
-        const int a = p.neox ? ip : 2 * ip, bb = p.neox ? ip + half : 2 * ip + 1;
-        const float x0 = v[a], x1 = v[bb];
-        v[a] = x0 * c - x1 * sn;
-        v[bb] = x0 * sn + x1 * c;
-    }
-}
-
 __global__ void rope_k(float *x, int n_head, int head_dim, const int32_t *__restrict__ pos, mfc_rope p) {
     pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y;

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda/kernels.h"
+
 __device__ __forceinline__ float block_sum(float v, float *sh) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -24,7 +26,7 @@ __device__ __forceinline__ float block_sum(float v, float *sh) {
 
 /* threads per block of a norm over rows of n (the reduction order depends
  * on it: every kernel that norms a row uses this count) */
-static inline int norm_threads(int n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : n >= 128 ? 128 : 64; }
+__host__ __device__ static inline int norm_threads(int n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : n >= 128 ? 128 : 64; }
 
 /* mean (LayerNorm; else 0) and 1/sqrt(var + eps) of the row xr[0..n), by
  * the whole block */
@@ -42,6 +44,79 @@ __device__ __forceinline__ void norm_stats(bool layer, const float *xr, int n, f
         s2 += d * d;
     }
     scale = 1.0f / sqrtf(block_sum(s2, sh) / (float)n + eps);
+}
+
+/* norm_stats as a block of nt threads takes it, computed by a block of
+ * fewer (blockDim.x divides nt, nt <= 1024): each thread holds the partial
+ * sums of the nt / blockDim.x "virtual" threads tid + j * blockDim.x, whose
+ * warps are reduced one by one and then together exactly as block_sum
+ * does. A product kernel's last block norms the row it finished this way
+ * and gets the bits of the norm kernel (norm_threads(n) threads). Reads go
+ * past L1: other blocks wrote xr during the same launch. */
+__device__ __forceinline__ float vblock_sum(const float *v, int nv, float *sh) {
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nwr = blockDim.x >> 5;
+    __syncthreads(); /* sh may still be read by a previous call */
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        if (j >= nv) break;
+        float s = v[j];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (l == 0) sh[w + j * nwr] = s;
+    }
+    __syncthreads();
+    float t = l < nv * nwr ? sh[l] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
+}
+
+__device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n, int nt, float eps, float *sh,
+                                             float &mean, float &scale) {
+    const int nv = nt / blockDim.x;
+    float v[8];
+    mean = 0.0f;
+    if (layer) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j >= nv) break;
+            float s = 0.0f;
+            for (int i = threadIdx.x + j * blockDim.x; i < n; i += nt) s += __ldcg(xr + i);
+            v[j] = s;
+        }
+        mean = vblock_sum(v, nv, sh) / (float)n;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        if (j >= nv) break;
+        float s2 = 0.0f;
+        for (int i = threadIdx.x + j * blockDim.x; i < n; i += nt) {
+            const float d = __ldcg(xr + i) - mean;
+            s2 += d * d;
+        }
+        v[j] = s2;
+    }
+    scale = 1.0f / sqrtf(vblock_sum(v, nv, sh) / (float)n + eps);
+}
+
+/* Whether this block is the last of target blocks to arrive at *cnt (after
+ * its writes): every thread's writes are fenced before thread 0 counts, and
+ * the last block fences again before it reads the others' (with __ldcg, past
+ * its L1). That block resets the counter, so a captured graph replays from
+ * zero. Called by every thread of the block. */
+__device__ __forceinline__ bool epi_last(unsigned *cnt, unsigned target) {
+    __shared__ unsigned s_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned old = atomicAdd(cnt, 1u);
+        s_last = old + 1 == target;
+        if (s_last) *cnt = 0;
+    }
+    __syncthreads();
+    const bool last = s_last;
+    if (last) __threadfence();
+    return last;
 }
 
 __device__ __forceinline__ float norm_elem(float x, float mean, float scale, const float *w, const float *b, int i) {
@@ -96,6 +171,38 @@ __device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, fl
     }
     xq[gb * 32 + lane] = (int8_t)q;
     if (lane == 0) xd[gb] = d, xs[gb] = d * (float)s;
+}
+
+/* ---- RoPE: a thread per pair ---- */
+
+/* cos and sin (times the magnitude scale) of pair ip at position pos */
+__device__ __forceinline__ void rope_cs(int ip, int pos, const mfc_rope &p, float &c, float &sn) {
+    /* theta = pos * theta_scale^ip by repeated multiplication, as the CPU */
+    float theta = (float)pos;
+    for (int q = 0; q < ip; q++) theta *= p.theta_scale;
+    const float th_ext = p.freq_factors ? theta / p.freq_factors[ip] : theta;
+    const float th_int = p.freq_scale * th_ext;
+    float th = th_int, ms = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+        const float y = ((float)ip - p.corr0) / fmaxf(0.001f, p.corr1 - p.corr0);
+        const float ramp = (1 - fminf(1, fmaxf(0, y))) * p.ext_factor;
+        th = th_int * (1 - ramp) + th_ext * ramp;
+        ms *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
+    }
+    c = cosf(th) * ms, sn = sinf(th) * ms;
+}
+
+/* rotate the pairs of one head in place (v: global or shared memory) */
+__device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) {
+    const int half = p.n_rot / 2;
+    for (int ip = threadIdx.x; ip < half; ip += blockDim.x) {
+        float c, sn;
+        rope_cs(ip, pos, p, c, sn);
+        const int a = p.neox ? ip : 2 * ip, bb = p.neox ? ip + half : 2 * ip + 1;
+        const float x0 = v[a], x1 = v[bb];
+        v[a] = x0 * c - x1 * sn;
+        v[bb] = x0 * sn + x1 * c;
+    }
 }
 
 #endif

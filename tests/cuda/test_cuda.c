@@ -24,9 +24,11 @@
  * 3. determinism: the cuda run twice, and with decode graphs off
  *    (MINFER_CUDA_GRAPH=0), bitwise equal: the same kernels on the same data.
  *    Embeddings of one-token steps (graph capture and replay) against the CPU.
- *    Fused decode ops against unfused (MINFER_CUDA_FUSE=0) and programmatic
- *    dependent launch against plain launches (MINFER_CUDA_PDL=0), bitwise
- *    equal: each fused kernel computes the bits of the kernels it replaces.
+ *    Fused decode ops against unfused (MINFER_CUDA_FUSE=0), the products'
+ *    epilogues (MINFER_CUDA_EPI=1, f16 and q8_0 caches) against unfused, and
+ *    programmatic dependent launch against plain launches
+ *    (MINFER_CUDA_PDL=0), bitwise equal: each fused kernel computes the
+ *    bits of the kernels it replaces.
  *    On golden/quant's Q4_K_M file (dp4a shapes: k a multiple of 256) and a
  *    synth tiny-qwen3 Q4_K_M (QK-norm + RoPE fused), written by the CLI.
  * 4. many sequences: four sequences in mixed batches, two sharing a prompt
@@ -435,6 +437,39 @@ int main(void) {
             setenv("MINFER_CUDA_PDL", "0", 1);
             float *cc = run_logits(ff[i], "cuda", MF_KV_F16, &vc, &sc);
             unsetenv("MINFER_CUDA_PDL");
+            /* the products' epilogues on, against every fusion off */
+            int ve = 0;
+            bool se;
+            setenv("MINFER_CUDA_EPI", "1", 1);
+            float *ce = run_logits(ff[i], "cuda", MF_KV_F16, &ve, &se);
+            unsetenv("MINFER_CUDA_EPI");
+            if (b && ce) {
+                const size_t n = (size_t)va * (N_PROMPT + N_GEN);
+                const bool ee = !memcmp(b, ce, n * sizeof(float));
+                CHECK(ee, "%s: the products' epilogues and unfused kernels differ (max %.3e of the range)", ff[i],
+                      rel_err(b, ce, n));
+                fprintf(stderr, "test_cuda: %s: epilogues vs unfused %s\n", ff[i], ee ? "bitwise equal" : "DIFFERENT");
+            }
+            free(ce);
+            { /* the epilogue's KV store into a q8_0 cache */
+                int v1 = 0, v2 = 0;
+                bool s1, s2;
+                setenv("MINFER_CUDA_EPI", "1", 1);
+                float *q1 = run_logits(ff[i], "cuda", MF_KV_Q8_0, &v1, &s1);
+                unsetenv("MINFER_CUDA_EPI");
+                setenv("MINFER_CUDA_FUSE", "0", 1);
+                float *q2 = run_logits(ff[i], "cuda", MF_KV_Q8_0, &v2, &s2);
+                unsetenv("MINFER_CUDA_FUSE");
+                if (q1 && q2) {
+                    const size_t n = (size_t)v1 * (N_PROMPT + N_GEN);
+                    const bool ee = !memcmp(q1, q2, n * sizeof(float));
+                    CHECK(ee, "%s, q8_0 cache: the epilogues and unfused kernels differ (max %.3e of the range)",
+                          ff[i], rel_err(q2, q1, n));
+                    fprintf(stderr, "test_cuda: %s, q8_0 cache: epilogues vs unfused %s\n", ff[i],
+                            ee ? "bitwise equal" : "DIFFERENT");
+                }
+                free(q1), free(q2);
+            }
             if (a && b && cc) {
                 const size_t n = (size_t)va * (N_PROMPT + N_GEN) * sizeof(float);
                 const bool fe = !memcmp(a, b, n), pe = !memcmp(a, cc, n);
