@@ -437,12 +437,14 @@ int main(void) {
             setenv("MINFER_CUDA_PDL", "0", 1);
             float *cc = run_logits(ff[i], "cuda", MF_KV_F16, &vc, &sc);
             unsetenv("MINFER_CUDA_PDL");
-            /* the products' epilogues on, against every fusion off */
+            /* the products' epilogues on, against every fusion off (the
+             * environment's own setting restored after) */
+            char epi_env[16] = "";
+            if (getenv("MINFER_CUDA_EPI")) snprintf(epi_env, sizeof epi_env, "%s", getenv("MINFER_CUDA_EPI"));
             int ve = 0;
             bool se;
             setenv("MINFER_CUDA_EPI", "1", 1);
             float *ce = run_logits(ff[i], "cuda", MF_KV_F16, &ve, &se);
-            unsetenv("MINFER_CUDA_EPI");
             if (b && ce) {
                 const size_t n = (size_t)va * (N_PROMPT + N_GEN);
                 const bool ee = !memcmp(b, ce, n * sizeof(float));
@@ -456,7 +458,8 @@ int main(void) {
                 bool s1, s2;
                 setenv("MINFER_CUDA_EPI", "1", 1);
                 float *q1 = run_logits(ff[i], "cuda", MF_KV_Q8_0, &v1, &s1);
-                unsetenv("MINFER_CUDA_EPI");
+                if (*epi_env) setenv("MINFER_CUDA_EPI", epi_env, 1);
+                else unsetenv("MINFER_CUDA_EPI");
                 setenv("MINFER_CUDA_FUSE", "0", 1);
                 float *q2 = run_logits(ff[i], "cuda", MF_KV_Q8_0, &v2, &s2);
                 unsetenv("MINFER_CUDA_FUSE");
