@@ -228,7 +228,7 @@ mf_status lql_do_explain(mf_lql *q, const lql_stmt *st, json_t *rows) {
     if (!s) s = mf_walk_new_overlay(q->v, q->model, &c.ov);
     if (!s) {
         mf_context_params cp = mf_context_default_params();
-        cp.n_ctx = 512, cp.n_threads = q->n_threads, cp.ffn_cb = xcap_ffn, cp.ffn_ud = &c;
+        cp.n_ctx = 512, cp.n_threads = q->n_threads, cp.threadpool = q->pool, cp.ffn_cb = xcap_ffn, cp.ffn_ud = &c;
         cp.layer_cb = xcap_layer, cp.layer_ud = &c;
         s = mf_context_new(q->model, &cp, &ctx);
     }

@@ -43,7 +43,8 @@ mf_status mf_lql_open(const char *dir, int32_t n_threads, mf_lql **out) {
     }
     q->n_threads = n_threads;
     mf_status s = mf_vindex_open(dir, &q->v);
-    if (!s && n_threads) s = mf_vindex_set_threads(q->v, n_threads);
+    if (!s) s = mf_threadpool_new(n_threads, &q->pool);
+    if (!s) s = mf_vindex_set_threadpool(q->v, q->pool);
     if (!s) {
         mf_vindex_get_info(q->v, &q->vi);
         char *tp = vx_path(dir, vx_file_names[VX_TOKENIZER]);
@@ -64,7 +65,8 @@ void mf_lql_free(mf_lql *q) {
     if (!q) return;
     mf_model_free(q->model);
     mf_model_free(q->vocab);
-    mf_vindex_free(q->v);
+    mf_vindex_free(q->v); /* before the pool it uses */
+    mf_threadpool_free(q->pool);
     free(q->dir);
     free(q);
 }
@@ -171,7 +173,7 @@ mf_status lql_need_model(mf_lql *q) {
 
 mf_status lql_new_ctx(mf_lql *q, mf_ffn_fn cb, void *ud, mf_context **c) {
     mf_context_params cp = mf_context_default_params();
-    cp.n_ctx = 512, cp.n_threads = q->n_threads, cp.ffn_cb = cb, cp.ffn_ud = ud;
+    cp.n_ctx = 512, cp.n_threads = q->n_threads, cp.threadpool = q->pool, cp.ffn_cb = cb, cp.ffn_ud = ud;
     return mf_context_new(q->model, &cp, c);
 }
 

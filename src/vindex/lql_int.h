@@ -13,6 +13,7 @@ struct mf_lql {
     mf_vindex_info vi;
     char *dir;
     int n_threads;
+    mf_threadpool *pool; /* one set of threads for the vindex's scans and every context a statement makes */
     mf_model *vocab;   /* tokenizer.gguf: tokenizing and printing tokens */
     mf_model *model;   /* the model, loaded on the first WALK / INFER / edit */
 };

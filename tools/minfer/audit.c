@@ -107,9 +107,10 @@ int cmd_vindex_audit(int argc, char **argv) {
     audit au = {0};
     mf_token *tok = NULL;
     float *ref = NULL;
+    mf_threadpool *pool = NULL; /* one set of threads for the walks' scans and the three contexts */
     mf_model_params mp = mf_model_default_params();
-    if (mf_model_load(dir, &mp, &model) || mf_vindex_open(dir, &v) ||
-        (n_threads && mf_vindex_set_threads(v, (int32_t)n_threads)) || mf_walk_new(v, model, 0, &full)) {
+    if (mf_model_load(dir, &mp, &model) || mf_vindex_open(dir, &v) || mf_threadpool_new((int32_t)n_threads, &pool) ||
+        mf_vindex_set_threadpool(v, pool) || mf_walk_new(v, model, 0, &full)) {
         fprintf(stderr, "minfer vindex audit: %s\n", mf_last_error());
         goto done;
     }
@@ -143,6 +144,7 @@ int cmd_vindex_audit(int argc, char **argv) {
     mf_context_params cp = mf_context_default_params();
     cp.n_ctx = 512;
     cp.n_threads = (int32_t)n_threads;
+    cp.threadpool = pool;
     if (!au.cos || !au.rel || !au.n || !tok || mf_context_new(model, &cp, &dense)) {
         fprintf(stderr, "minfer vindex audit: %s\n", mf_last_error());
         goto done;
@@ -209,6 +211,7 @@ done:
     free(au.a), free(au.b), free(au.cos), free(au.rel), free(au.n);
     free(tok), free(ref), free(text);
     mf_vindex_free(v);
+    mf_threadpool_free(pool);
     mf_model_free(model);
     return rc;
 }
