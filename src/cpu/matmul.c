@@ -397,13 +397,6 @@ static atomic_int g_said_nomem;
 /* types the AMX bf16 kind takes (gemm_amx.h) */
 static bool bf16_kind_type(mf_type t) { return t == MF_TYPE_F16 || t == MF_TYPE_BF16; }
 
-/* whether a planned kind's results are not bitwise vec_dot's */
-static bool gemm_inexact(const matmul_task *t) {
-    for (int i = 0; i < t->nw; i++)
-        if (t->g[i] && (t->g[i]->act == MF_GEMM_ACT_BF16_AMX || t->g[i]->act == MF_GEMM_ACT_F16HL_AMX)) return true;
-    return false;
-}
-
 void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                      float *const *out, float *res) {
     mf_cpu *cpu = (mf_cpu *)be;
@@ -500,10 +493,12 @@ void mf_cpu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int
         t.scratch = cpu->act_buf + used;
         used += t.scratch_per_thread * (size_t)cpu->n_threads;
         if (used <= cpu->act_cap) break;
-        if (!grown && gemm_inexact(&t)) {
-            /* the AMX bf16 kinds differ from vec_dot in the last bits: falling
-             * back for lack of room would make the bits depend on the thread
-             * count and the batch, so the scratch grows (once per call, kept) */
+        if (!grown) {
+            /* the scratch grows (once per call, kept) rather than the GEMM
+             * falling back to vec_dot: for the exact kinds that would only be
+             * slower, but the AMX bf16 kinds differ from vec_dot in the last
+             * bits, so their results would depend on the thread count and the
+             * batch; and a caller need not guess the GEMM's panel sizes */
             uint8_t *nb = mf_alloc_aligned(used);
             if (nb) {
                 free(cpu->act_buf);

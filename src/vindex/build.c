@@ -315,11 +315,8 @@ static mf_status run_build(build *b, const char *gguf_path) {
         /* as many rows per head product as keep the logits near META_LOGITS */
         b->meta_b = (int)(META_LOGITS / V) / 16 * 16;
         b->meta_b = b->meta_b < 16 ? 16 : b->meta_b > 512 ? 512 : b->meta_b;
-        /* the backend's scratch holds the converted rows and each thread's
-         * GEMM panels (a few MiB): with rows of E alone it would fall back
-         * to one dot per output (the same bits, 20x slower) */
-        const int wide = E + (int)(((size_t)4 << 20) * (size_t)mf_pool_size(b->pool) / (sizeof(float) * b->meta_b));
-        const mf_backend_config bc = {.pool = b->pool, .max_rows = b->meta_b, .max_width = wide};
+        /* (the backend grows its scratch for the GEMM's panels itself) */
+        const mf_backend_config bc = {.pool = b->pool, .max_rows = b->meta_b, .max_width = E};
         if ((s = mf_backend_create(m->backend, &bc, &b->be))) return s;
         b->meta_x = b->be->ops->alloc(b->be, (size_t)b->meta_b * E);
         b->meta_lg = b->be->ops->alloc(b->be, (size_t)b->meta_b * V);
