@@ -43,8 +43,8 @@ typedef struct mf_cuda {
      * pair of decode products (into gate/up+activation+quantize) */
     bool fuse;
     /* epilogues (kernels.h, mfc_mm_epi): the last block of a decode product
-     * or attention does the small op that followed it (MINFER_CUDA_EPI=0:
-     * separate kernels); epi_cnt: their MFC_EPI_CNT counters */
+     * or attention does the small op that followed it (opt-in,
+     * MINFER_CUDA_EPI=1); epi_cnt: their MFC_EPI_CNT counters */
     bool epi;
     unsigned *epi_cnt;
     struct {

@@ -39,17 +39,8 @@ __global__ void norm_quant_k(bool layer, const float *x, const float *__restrict
                              int n, float eps, float *out, int8_t *xq, float *xd, float *xs, int kbt) {
     pdl_enter();
     __shared__ float sh[32];
-    const float *xr = x + (size_t)blockIdx.x * n;
-    float *yr = out + (size_t)blockIdx.x * n;
-    float mean, scale;
-    norm_stats(layer, xr, n, eps, sh, mean, scale);
-    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
-    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw) {
-        const int i = blk * 32 + lane;
-        const float y = norm_elem(xr[i], mean, scale, w, b, i);
-        yr[i] = y;
-        quant_block32(y, (size_t)blockIdx.x * nb + blk, xq, xd, xs, kbt);
-    }
+    norm_quant_row(layer, x + (size_t)blockIdx.x * n, n, blockDim.x, eps, w, b, out + (size_t)blockIdx.x * n, xq, xd,
+                   xs, blockIdx.x, kbt, sh);
 }
 
 extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows,
@@ -341,12 +332,9 @@ __device__ __forceinline__ void mmvq_epi(const mm_segs &S, int si, int j0, int r
         (void)si;
         /* 32 / RPB blocks of each of the two segments cover a group */
         if (!epi_last(E.cnt + 1 + grp, 2u * (32u / RPB))) return;
-        for (int r = warp; r < rows; r += 4) {
-            const size_t i = (size_t)r * n + (size_t)grp * 32 + lane;
-            const float v = glu_act(E.act, __ldcg(S.seg[0].out + i), __ldcg(S.seg[1].out + i));
-            E.out[i] = v;
-            quant_block32(v, (size_t)r * nb + grp, E.qo.q, E.qo.d, E.qo.s, 0);
-        }
+        for (int r = warp; r < rows; r += 4)
+            glu_quant_one(E.act, S.seg[0].out, S.seg[1].out, (size_t)r * n + (size_t)grp * 32 + lane,
+                          (size_t)r * nb + grp, E.out, E.qo, 0);
     } else if constexpr (EPI == EPI_ROPE) {
         __shared__ float sh[32];
         __shared__ float hv[MFC_MAX_HEAD_DIM];
@@ -361,41 +349,17 @@ __device__ __forceinline__ void mmvq_epi(const mm_segs &S, int si, int j0, int r
                 continue;
             }
             const mfc_rope_grp &g = si == 0 ? E.gq : E.gk;
-            float *v = g.x + ((size_t)r * g.n_head + hh) * hd;
-            __syncthreads(); /* hv: the previous row's stores may still read it */
-            if (g.norm) {
-                float mean, scale;
-                norm_stats_v(false, v, hd, norm_threads(hd), g.eps, sh, mean, scale);
-                for (int i = threadIdx.x; i < hd; i += blockDim.x)
-                    hv[i] = norm_elem(__ldcg(v + i), mean, scale, g.w, NULL, i);
-            } else {
-                for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = __ldcg(v + i);
-            }
-            __syncthreads();
-            rope_head(hv, E.st.pos[r], E.rp);
-            __syncthreads();
-            for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-                const float x = hv[i];
-                v[i] = x;
-                if (si == 1) st_cache(E.kc, cell * E.k_width + (size_t)hh * hd + i, x, E.kvt);
-            }
+            rope_head_store(g, g.x + ((size_t)r * g.n_head + hh) * hd, hd, norm_threads(hd), E.st.pos[r], E.rp,
+                            si == 1 ? E.kc : NULL, cell * E.k_width + (size_t)hh * hd, E.kvt, sh, hv);
         }
     } else if constexpr (EPI == EPI_NORM) {
         __shared__ float sh[32];
         (void)si, (void)j0;
         if (!epi_last(E.cnt, gridDim.x)) return;
-        const int n = S.seg[0].n, nb = n / 32, nt = norm_threads(n);
-        for (int r = 0; r < rows; r++) {
-            const float *xr = S.seg[0].res + (size_t)r * n;
-            float mean, scale;
-            norm_stats_v(E.layer, xr, n, nt, E.eps, sh, mean, scale);
-            for (int blk = warp; blk < nb; blk += 4) {
-                const int i = blk * 32 + lane;
-                const float y = norm_elem(__ldcg(xr + i), mean, scale, E.w, E.b, i);
-                E.out[(size_t)r * n + i] = y;
-                quant_block32(y, (size_t)r * nb + blk, E.qo.q, E.qo.d, E.qo.s, 0);
-            }
-        }
+        const int n = S.seg[0].n;
+        for (int r = 0; r < rows; r++)
+            norm_quant_row(E.layer, S.seg[0].res + (size_t)r * n, n, norm_threads(n), E.eps, E.w, E.b,
+                           E.out + (size_t)r * n, E.qo.q, E.qo.d, E.qo.s, r, 0, sh);
     }
 }
 
@@ -491,13 +455,6 @@ static void mmvq_launch_e(cudaStream_t s, const mm_segs &S, int nb, int k, const
     mmvq_launch_r<W, TS, EPI_NONE>(s, S, nb, k, q, rows, E ? *E : none);
 }
 
-/* whether a launch of these segments has a kernel with epilogues */
-static bool epi_types(const mm_segs &S) {
-    int set = 0;
-    for (int i = 0; i < S.nseg; i++) set |= type_bit(S.seg[i].type);
-    return set && ((set & ~S_K46) == 0 || set == S_Q8_0);
-}
-
 template <int W>
 static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows,
                         const mfc_mm_epi *E = NULL, int epi = EPI_NONE) {
@@ -550,14 +507,17 @@ extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int 
     mmvq_go(s, seg, nseg, k, q, rows, NULL, EPI_NONE);
 }
 
-/* whether the epilogue kernels take these segments (rows <= 8, dp4a) */
+/* whether the epilogue kernels take these segments: up to 8 rows (dp4a),
+ * all of Q4_K/Q6_K or all of Q8_0 (the type sets mmvq_launch_e compiles
+ * epilogues for) */
 static bool epi_takes(const mfc_mm_seg *seg, int nseg, int k, int rows) {
     if (rows < 1 || rows > 8) return false;
-    mm_segs S;
-    mm_segs_of(S, seg, nseg, 4 / mfc_mmvq_team(k));
-    for (int i = 0; i < nseg; i++)
+    int set = 0;
+    for (int i = 0; i < nseg; i++) {
         if (!mfc_mmvq_takes(seg[i].type, k, rows)) return false;
-    return epi_types(S);
+        set |= type_bit(seg[i].type);
+    }
+    return set && ((set & ~S_K46) == 0 || set == S_Q8_0);
 }
 
 extern "C" bool mfc_mmvq_glu_epi(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k,
@@ -608,10 +568,7 @@ __global__ void glu_quant_k(int act, const float *__restrict__ g, const float *_
     pdl_enter();
     const int lane = threadIdx.x & 31, gb = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (gb >= n_blocks) return;
-    const size_t i = (size_t)gb * 32 + lane;
-    const float v = glu_act(act, g[i], u[i]);
-    out[i] = v;
-    quant_block32(v, gb, xq, xd, xs, kbt);
+    glu_quant_one(act, g, u, (size_t)gb * 32 + lane, gb, out, mfc_q8{xq, xd, xs}, kbt);
 }
 
 /* gate and up as one two-product launch, then the activation (and its

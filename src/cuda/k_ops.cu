@@ -26,7 +26,7 @@ __global__ void norm_k(bool layer, const float *x, const float *__restrict__ w, 
     const float *xr = x + (size_t)blockIdx.x * n;
     float *yr = out + (size_t)blockIdx.x * n;
     float mean, scale;
-    norm_stats(layer, xr, n, eps, sh, mean, scale);
+    norm_stats_v(layer, xr, n, blockDim.x, eps, sh, mean, scale);
     for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = norm_elem(xr[i], mean, scale, w, b, i);
 }
 
@@ -122,14 +122,8 @@ __global__ void norm_rope_k(float *x, const float *__restrict__ w, int n_head, i
     __shared__ float sh[32];
     __shared__ float hv[MFC_MAX_HEAD_DIM];
     const int r = blockIdx.x, h = blockIdx.y;
-    float *v = x + ((size_t)r * n_head + h) * head_dim;
-    float mean, scale;
-    norm_stats(false, v, head_dim, eps, sh, mean, scale);
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) hv[i] = norm_elem(v[i], mean, scale, w, NULL, i);
-    __syncthreads();
-    rope_head(hv, pos[r], p);
-    __syncthreads();
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) v[i] = hv[i];
+    const mfc_rope_grp g = {x, w, n_head, true, eps};
+    rope_head_store(g, x + ((size_t)r * n_head + h) * head_dim, head_dim, blockDim.x, pos[r], p, NULL, 0, 0, sh, hv);
 }
 
 extern "C" bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows, int n_head, int head_dim, float eps,
@@ -164,25 +158,8 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
     const bool kh = h >= a.n_head;
     if (kh) h -= a.n_head;
     const mfc_rope_grp g = kh ? b : a;
-    float *v = g.x + ((size_t)r * g.n_head + h) * head_dim;
-    if (g.norm) {
-        float mean, scale;
-        norm_stats(false, v, head_dim, g.eps, sh, mean, scale);
-        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) hv[i] = norm_elem(v[i], mean, scale, g.w, NULL, i);
-    } else {
-        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) hv[i] = v[i];
-    }
-    __syncthreads();
-    rope_head(hv, st.pos[r], p);
-    __syncthreads();
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-        const float x = hv[i];
-        v[i] = x;
-        if (kh) {
-            const size_t o = cell * kw + (size_t)h * head_dim + i;
-            st_cache(kc, o, x, kvt);
-        }
-    }
+    rope_head_store(g, g.x + ((size_t)r * g.n_head + h) * head_dim, head_dim, blockDim.x, st.pos[r], p,
+                    kh ? kc : NULL, cell * kw + (size_t)h * head_dim, kvt, sh, hv);
 }
 
 extern "C" bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a,

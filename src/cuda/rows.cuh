@@ -1,7 +1,9 @@
-/* rows.cuh - device helpers that more than one kernel file computes the same
- * way, so that a fused kernel gives the bits of the separate ones: the norm's
- * block reduction and scale, the gated activations, and the rounding of 32
- * activations to one int8 block (k_mmvq.cu's layout). */
+/* rows.cuh - device helpers that more than one kernel computes the same
+ * way, so that a fused kernel or a product's epilogue gives the bits of the
+ * separate ones: the norm's reduction and scale (as a block of any size
+ * would sum it), the gated activations, the rounding of 32 activations to
+ * one int8 block (k_mmvq.cu's layout), RoPE, and the last-block counter of
+ * the epilogues. */
 #ifndef MF_CUDA_ROWS_CUH
 #define MF_CUDA_ROWS_CUH
 
@@ -10,49 +12,21 @@
 #include <stdint.h>
 
 #include "cuda/kernels.h"
-
-__device__ __forceinline__ float block_sum(float v, float *sh) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads(); /* sh may still be read by a previous call */
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    float t = l < nw ? sh[l] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    return t;
-}
+#include "cuda/kvcache.cuh"
 
 /* threads per block of a norm over rows of n (the reduction order depends
  * on it: every kernel that norms a row uses this count) */
 __host__ __device__ static inline int norm_threads(int n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : n >= 128 ? 128 : 64; }
 
-/* mean (LayerNorm; else 0) and 1/sqrt(var + eps) of the row xr[0..n), by
- * the whole block */
-__device__ __forceinline__ void norm_stats(bool layer, const float *xr, int n, float eps, float *sh, float &mean,
-                                           float &scale) {
-    mean = 0.0f;
-    if (layer) {
-        float s = 0.0f;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i];
-        mean = block_sum(s, sh) / (float)n;
-    }
-    float s2 = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float d = xr[i] - mean;
-        s2 += d * d;
-    }
-    scale = 1.0f / sqrtf(block_sum(s2, sh) / (float)n + eps);
-}
-
-/* norm_stats as a block of nt threads takes it, computed by a block of
- * fewer (blockDim.x divides nt, nt <= 1024): each thread holds the partial
+/* Mean (LayerNorm; else 0) and 1/sqrt(var + eps) of the row xr[0..n), as
+ * a block of nt threads sums it (the order depends on nt), computed by the
+ * block, whose size divides nt (nt <= 1024): each thread holds the partial
  * sums of the nt / blockDim.x "virtual" threads tid + j * blockDim.x, whose
- * warps are reduced one by one and then together exactly as block_sum
- * does. A product kernel's last block norms the row it finished this way
- * and gets the bits of the norm kernel (norm_threads(n) threads). Reads go
- * past L1: other blocks wrote xr during the same launch. */
+ * warps are reduced one by one, then the warps' sums together. The norm
+ * kernels take nt = blockDim.x = norm_threads(n); a product kernel's last
+ * block (128 threads) norms the row it finished with the same nt and gets
+ * their bits. Reads go past L1: in the last-block case other blocks wrote
+ * xr during the same launch. */
 __device__ __forceinline__ float vblock_sum(const float *v, int nv, float *sh) {
     const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nwr = blockDim.x >> 5;
     __syncthreads(); /* sh may still be read by a previous call */
@@ -98,6 +72,7 @@ __device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n,
     }
     scale = 1.0f / sqrtf(vblock_sum(v, nv, sh) / (float)n + eps);
 }
+
 
 /* Whether this block is the last of target blocks to arrive at *cnt (after
  * its writes): every thread's writes are fenced before thread 0 counts, and
@@ -202,6 +177,58 @@ __device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) 
         const float x0 = v[a], x1 = v[bb];
         v[a] = x0 * c - x1 * sn;
         v[bb] = x0 * sn + x1 * c;
+    }
+}
+
+/* Row `row` of x normed (sums as nt threads take them) into yr and its
+ * int8 blocks, whole blocks of 32 per warp: norm_quant_k, and the residual
+ * products' last block */
+__device__ __forceinline__ void norm_quant_row(bool layer, const float *xr, int n, int nt, float eps, const float *w,
+                                               const float *b, float *yr, int8_t *xq, float *xd, float *xs, int row,
+                                               int kbt, float *sh) {
+    float mean, scale;
+    norm_stats_v(layer, xr, n, nt, eps, sh, mean, scale);
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
+    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw) {
+        const int i = blk * 32 + lane;
+        const float y = norm_elem(__ldcg(xr + i), mean, scale, w, b, i);
+        yr[i] = y;
+        quant_block32(y, (size_t)row * nb + blk, xq, xd, xs, kbt);
+    }
+}
+
+/* the gated activation of element i (block gb of 32, one per lane) and its
+ * int8 block: glu_quant_k, and gate/up's last blocks */
+__device__ __forceinline__ void glu_quant_one(int act, const float *g, const float *u, size_t i, size_t gb, float *out,
+                                              const mfc_q8 &qo, int kbt) {
+    const float v = glu_act(act, __ldcg(g + i), __ldcg(u + i));
+    out[i] = v;
+    quant_block32(v, gb, qo.q, qo.d, qo.s, kbt);
+}
+
+/* One head of hd values at v: its QK-norm where g has one (sums as nt
+ * threads take them), RoPE at pos, written back, and stored as K at
+ * element k0 of the cache kc when kc is given. hv: shared memory of the
+ * head's width. rope_store_k and norm_rope_k per head, and the Q/K/V
+ * product's last block of each head. */
+__device__ __forceinline__ void rope_head_store(const mfc_rope_grp &g, float *v, int hd, int nt, int pos,
+                                                const mfc_rope &p, void *kc, size_t k0, int kvt, float *sh,
+                                                float *hv) {
+    __syncthreads(); /* hv may still be read by a previous head */
+    if (g.norm) {
+        float mean, scale;
+        norm_stats_v(false, v, hd, nt, g.eps, sh, mean, scale);
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = norm_elem(__ldcg(v + i), mean, scale, g.w, NULL, i);
+    } else {
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = __ldcg(v + i);
+    }
+    __syncthreads();
+    rope_head(hv, pos, p);
+    __syncthreads();
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        const float x = hv[i];
+        v[i] = x;
+        if (kc) st_cache(kc, k0 + i, x, kvt);
     }
 }
 
