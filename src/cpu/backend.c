@@ -169,8 +169,7 @@ static mf_backend *cpu_new(bool ref, int n_threads, int max_rows, int max_width,
      * for two distinct conversions of one input (e.g. f16 and q8_0 weights
      * reading the same activations in a mixed-type file) */
     cpu->act_cap = mf_mul_size(mf_mul_size((size_t)max_rows, (size_t)max_width), 4) + 4096;
-    /* (the AMX bf16 kinds, which are not bitwise vec_dot, grow it when a
-     * call needs more: mf_cpu_matmul_n) */
+    /* (a GEMM whose panels need more grows it: mf_cpu_matmul_n) */
     cpu->act_buf = mf_alloc_aligned(cpu->act_cap);
     (void)max_ctx; /* the KV cache's size comes with kv_init */
     cpu->task_seq = malloc(((size_t)max_rows + 1) * sizeof *cpu->task_seq);
