@@ -62,7 +62,6 @@ static bool op_begin_x(mf_cuda *c, int id, bool own) {
     c->q8_hold_now = c->q8_hold;
     c->q8_hold = false;
     if (c->mode == MFC_REPLAY || c->err) return false;
-    if (c->pend.kind == PEND_RES && id != 4) flush(c); /* only a norm takes a held residual product */
     if (!own) flush(c);
     else if (id != 4 && id != 11 && id != 12) flush_rope(c);
     return true;
@@ -87,7 +86,6 @@ static void cu_destroy(mf_backend *be) {
     if (c->h_dl) cudaFreeHost(c->h_dl);
     if (c->h_ul) cudaFreeHost(c->h_ul);
     cudaFree(c->att_part);
-    cudaFree(c->epi_cnt);
     for (int i = 0; i < 2; i++) {
         cudaFree(c->q8b[i].q);
         cudaFree(c->q8b[i].d);
@@ -186,7 +184,6 @@ static mf_status cu_begin_step(mf_backend *be, const mf_step *st) {
     /* nothing held survives a step (a failed one skips the final flush) */
     c->pend.kind = PEND_NONE;
     c->rp.n = 0;
-    c->qkv.on = false;
     c->hash = 0xcbf29ce484222325ull;
     c->n_dl = 0;
     if (st->n_tok > c->max_rows) return mf_err(MF_ERR_INVALID_ARG, "step of %d rows: at most %d", st->n_tok, c->max_rows);
@@ -396,17 +393,8 @@ static const void *wdev(mf_weight w) { return w ? w->dev : NULL; }
 
 static const float *wf(mf_weight w) { return w ? (const float *)w->dev : NULL; }
 
-/* the held Q/K/V launch as a plain one */
-static void flush_qkv(mf_cuda *c) {
-    if (!c->qkv.on) return;
-    c->qkv.on = false;
-    mfc_mmvq_n(c->stream, c->qkv.seg, 3, c->qkv.k, &c->q8b[c->q8_i], c->qkv.rows);
-    check(c, "matmul");
-}
-
-/* the held RoPEs, each as its own launch (after the Q/K/V launch they read) */
+/* the held RoPEs, each as its own launch */
 static void flush_rope(mf_cuda *c) {
-    flush_qkv(c);
     for (int i = 0; i < c->rp.n; i++) {
         const mfc_rope_grp *g = &c->rp.g[i];
         if (g->norm)
@@ -424,9 +412,6 @@ static void flush(mf_cuda *c) {
         mfc_norm(c->stream, c->pend.layer, c->pend.x, c->pend.w, c->pend.b, c->pend.rows, c->pend.n, c->pend.eps,
                  c->pend.out);
         check(c, "norm");
-    } else if (c->pend.kind == PEND_RES) {
-        mfc_mmvq_n(c->stream, c->pend.seg, 1, c->pend.k, &c->q8b[c->q8_i], c->pend.rows);
-        check(c, "matmul");
     } else if (c->pend.kind == PEND_GATE_UP) {
         /* q8b[q8_i] still holds their input: every op flushes before it quantizes */
         mfc_mmvq_n(c->stream, c->pend.seg, 2, c->pend.k, &c->q8b[c->q8_i], c->pend.rows);
@@ -474,13 +459,6 @@ static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf
     if (mmvq_ok(c, w, rows)) {
         quant_for(c, x, k, rows, fresh);
         const mfc_mm_seg g = seg_of(w, out, b, res);
-        if (c->epi && res && rows <= 8 && c->pend.kind == PEND_NONE) {
-            /* held: the norm of res that usually follows goes into its last block */
-            c->pend.kind = PEND_RES;
-            c->pend.seg[0] = g;
-            c->pend.k = k, c->pend.rows = rows;
-            return;
-        }
         mfc_mmvq_n(c->stream, &g, 1, k, &c->q8b[c->q8_i], rows);
         check(c, "matmul");
         return;
@@ -526,13 +504,6 @@ static void cu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, 
         quant_for(c, x, k, rows, x_fresh(c, x));
         mfc_mm_seg g[MFC_MAX_SEGS];
         for (int i = 0; i < nw; i++) g[i] = seg_of(w[i], out[i], b ? b[i] : NULL, i == 0 ? res : NULL);
-        if (c->epi && nw == 3 && !res && rows <= 8 && c->pend.kind == PEND_NONE && c->rp.n == 0 && !c->qkv.on) {
-            /* Q/K/V: held back for the RoPEs and KV store that follow */
-            c->qkv.on = true;
-            memcpy(c->qkv.seg, g, sizeof c->qkv.seg);
-            c->qkv.k = k, c->qkv.rows = rows;
-            return;
-        }
         if (c->fuse && nw == 2 && !res && !g[0].b && !g[1].b && g[0].n == g[1].n && g[0].n % 32 == 0) {
             /* gate/up: held back for the activation that follows */
             c->pend.kind = PEND_GATE_UP;
@@ -564,19 +535,6 @@ static void cu_norm(mf_backend *be, mf_norm_type type, const float *x, mf_weight
     mf_cuda *c = CU(be);
     MIX(c, type), MIX(c, x), MIX(c, w), MIX(c, b), MIX(c, rows), MIX(c, n), MIX(c, eps), MIX(c, out);
     if (!op_begin_x(c, 4, true)) return;
-    if (c->pend.kind == PEND_RES && x == c->pend.seg[0].res && rows == c->pend.rows && n == c->pend.seg[0].n &&
-        q8_fits(c, rows, (size_t)n)) {
-        /* the held product's last block norms the residual it updated, and
-         * quantizes the result into the other int8 buffer for the next product */
-        const mfc_mm_epi e = {.cnt = c->epi_cnt, .layer = type == MF_NORM_LAYER, .w = wf(w), .b = wf(b), .eps = eps,
-                              .out = out, .qo = c->q8b[c->q8_i ^ 1]};
-        if (mfc_mmvq_res_norm(c->stream, &c->pend.seg[0], c->pend.k, &c->q8b[c->q8_i], rows, &e)) {
-            c->pend.kind = PEND_NONE;
-            c->q8_i ^= 1, c->q8_x = out, c->q8_hold = true;
-            check(c, "matmul+norm");
-            return;
-        }
-    }
     if (c->pend.kind != PEND_NONE) flush(c); /* a held op newer than the held RoPEs: all go, in order */
     if (c->fuse) {
         /* held back: the product or RoPE that reads it may take it in */
@@ -639,14 +597,6 @@ static void cu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const flo
         n == (size_t)c->pend.rows * (size_t)c->pend.seg[0].n && (act == MF_FFN_SWIGLU || act == MF_FFN_GEGLU)) {
         /* the down product's input is quantized into the other buffer on the way out */
         const bool q = q8_fits(c, c->pend.rows, (size_t)c->pend.seg[0].n);
-        if (c->epi && q &&
-            mfc_mmvq_glu_epi(c->stream, act == MF_FFN_SWIGLU ? 0 : 1, &c->pend.seg[0], &c->pend.seg[1], c->pend.k,
-                             &c->q8b[c->q8_i], c->pend.rows, out, &c->q8b[c->q8_i ^ 1], c->epi_cnt)) {
-            c->pend.kind = PEND_NONE;
-            c->q8_i ^= 1, c->q8_x = out, c->q8_hold = true;
-            check(c, "glu");
-            return;
-        }
         if (mfc_mmvq_glu(c->stream, act == MF_FFN_SWIGLU ? 0 : 1, &c->pend.seg[0], &c->pend.seg[1], c->pend.k,
                          &c->q8b[c->q8_i], c->pend.rows, out, q ? &c->q8b[c->q8_i ^ 1] : NULL)) {
             c->pend.kind = PEND_NONE;
@@ -703,22 +653,6 @@ static void cu_kv_store(mf_backend *be, int layer, const float *k, const float *
     mf_cuda *c = CU(be);
     MIX(c, layer), MIX(c, k), MIX(c, v);
     if (!op_begin_x(c, 12, true)) return;
-    if (c->qkv.on && c->pend.kind == PEND_NONE && c->rp.n == 2 && c->rp.rows == c->qkv.rows &&
-        c->qkv.rows == c->step->n_tok && c->rp.g[1].x == k && c->qkv.seg[2].out == v) {
-        /* the held Q/K/V launch does the held RoPEs and this store in its epilogue */
-        mfc_mm_epi e;
-        memset(&e, 0, sizeof e);
-        e.cnt = c->epi_cnt, e.st = c->sd, e.rp = c->rp.r, e.gq = c->rp.g[0], e.gk = c->rp.g[1];
-        e.head_dim = c->rp.head_dim, e.k_width = (int)c->kv.k_width, e.v_width = (int)c->kv.v_width;
-        e.kvt = kvt_of(c), e.kc = c->k[layer], e.vc = c->v[layer];
-        if (mfc_mmvq_qkv_rope(c->stream, c->qkv.seg, c->qkv.k, &c->q8b[c->q8_i], c->qkv.rows, &e)) {
-            c->qkv.on = false;
-            c->rp.n = 0;
-            check(c, "matmul+rope+kv_store");
-            return;
-        }
-    }
-    flush_qkv(c); /* older than the held RoPEs */
     if (c->pend.kind == PEND_NONE && c->rp.n >= 1 && c->rp.rows == c->step->n_tok) {
         /* the held RoPEs (K's the last, or the only one) and this store in one launch */
         const int kb = c->rp.n - 1;
@@ -768,11 +702,8 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     const bool qz = c->fuse && c->mmvq && split && p->head_dim_v % 32 == 0 &&
                     (st->n_tok <= 8 || st->n_tok <= mfc_mmq_rows) &&
                     q8_fits(c, st->n_tok, (size_t)p->n_head * (size_t)p->head_dim_v);
-    if (!(c->epi && split &&
-          mfc_attention_epi(c->stream, &c->sd, st->n_tok, q, c->k[layer], c->v[layer], &a, out, c->att_split, nz,
-                            c->att_part, qz ? &c->q8b[c->q8_i] : NULL, c->epi_cnt)))
-        mfc_attention(c->stream, &c->sd, st->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1,
-                      nz, split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
+    mfc_attention(c->stream, &c->sd, st->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1, nz,
+                  split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
     if (qz) c->q8_x = out, c->q8_hold = true;
     check(c, "attention");
 }
@@ -937,17 +868,6 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
             return NULL;
         }
     c->fuse = !(getenv("MINFER_CUDA_FUSE") && !mf_env_on("MINFER_CUDA_FUSE"));
-    /* opt-in (MINFER_CUDA_EPI=1) until measured on a GPU */
-    c->epi = c->fuse && mf_env_on("MINFER_CUDA_EPI");
-    if (c->epi) {
-        if (cudaMalloc((void **)&c->epi_cnt, MFC_EPI_CNT * sizeof(unsigned)) != cudaSuccess ||
-            cudaMemset(c->epi_cnt, 0, MFC_EPI_CNT * sizeof(unsigned)) != cudaSuccess) {
-            snprintf(why, why_len, "out of device memory for the epilogue counters");
-            cudaGetLastError();
-            cu_destroy(&c->base);
-            return NULL;
-        }
-    }
     mfc_fattn_on = !(getenv("MINFER_CUDA_FA") && !mf_env_on("MINFER_CUDA_FA"));
     mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
     {
@@ -986,11 +906,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "
                                 "store in one launch, attention+quantization; attention: one block per KV head and "
-                                "share of the keys for decode; epilogues %s\n",
-                   c->epi ? "on (Q/K-norm+RoPE+KV store in the Q/K/V product's last block of each head, "
-                            "activation+quantization in gate/up's last blocks, norm+quantization in a residual "
-                            "product's last block, the shares' merge in attention's last block)"
-                          : "off (MINFER_CUDA_EPI=1 turns them on)");
+                                "share of the keys for decode\n");
         mf_log(MF_LOG_INFO, "minfer: cuda prompt attention: %s\n",
                mfc_fattn_on ? "f16 tensor-core flash attention (64 rows x 64-key tiles; head dims 16/32/64/128, f16 "
                               "or q8_0 cache), f32 blocks per row otherwise"

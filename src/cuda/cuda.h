@@ -42,15 +42,8 @@ typedef struct mf_cuda {
      * none): a norm (into norm+quantize, or QK-norm+RoPE), or a gate/up
      * pair of decode products (into gate/up+activation+quantize) */
     bool fuse;
-    /* epilogues (kernels.h, mfc_mm_epi): the last block of a decode product
-     * or attention does the small op that followed it (opt-in,
-     * MINFER_CUDA_EPI=1); epi_cnt: their MFC_EPI_CNT counters */
-    bool epi;
-    unsigned *epi_cnt;
     struct {
-        /* PEND_RES: a product with a residual (seg[0], input q8b[q8_i]),
-         * held for the norm of the residual that usually follows */
-        enum { PEND_NONE, PEND_NORM, PEND_GATE_UP, PEND_RES } kind;
+        enum { PEND_NONE, PEND_NORM, PEND_GATE_UP } kind;
         bool layer;
         const float *x, *w, *b;
         int rows, n, k;
@@ -58,14 +51,6 @@ typedef struct mf_cuda {
         float *out;
         mfc_mm_seg seg[2];
     } pend;
-    /* a Q/K/V launch held back (older than the RoPEs and pend) for the
-     * RoPEs and the KV store that follow: one launch then does their work
-     * in its epilogue (mfc_mmvq_qkv_rope) */
-    struct {
-        bool on;
-        mfc_mm_seg seg[3];
-        int k, rows;
-    } qkv;
     /* RoPEs held back (older than pend): Q's and K's, each with its QK-norm,
      * taken into the KV store that follows (mfc_rope_store) */
     struct {

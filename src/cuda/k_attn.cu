@@ -126,25 +126,22 @@ __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
 }
 
 /* merge the partial states of one (row, head), in share order, by the
- * block's threads (whole warps over the dimensions); CG: read past L1 (the
- * partials were written by other blocks of the same launch). The shares'
+ * block's threads (whole warps over the dimensions). The shares'
  * maxima, sums and weights are staged in shared memory once, and each
- * thread's loads of its dimension are issued 8 shares at a time: a
- * thread that walked the shares one load at a time spent a 64-share merge
- * (a 4096-key context) in L2 latency. The sums keep the share order. */
+ * thread's loads of its dimension are issued 8 shares at a time, so a
+ * 64-share merge (a 4096-key context) has 8 loads in flight per thread
+ * rather than one. The sums keep the share order. */
 #define MAX_SHARES 64
-template <bool CG>
-__device__ __noinline__ void combine_head(const mfc_step_dev &st, const float *part, const mfc_attn &p, int nsplit,
+__device__ __forceinline__ void combine_head(const mfc_step_dev &st, const float *part, const mfc_attn &p, int nsplit,
                                              float *out, const mfc_q8 &qo, int qkb, int r, int h) {
     __shared__ float wm[MAX_SHARES], wl[MAX_SHARES], we[MAX_SHARES];
     const int n_head = p.n_head, dv = p.head_dim_v;
     const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
-    auto ld = [](const float *a) { return CG ? __ldcg(a) : *a; };
     const int ns = n_shares(p, st.pos[r]);
     __syncthreads(); /* a previous head's merge may still read them */
     for (int s = threadIdx.x; s < ns; s += blockDim.x) {
-        wm[s] = ld(pp + (size_t)s * (dv + 2));
-        wl[s] = ld(pp + (size_t)s * (dv + 2) + 1);
+        wm[s] = pp[(size_t)s * (dv + 2)];
+        wl[s] = pp[(size_t)s * (dv + 2) + 1];
     }
     __syncthreads();
     float M = -INFINITY;
@@ -162,7 +159,7 @@ __device__ __noinline__ void combine_head(const mfc_step_dev &st, const float *p
         for (int s0 = 0; s0 < ns; s0 += 8, pd += 8 * st) {
             float x[8];
 #pragma unroll
-            for (int u = 0; u < 8; u++) x[u] = s0 + u < ns ? ld(pd + u * st) : 0.0f;
+            for (int u = 0; u < 8; u++) x[u] = s0 + u < ns ? pd[u * st] : 0.0f;
 #pragma unroll
             for (int u = 0; u < 8; u++)
                 if (s0 + u < ns && wm[s0 + u] != -INFINITY) a += x[u] * we[s0 + u];
@@ -175,7 +172,7 @@ __device__ __noinline__ void combine_head(const mfc_step_dev &st, const float *p
 __global__ void attn_combine_k(mfc_step_dev st, const float *__restrict__ part, mfc_attn p, int nsplit, float *out,
                                mfc_q8 qo, int qkb) {
     pdl_enter();
-    combine_head<false>(st, part, p, nsplit, out, qo, qkb, blockIdx.x, blockIdx.y);
+    combine_head(st, part, p, nsplit, out, qo, qkb, blockIdx.x, blockIdx.y);
 }
 
 /* Decode attention over one share of the keys, for all G query heads of
@@ -250,8 +247,7 @@ __device__ __forceinline__ void ldv(const void *c, size_t i, int kvt, float *o) 
 
 template <int VPL>
 __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
-                                                 const void *vc, mfc_attn p, int nsplit, float *part, float *out,
-                                                 mfc_q8 qo, int qkb, unsigned *cnt) {
+                                                 const void *vc, mfc_attn p, int nsplit, float *part) {
     pdl_enter();
     const int r = blockIdx.x, hk = blockIdx.y, z = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = p.n_head / p.n_head_kv, dk = p.head_dim_k, dv = 32 * VPL;
@@ -379,9 +375,6 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
         float *pp = part + (((size_t)r * p.n_head + (size_t)hk * G + g) * nsplit + z) * (dv + 2);
         pp[2 + d] = a;
     }
-    /* the merge, by the last of the row's shares of this KV head to finish */
-    if (cnt && epi_last(cnt + MFC_EPI_ATT + (size_t)r * p.n_head_kv + hk, (unsigned)n_shares(p, pos)))
-        for (int g = 0; g < G; g++) combine_head<true>(st, part, p, nsplit, out, qo, qkb, r, hk * G + g);
 }
 
 /* whether the grouped decode kernel takes the shape: heads of 32..256 (V),
@@ -395,26 +388,13 @@ static bool dec_takes(const mfc_attn *p, int nsplit, const float *part) {
 }
 
 static void dec_launch(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                       const void *vc, const mfc_attn *p, float *out, int nsplit, int nz, float *part,
-                       const mfc_q8 &qo, int qkb, unsigned *cnt) {
+                       const void *vc, const mfc_attn *p, int nsplit, int nz, float *part) {
     const dim3 grid(rows, p->n_head_kv, nz);
     const int vpl = p->head_dim_v / 32;
-    if (vpl == 1) launch_k(attn_dec_k<1>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, out, qo, qkb, cnt);
-    else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, out, qo, qkb, cnt);
-    else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, out, qo, qkb, cnt);
-    else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part, out, qo, qkb, cnt);
-}
-
-extern "C" bool mfc_attention_epi(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                                  const void *vc, const mfc_attn *p, float *out, int nsplit, int nz, float *part,
-                                  const mfc_q8 *qout, unsigned *cnt) {
-    if (!rows || !cnt || !dec_takes(p, nsplit, part) || (size_t)rows * p->n_head_kv > MFC_EPI_CNT - MFC_EPI_ATT)
-        return false;
-    mfc_q8 qo = {NULL, NULL, NULL};
-    if (qout && p->head_dim_v % 32 == 0) qo = *qout;
-    dec_launch(s, st, rows, q, kc, vc, p, out, nsplit, nz, part, qo, mfc_q8_tiled_kb(rows, p->n_head * p->head_dim_v),
-               cnt);
-    return true;
+    if (vpl == 1) launch_k(attn_dec_k<1>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+    else if (vpl == 2) launch_k(attn_dec_k<2>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+    else if (vpl == 4) launch_k(attn_dec_k<4>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
+    else launch_k(attn_dec_k<8>, grid, DT, 0, s, *st, q, kc, vc, *p, nsplit, part);
 }
 
 extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
@@ -425,7 +405,7 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     if (qout && p->head_dim_v % 32 == 0) qo = *qout;
     const int qkb = mfc_q8_tiled_kb(rows, p->n_head * p->head_dim_v);
     if (dec_takes(p, nsplit, part)) {
-        dec_launch(s, st, rows, q, kc, vc, p, out, nsplit, nz, part, qo, qkb, NULL);
+        dec_launch(s, st, rows, q, kc, vc, p, nsplit, nz, part);
         launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
         return;
     }

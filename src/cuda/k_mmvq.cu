@@ -19,7 +19,6 @@
  * tolerance the tests state, not bitwise. */
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
-#include "cuda/kvcache.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mmvq_lowbit.cuh"
 #include "cuda/rows.cuh"
@@ -314,57 +313,8 @@ struct mm_segs {
     int nseg;
 };
 
-/* The epilogues (kernels.h, mfc_mm_epi): EPI_GLU, segments 0 and 1 are
- * gate and up and the last block of each 32 rows of both forms their
- * activation and its int8 block (glu_quant_k's bits); EPI_NORM, one segment
- * with a residual, and the grid's last block norms the updated rows
- * (norm_quant_k's bits, the sums of norm_threads(n) threads); EPI_ROPE,
- * segments Q, K and V, and the last block of each head does rope_store_k's
- * work for it (QK-norm with norm_threads(head_dim) threads' sums, RoPE,
- * the K and V stores). */
-enum { EPI_NONE, EPI_GLU, EPI_NORM, EPI_ROPE };
-
-template <int EPI, int RPB>
-__device__ __forceinline__ void mmvq_epi(const mm_segs &S, int si, int j0, int rows, const mfc_mm_epi &E) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if constexpr (EPI == EPI_GLU) {
-        const int n = S.seg[0].n, grp = j0 / 32, nb = n / 32;
-        (void)si;
-        /* 32 / RPB blocks of each of the two segments cover a group */
-        if (!epi_last(E.cnt + 1 + grp, 2u * (32u / RPB))) return;
-        for (int r = warp; r < rows; r += 4)
-            glu_quant_one(E.act, S.seg[0].out, S.seg[1].out, (size_t)r * n + (size_t)grp * 32 + lane,
-                          (size_t)r * nb + grp, E.out, E.qo, 0);
-    } else if constexpr (EPI == EPI_ROPE) {
-        __shared__ float sh[32];
-        __shared__ float hv[MFC_MAX_HEAD_DIM];
-        const int hd = E.head_dim, hh = j0 / hd;
-        if (!epi_last(E.cnt + 1 + 2048 * si + hh, (unsigned)(hd / RPB))) return;
-        for (int r = 0; r < rows; r++) {
-            const size_t cell = (size_t)E.st.cell[r];
-            if (si == 2) { /* V */
-                const float *vr = S.seg[2].out + (size_t)r * S.seg[2].n + (size_t)hh * hd;
-                for (int i = threadIdx.x; i < hd; i += blockDim.x)
-                    st_cache(E.vc, cell * E.v_width + (size_t)hh * hd + i, __ldcg(vr + i), E.kvt);
-                continue;
-            }
-            const mfc_rope_grp &g = si == 0 ? E.gq : E.gk;
-            rope_head_store(g, g.x + ((size_t)r * g.n_head + hh) * hd, hd, norm_threads(hd), E.st.pos[r], E.rp,
-                            si == 1 ? E.kc : NULL, cell * E.k_width + (size_t)hh * hd, E.kvt, sh, hv);
-        }
-    } else if constexpr (EPI == EPI_NORM) {
-        __shared__ float sh[32];
-        (void)si, (void)j0;
-        if (!epi_last(E.cnt, gridDim.x)) return;
-        const int n = S.seg[0].n;
-        for (int r = 0; r < rows; r++)
-            norm_quant_row(E.layer, S.seg[0].res + (size_t)r * n, n, norm_threads(n), E.eps, E.w, E.b,
-                           E.out + (size_t)r * n, E.qo.q, E.qo.d, E.qo.s, r, 0, sh);
-    }
-}
-
-template <int R, int W, int TS, int EPI>
-__global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int rows, mfc_mm_epi E) {
+template <int R, int W, int TS>
+__global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int rows) {
     constexpr int RPB = 4 / W;
     int si = 0;
     while (si + 1 < S.nseg && (int)blockIdx.x >= S.blk0[si + 1]) si++;
@@ -376,14 +326,14 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
     float acc[R];
     if (ok) row_dot_t<R, W, TS>(g.type, w + (size_t)j * g.row_bytes, k, q, rows, acc, (warp % W) * 32 + lane);
     else pdl_enter();
-    bool lead = warp % W == 0; /* the warp that writes its team's row */
     if constexpr (W > 1) { /* the team's warps summed in their order */
         __shared__ float red[4][R];
         if (ok && lane == 0)
 #pragma unroll
             for (int r = 0; r < R; r++) red[warp][r] = acc[r];
         __syncthreads();
-        if (lead && ok && lane == 0)
+        if (warp % W) return;
+        if (ok && lane == 0)
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float t = red[warp][r];
@@ -392,7 +342,7 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
                 acc[r] = t;
             }
     }
-    if (lead && ok && lane == 0) {
+    if (ok && lane == 0) {
         const float bj = g.b ? g.b[j] : 0.0f;
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -403,7 +353,6 @@ __global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int ro
             }
         }
     }
-    if constexpr (EPI != EPI_NONE) mmvq_epi<EPI, RPB>(S, si, j0, rows, E);
 }
 
 extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
@@ -432,45 +381,29 @@ extern "C" int mfc_mmvq_team(int k) {
     return nsb <= 16 ? 1 : nsb <= 32 ? 2 : 4;
 }
 
-template <int W, int TS, int EPI>
-static void mmvq_launch_r(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows,
-                          const mfc_mm_epi &E) {
-    if (rows == 1) launch_k(mmvq_k<1, W, TS, EPI>, nb, 128, 0, s, S, k, *q, rows, E);
-    else if (rows == 2) launch_k(mmvq_k<2, W, TS, EPI>, nb, 128, 0, s, S, k, *q, rows, E);
-    else if (rows <= 4) launch_k(mmvq_k<4, W, TS, EPI>, nb, 128, 0, s, S, k, *q, rows, E);
-    else launch_k(mmvq_k<8, W, TS, EPI>, nb, 128, 0, s, S, k, *q, rows, E);
-}
-
-/* the epilogues only for the types of Q4_K_M and Q8_0 files (each kernel
- * variant is compiled per type set) */
 template <int W, int TS>
-static void mmvq_launch_e(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows,
-                          const mfc_mm_epi *E, int epi) {
-    static const mfc_mm_epi none = {};
-    if constexpr (TS == S_K46 || TS == S_Q8_0) {
-        if (epi == EPI_GLU) return mmvq_launch_r<W, TS, EPI_GLU>(s, S, nb, k, q, rows, *E);
-        if (epi == EPI_NORM) return mmvq_launch_r<W, TS, EPI_NORM>(s, S, nb, k, q, rows, *E);
-        if (epi == EPI_ROPE) return mmvq_launch_r<W, TS, EPI_ROPE>(s, S, nb, k, q, rows, *E);
-    }
-    mmvq_launch_r<W, TS, EPI_NONE>(s, S, nb, k, q, rows, E ? *E : none);
+static void mmvq_launch_r(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
+    if (rows == 1) launch_k(mmvq_k<1, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+    else if (rows == 2) launch_k(mmvq_k<2, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+    else if (rows <= 4) launch_k(mmvq_k<4, W, TS>, nb, 128, 0, s, S, k, *q, rows);
+    else launch_k(mmvq_k<8, W, TS>, nb, 128, 0, s, S, k, *q, rows);
 }
 
 template <int W>
-static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows,
-                        const mfc_mm_epi *E = NULL, int epi = EPI_NONE) {
+static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
     int set = 0;
     for (int i = 0; i < S.nseg; i++) set |= type_bit(S.seg[i].type);
     switch (set) {
-    case S_Q4_K: case S_Q6_K: case S_K46: mmvq_launch_e<W, S_K46>(s, S, nb, k, q, rows, E, epi); break;
-    case S_Q8_0: mmvq_launch_e<W, S_Q8_0>(s, S, nb, k, q, rows, E, epi); break;
+    case S_Q4_K: case S_Q6_K: case S_K46: mmvq_launch_r<W, S_K46>(s, S, nb, k, q, rows); break;
+    case S_Q8_0: mmvq_launch_r<W, S_Q8_0>(s, S, nb, k, q, rows); break;
     case S_Q8_0 | S_Q4_K: case S_Q8_0 | S_Q6_K: case S_Q8_0 | S_K46:
-        mmvq_launch_e<W, S_Q8_0 | S_K46>(s, S, nb, k, q, rows, E, epi);
+        mmvq_launch_r<W, S_Q8_0 | S_K46>(s, S, nb, k, q, rows);
         break;
-    case S_Q2_K: mmvq_launch_e<W, S_Q2_K>(s, S, nb, k, q, rows, E, epi); break;
-    case S_Q3_K: mmvq_launch_e<W, S_Q3_K>(s, S, nb, k, q, rows, E, epi); break;
-    case S_IQ4_NL: mmvq_launch_e<W, S_IQ4_NL>(s, S, nb, k, q, rows, E, epi); break;
-    case S_IQ4_XS: mmvq_launch_e<W, S_IQ4_XS>(s, S, nb, k, q, rows, E, epi); break;
-    default: mmvq_launch_e<W, S_ALL>(s, S, nb, k, q, rows, E, epi); break;
+    case S_Q2_K: mmvq_launch_r<W, S_Q2_K>(s, S, nb, k, q, rows); break;
+    case S_Q3_K: mmvq_launch_r<W, S_Q3_K>(s, S, nb, k, q, rows); break;
+    case S_IQ4_NL: mmvq_launch_r<W, S_IQ4_NL>(s, S, nb, k, q, rows); break;
+    case S_IQ4_XS: mmvq_launch_r<W, S_IQ4_XS>(s, S, nb, k, q, rows); break;
+    default: mmvq_launch_r<W, S_ALL>(s, S, nb, k, q, rows); break;
     }
 }
 
@@ -488,15 +421,14 @@ static int mm_segs_of(mm_segs &S, const mfc_mm_seg *seg, int nseg, int rpb) {
     return nb;
 }
 
-static void mmvq_go(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows,
-                    const mfc_mm_epi *E, int epi) {
+static void mmvq_go(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
     const int W = mfc_mmvq_team(k), rpb = 4 / W;
     mm_segs S;
     const int nb = mm_segs_of(S, seg, nseg, rpb);
     if (!nb) return;
-    if (W == 1) mmvq_launch<1>(s, S, nb, k, q, rows, E, epi);
-    else if (W == 2) mmvq_launch<2>(s, S, nb, k, q, rows, E, epi);
-    else mmvq_launch<4>(s, S, nb, k, q, rows, E, epi);
+    if (W == 1) mmvq_launch<1>(s, S, nb, k, q, rows);
+    else if (W == 2) mmvq_launch<2>(s, S, nb, k, q, rows);
+    else mmvq_launch<4>(s, S, nb, k, q, rows);
 }
 
 extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows) {
@@ -504,55 +436,7 @@ extern "C" void mfc_mmvq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int 
         mfc_mmq_n(s, seg, nseg, k, q, rows);
         return;
     }
-    mmvq_go(s, seg, nseg, k, q, rows, NULL, EPI_NONE);
-}
-
-/* whether the epilogue kernels take these segments: up to 8 rows (dp4a),
- * all of Q4_K/Q6_K or all of Q8_0 (the type sets mmvq_launch_e compiles
- * epilogues for) */
-static bool epi_takes(const mfc_mm_seg *seg, int nseg, int k, int rows) {
-    if (rows < 1 || rows > 8) return false;
-    int set = 0;
-    for (int i = 0; i < nseg; i++) {
-        if (!mfc_mmvq_takes(seg[i].type, k, rows)) return false;
-        set |= type_bit(seg[i].type);
-    }
-    return set && ((set & ~S_K46) == 0 || set == S_Q8_0);
-}
-
-extern "C" bool mfc_mmvq_glu_epi(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k,
-                                 const mfc_q8 *q, int rows, float *act_out, const mfc_q8 *qout, unsigned *cnt) {
-    const mfc_mm_seg seg[2] = {*gate, *up};
-    if (!cnt || !qout || gate->n != up->n || gate->n % 32 || gate->n / 32 + 1 > MFC_EPI_ATT || gate->b || up->b ||
-        gate->res || up->res || (act != 0 && act != 1) || !epi_takes(seg, 2, k, rows))
-        return false;
-    mfc_mm_epi E = {};
-    E.cnt = cnt, E.act = act, E.out = act_out, E.qo = *qout;
-    mmvq_go(s, seg, 2, k, q, rows, &E, EPI_GLU);
-    return true;
-}
-
-extern "C" bool mfc_mmvq_qkv_rope(cudaStream_t s, const mfc_mm_seg *seg, int k, const mfc_q8 *q, int rows,
-                                  const mfc_mm_epi *e) {
-    const int hd = e->head_dim, rpb = 4 / mfc_mmvq_team(k);
-    /* heads of 128..256: norm_threads(hd) is a multiple of the block's 128
-     * threads; whole warps per q8_0 block; V heads as wide as K's */
-    if (!e->cnt || hd < 128 || hd > MFC_MAX_HEAD_DIM || hd % 32 || hd % rpb || e->rp.n_rot > hd ||
-        norm_threads(hd) % 128 || seg[0].n != e->gq.n_head * hd || seg[1].n != e->gk.n_head * hd ||
-        seg[2].n != seg[1].n || e->k_width != seg[1].n || e->v_width != seg[2].n || seg[0].out != e->gq.x ||
-        seg[1].out != e->gk.x || seg[0].res || seg[1].res || seg[2].res || e->gq.n_head >= 2048 ||
-        !epi_takes(seg, 3, k, rows))
-        return false;
-    mmvq_go(s, seg, 3, k, q, rows, e, EPI_ROPE);
-    return true;
-}
-
-extern "C" bool mfc_mmvq_res_norm(cudaStream_t s, const mfc_mm_seg *seg, int k, const mfc_q8 *q, int rows,
-                                  const mfc_mm_epi *e) {
-    if (!e->cnt || !seg->res || seg->n % 32 || norm_threads(seg->n) % 128 || !epi_takes(seg, 1, k, rows))
-        return false;
-    mmvq_go(s, seg, 1, k, q, rows, e, EPI_NORM);
-    return true;
+    mmvq_go(s, seg, nseg, k, q, rows);
 }
 
 extern "C" void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q,

@@ -177,45 +177,6 @@ bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_
                     int kvt);
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, int kvt);
-/* Work a decode product (up to 8 rows) finishes itself, so that no kernel
- * of its own follows it: the last block to finish a group of output rows
- * (a counter per group in cnt, which that block resets for the next launch)
- * computes what the next kernel would have, from the group's outputs, with
- * the same arithmetic, so the bits are those of the separate kernels.
- * cnt: MFC_EPI_CNT zeroed counters; the norm takes cnt[0], the gated
- * activation cnt[1 + n/32 groups], the RoPE cnt[1 + 2048 segment + head],
- * attention cnt[MFC_EPI_ATT + ...]. */
-#define MFC_EPI_CNT 16384
-#define MFC_EPI_ATT 8192
-typedef struct mfc_mm_epi {
-    unsigned *cnt;
-    int act;                /* glu: 0 SwiGLU, 1 GEGLU */
-    bool layer;             /* norm: LayerNorm (else RMSNorm) */
-    const float *w, *b;     /* norm: weight and bias (or NULL) */
-    float eps;
-    float *out;             /* the activation / the normed rows */
-    mfc_q8 qo;              /* out's int8 blocks (as mfc_quant_x) */
-    /* rope: segments Q, K, V of one launch; per head, the last block does
-     * what mfc_rope_store does for it (gq: Q's group, gk: K's) */
-    mfc_step_dev st;
-    mfc_rope rp;
-    mfc_rope_grp gq, gk;
-    int head_dim, k_width, v_width, kvt;
-    void *kc, *vc;
-} mfc_mm_epi;
-/* mfc_mmvq_glu in one launch (rows <= 8); false (nothing queued) when the
- * shape does not fit */
-bool mfc_mmvq_glu_epi(cudaStream_t s, int act, const mfc_mm_seg *gate, const mfc_mm_seg *up, int k, const mfc_q8 *q,
-                      int rows, float *act_out, const mfc_q8 *qout, unsigned *cnt);
-/* one product with a residual (seg->res), then the norm of the updated
- * residual rows into e->out and e->qo (as mfc_norm_quant), in one launch
- * (rows <= 8, n % 32 == 0); false (nothing queued) when it does not fit */
-bool mfc_mmvq_res_norm(cudaStream_t s, const mfc_mm_seg *seg, int k, const mfc_q8 *q, int rows, const mfc_mm_epi *e);
-/* Q, K and V products (segments 0, 1, 2 of one launch, rows <= 8) and
- * what mfc_rope_store(a, b, v = seg[2].out) does after them, in one launch:
- * e carries everything but cnt's use; false (nothing queued) when the shape
- * does not fit (heads of 128..256, V heads as wide as K's). */
-bool mfc_mmvq_qkv_rope(cudaStream_t s, const mfc_mm_seg *seg, int k, const mfc_q8 *q, int rows, const mfc_mm_epi *e);
 /* With part (rows x n_head x nsplit x (head_dim_v + 2) floats; decode
  * steps): each query's keys in shares of p->share (at most nsplit of them
  * per row), then merged; nz (1..nsplit) blocks along the shares, at least
@@ -224,14 +185,6 @@ bool mfc_mmvq_qkv_rope(cudaStream_t s, const mfc_mm_seg *seg, int k, const mfc_q
  * mfc_quant_x would (head_dim_v % 32 == 0). */
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                    const mfc_attn *p, float *out, int nsplit, int nz, float *part, const mfc_q8 *qout);
-/* as mfc_attention over shares, with the merge done by the last share's
- * block of each (row, KV head) (counters cnt[MFC_EPI_ATT + row * n_head_kv
- * + head]); false (nothing queued) where the grouped kernel does not take
- * the shape */
-bool mfc_attention_epi(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
-                       const void *vc, const mfc_attn *p, float *out, int nsplit, int nz, float *part,
-                       const mfc_q8 *qout, unsigned *cnt);
-
 /* Prompt rows on the f16 tensor cores (k_fattn.cu): f16 or q8_0 caches,
  * head dimensions 16, 32, 64 or 128 (K and V alike); false for other shapes
  * (and when mfc_fattn_on is off: MINFER_CUDA_FA=0), and nothing queued. */

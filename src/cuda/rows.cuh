@@ -1,9 +1,8 @@
 /* rows.cuh - device helpers that more than one kernel computes the same
- * way, so that a fused kernel or a product's epilogue gives the bits of the
- * separate ones: the norm's reduction and scale (as a block of any size
- * would sum it), the gated activations, the rounding of 32 activations to
- * one int8 block (k_mmvq.cu's layout), RoPE, and the last-block counter of
- * the epilogues. */
+ * way, so that a fused kernel gives the bits of the separate ones: the
+ * norm's reduction and scale (as a block of any size would sum it), the
+ * gated activations, the rounding of 32 activations to one int8 block
+ * (k_mmvq.cu's layout), and RoPE. */
 #ifndef MF_CUDA_ROWS_CUH
 #define MF_CUDA_ROWS_CUH
 
@@ -22,11 +21,9 @@ __host__ __device__ static inline int norm_threads(int n) { return n >= 1024 ? 1
  * a block of nt threads sums it (the order depends on nt), computed by the
  * block, whose size divides nt (nt <= 1024): each thread holds the partial
  * sums of the nt / blockDim.x "virtual" threads tid + j * blockDim.x, whose
- * warps are reduced one by one, then the warps' sums together. The norm
- * kernels take nt = blockDim.x = norm_threads(n); a product kernel's last
- * block (128 threads) norms the row it finished with the same nt and gets
- * their bits. Reads go past L1: in the last-block case other blocks wrote
- * xr during the same launch. */
+ * warps are reduced one by one, then the warps' sums together. Every
+ * kernel that norms a row of n takes nt = norm_threads(n), so a smaller
+ * block would get the same bits. */
 __device__ __forceinline__ float vblock_sum(const float *v, int nv, float *sh) {
     const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nwr = blockDim.x >> 5;
     __syncthreads(); /* sh may still be read by a previous call */
@@ -55,7 +52,7 @@ __device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n,
         for (int j = 0; j < 8; j++) {
             if (j >= nv) break;
             float s = 0.0f;
-            for (int i = threadIdx.x + j * blockDim.x; i < n; i += nt) s += __ldcg(xr + i);
+            for (int i = threadIdx.x + j * blockDim.x; i < n; i += nt) s += xr[i];
             v[j] = s;
         }
         mean = vblock_sum(v, nv, sh) / (float)n;
@@ -65,33 +62,12 @@ __device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n,
         if (j >= nv) break;
         float s2 = 0.0f;
         for (int i = threadIdx.x + j * blockDim.x; i < n; i += nt) {
-            const float d = __ldcg(xr + i) - mean;
+            const float d = xr[i] - mean;
             s2 += d * d;
         }
         v[j] = s2;
     }
     scale = 1.0f / sqrtf(vblock_sum(v, nv, sh) / (float)n + eps);
-}
-
-
-/* Whether this block is the last of target blocks to arrive at *cnt (after
- * its writes): every thread's writes are fenced before thread 0 counts, and
- * the last block fences again before it reads the others' (with __ldcg, past
- * its L1). That block resets the counter, so a captured graph replays from
- * zero. Called by every thread of the block. */
-__device__ __forceinline__ bool epi_last(unsigned *cnt, unsigned target) {
-    __shared__ unsigned s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned old = atomicAdd(cnt, 1u);
-        s_last = old + 1 == target;
-        if (s_last) *cnt = 0;
-    }
-    __syncthreads();
-    const bool last = s_last;
-    if (last) __threadfence();
-    return last;
 }
 
 __device__ __forceinline__ float norm_elem(float x, float mean, float scale, const float *w, const float *b, int i) {
@@ -181,8 +157,7 @@ __device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) 
 }
 
 /* Row `row` of x normed (sums as nt threads take them) into yr and its
- * int8 blocks, whole blocks of 32 per warp: norm_quant_k, and the residual
- * products' last block */
+ * int8 blocks, whole blocks of 32 per warp (norm_quant_k) */
 __device__ __forceinline__ void norm_quant_row(bool layer, const float *xr, int n, int nt, float eps, const float *w,
                                                const float *b, float *yr, int8_t *xq, float *xd, float *xs, int row,
                                                int kbt, float *sh) {
@@ -191,17 +166,17 @@ __device__ __forceinline__ void norm_quant_row(bool layer, const float *xr, int 
     const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
     for (int blk = threadIdx.x >> 5; blk < nb; blk += nw) {
         const int i = blk * 32 + lane;
-        const float y = norm_elem(__ldcg(xr + i), mean, scale, w, b, i);
+        const float y = norm_elem(xr[i], mean, scale, w, b, i);
         yr[i] = y;
         quant_block32(y, (size_t)row * nb + blk, xq, xd, xs, kbt);
     }
 }
 
 /* the gated activation of element i (block gb of 32, one per lane) and its
- * int8 block: glu_quant_k, and gate/up's last blocks */
+ * int8 block (glu_quant_k) */
 __device__ __forceinline__ void glu_quant_one(int act, const float *g, const float *u, size_t i, size_t gb, float *out,
                                               const mfc_q8 &qo, int kbt) {
-    const float v = glu_act(act, __ldcg(g + i), __ldcg(u + i));
+    const float v = glu_act(act, g[i], u[i]);
     out[i] = v;
     quant_block32(v, gb, qo.q, qo.d, qo.s, kbt);
 }
@@ -209,8 +184,7 @@ __device__ __forceinline__ void glu_quant_one(int act, const float *g, const flo
 /* One head of hd values at v: its QK-norm where g has one (sums as nt
  * threads take them), RoPE at pos, written back, and stored as K at
  * element k0 of the cache kc when kc is given. hv: shared memory of the
- * head's width. rope_store_k and norm_rope_k per head, and the Q/K/V
- * product's last block of each head. */
+ * head's width. rope_store_k and norm_rope_k, per head. */
 __device__ __forceinline__ void rope_head_store(const mfc_rope_grp &g, float *v, int hd, int nt, int pos,
                                                 const mfc_rope &p, void *kc, size_t k0, int kvt, float *sh,
                                                 float *hv) {
@@ -218,9 +192,9 @@ __device__ __forceinline__ void rope_head_store(const mfc_rope_grp &g, float *v,
     if (g.norm) {
         float mean, scale;
         norm_stats_v(false, v, hd, nt, g.eps, sh, mean, scale);
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = norm_elem(__ldcg(v + i), mean, scale, g.w, NULL, i);
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = norm_elem(v[i], mean, scale, g.w, NULL, i);
     } else {
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = __ldcg(v + i);
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = v[i];
     }
     __syncthreads();
     rope_head(hv, pos, p);
