@@ -6,7 +6,7 @@
  * attention was a third of its prefill. Here a block takes 64 consecutive
  * rows of one query head (four warps of 16 rows) and walks their keys in
  * tiles of 64: the tile's K and V rows are copied once into shared memory
- * as f16 (a q8_0 cache's V is widened on the way; its K keeps the int8
+ * as f16 (a q8_0 cache's V as two f16 parts; its K keeps the int8
  * levels, exact in f16, beside the block scales) and serve all 64 rows through
  * mma.sync m16n8k16 (f16 in, f32 sums). Per tile a warp computes its 16 x 64
  * scores S = Q K^T, masks them, updates each row's running max and sum, and
@@ -19,9 +19,11 @@
  * logits by 4% of their range. For the same reason a q8_0 K is not widened
  * (d * q rounded to f16 moved the gemma2 logits by 6% against the CPU's
  * exact f32 d * q): its scores are taken per 32-element block on the levels
- * and scaled by the key's block scale in f32. The probabilities are rounded to f16 before
- * P V (2^-11 of each weight, as an f16 cache already rounds V); sums stay
- * f32.
+ * and scaled by the key's block scale in f32. Its V (d * q, exact in f32)
+ * goes in as an f16 rounding plus the rest, each multiplied by P, so V is
+ * exact as well (rounding V to f16 moves the CPU's gemma2 logits by 5.2e-2
+ * of their range). The probabilities are rounded to f16 before P V (2^-11
+ * of each weight, as with an f16 cache); sums stay f32.
  *
  * Rows of one sequence are consecutive in a step and in position order
  * (mf_step), so a block's rows fall into at most a few runs of one sequence
@@ -88,15 +90,41 @@ __device__ __forceinline__ uint4 fa_ld8_levels(const void *c, size_t i) {
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+/* 8 elements of a q8_0 row (element i, a multiple of 8): d * q, exact in
+ * f32, as f16 roundings (hi) and the f16 roundings of the rest (lo) */
+__device__ __forceinline__ void fa_ld8_split(const void *c, size_t i, uint4 &hi, uint4 &lo) {
+    float f[8];
+    ld_q8(c, i, 8, f);
+    uint32_t h[4], l[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const __half2 x = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+        const float2 xf = __half22float2(x);
+        memcpy(&h[j], &x, 4);
+        l[j] = h2_bits(f[2 * j] - xf.x, f[2 * j + 1] - xf.y);
+    }
+    hi = make_uint4(h[0], h[1], h[2], h[3]);
+    lo = make_uint4(l[0], l[1], l[2], l[3]);
+}
+
+/* shared memory of fattn_k<D, KQ8>: K and V tiles (and V's low parts and
+ * K's block scales for q8_0), past the 48 KiB of static shared memory at
+ * D = 128 */
+static constexpr size_t fa_smem(int D, bool q8) {
+    return (size_t)FA_KEYS * (D + 8) * 2 * (q8 ? 3 : 2) + (q8 ? (size_t)FA_KEYS * (D / 32) * 4 : 0);
+}
+
 template <int D, bool KQ8>
 __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, const float *__restrict__ q,
                                                const void *kc, const void *vc, mfc_attn p, float *out) {
     constexpr int LD = D + 8; /* shared row stride in halves: conflict-free fragment loads */
     constexpr int NK = D / 16, NO = D / 8;
-    __shared__ __align__(16) __half ks[FA_KEYS * LD];
-    __shared__ __align__(16) __half vs[FA_KEYS * LD];
+    extern __shared__ __align__(16) unsigned char fa_sm[];
+    __half *ks = (__half *)fa_sm;
+    __half *vs = ks + FA_KEYS * LD;
+    __half *vl = vs + FA_KEYS * LD;   /* q8_0: V's low parts */
     constexpr int NB = KQ8 ? D / 32 : 1; /* q8_0 K: block scales per key */
-    __shared__ float kd[FA_KEYS * NB];
+    float *kd = (float *)(vs + (KQ8 ? 2 : 1) * FA_KEYS * LD);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, hk = h / (p.n_head / p.n_head_kv);
     const int r0 = blockIdx.x * FA_ROWS, rend = min(r0 + FA_ROWS, n_rows);
@@ -145,22 +173,25 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
             __syncthreads(); /* the previous tile is consumed */
             for (int c = tid; c < FA_KEYS * (D / 8); c += 128) {
                 const int kr = c / (D / 8), d8 = (c % (D / 8)) * 8, t = k0 + kr;
-                uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+                uint4 kv = make_uint4(0, 0, 0, 0), vv = kv, vlo = kv;
                 float sd = 0.0f;
                 if (t <= kmax) {
                     const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
                     const size_t ki = cell * p.k_width + (size_t)hk * D + d8;
+                    const size_t vi = cell * p.v_width + (size_t)hk * D + d8;
                     if (KQ8) {
                         kv = fa_ld8_levels(kc, ki);
                         sd = q8_scale(q8_block(kc, ki));
+                        fa_ld8_split(vc, vi, vv, vlo);
                     } else {
                         kv = fa_ld8(kc, ki, p.kvt);
+                        vv = fa_ld8(vc, vi, p.kvt);
                     }
-                    vv = fa_ld8(vc, cell * p.v_width + (size_t)hk * D + d8, p.kvt);
                 }
                 if (KQ8 && d8 % 32 == 0) kd[kr * NB + d8 / 32] = sd;
                 *(uint4 *)&ks[kr * LD + d8] = kv;
                 *(uint4 *)&vs[kr * LD + d8] = vv;
+                if (KQ8) *(uint4 *)&vl[kr * LD + d8] = vlo;
             }
             __syncthreads();
             if (!mine) continue;
@@ -251,6 +282,11 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
 #pragma unroll
                 for (int dn = 0; dn < D / 16; dn++) {
                     uint32_t b0, b1, b2, b3;
+                    if (KQ8) { /* the low parts first: the smaller terms */
+                        ldsm_x4_t(vr + (vl - vs) + 16 * dn, b0, b1, b2, b3);
+                        mma_f16(o[2 * dn], a, b0, b1);
+                        mma_f16(o[2 * dn + 1], a, b2, b3);
+                    }
                     ldsm_x4_t(vr + 16 * dn, b0, b1, b2, b3);
                     mma_f16(o[2 * dn], a, b0, b1);
                     mma_f16(o[2 * dn + 1], a, b2, b3);
@@ -282,24 +318,30 @@ extern "C" bool mfc_fattn(cudaStream_t s, const mfc_step_dev *st, int rows, cons
                              : p->kvt != MFC_KV_Q8 || p->k_width % 32 || p->v_width % 32 || D % 32)
         return false;
     static bool attr;
-    if (!attr) { /* shared memory for as many blocks as the registers allow */
-        cudaFuncSetAttribute(fattn_k<16, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<32, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<64, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<128, false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<32, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<64, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        cudaFuncSetAttribute(fattn_k<128, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (!attr) { /* shared memory for as many blocks as the registers allow; over 48 KiB at D = 128, q8_0 */
+#define FA_ATTR(d, q8)                                                                                        \
+    cudaFuncSetAttribute(fattn_k<d, q8>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);              \
+    cudaFuncSetAttribute(fattn_k<d, q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa_smem(d, q8))
+        FA_ATTR(16, false);
+        FA_ATTR(32, false);
+        FA_ATTR(64, false);
+        FA_ATTR(128, false);
+        FA_ATTR(32, true);
+        FA_ATTR(64, true);
+        FA_ATTR(128, true);
+#undef FA_ATTR
         attr = true;
     }
     const dim3 grid((unsigned)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned)p->n_head);
+#define FA_LAUNCH(d, q8) launch_k(fattn_k<d, q8>, grid, 128, fa_smem(d, q8), s, *st, rows, q, kc, vc, *p, out)
     if (p->kvt == MFC_KV_Q8) { /* D is a multiple of 32 (checked above) */
-        if (D == 32) launch_k(fattn_k<32, true>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-        else if (D == 64) launch_k(fattn_k<64, true>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-        else launch_k(fattn_k<128, true>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    } else if (D == 16) launch_k(fattn_k<16, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    else if (D == 32) launch_k(fattn_k<32, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    else if (D == 64) launch_k(fattn_k<64, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
-    else launch_k(fattn_k<128, false>, grid, 128, 0, s, *st, rows, q, kc, vc, *p, out);
+        if (D == 32) FA_LAUNCH(32, true);
+        else if (D == 64) FA_LAUNCH(64, true);
+        else FA_LAUNCH(128, true);
+    } else if (D == 16) FA_LAUNCH(16, false);
+    else if (D == 32) FA_LAUNCH(32, false);
+    else if (D == 64) FA_LAUNCH(64, false);
+    else FA_LAUNCH(128, false);
+#undef FA_LAUNCH
     return true;
 }

@@ -24,11 +24,9 @@
  * 3. determinism: the cuda run twice, and with decode graphs off
  *    (MINFER_CUDA_GRAPH=0), bitwise equal: the same kernels on the same data.
  *    Embeddings of one-token steps (graph capture and replay) against the CPU.
- *    Fused decode ops against unfused (MINFER_CUDA_FUSE=0), the products'
- *    epilogues (MINFER_CUDA_EPI=1, f16 and q8_0 caches) against unfused, and
- *    programmatic dependent launch against plain launches
- *    (MINFER_CUDA_PDL=0), bitwise equal: each fused kernel computes the
- *    bits of the kernels it replaces.
+ *    Fused decode ops against unfused (MINFER_CUDA_FUSE=0) and programmatic
+ *    dependent launch against plain launches (MINFER_CUDA_PDL=0), bitwise
+ *    equal: each fused kernel computes the bits of the kernels it replaces.
  *    On golden/quant's Q4_K_M file (dp4a shapes: k a multiple of 256) and a
  *    synth tiny-qwen3 Q4_K_M (QK-norm + RoPE fused), written by the CLI.
  * 4. many sequences: four sequences in mixed batches, two sharing a prompt
@@ -43,8 +41,10 @@
  *    greedy tokens too; -ngl auto under a faked small device
  *    (MINFER_CUDA_MEM_MIB) chooses a split strictly inside the model.
  * 7. KV cache types: q8_0 and f32 caches on the GPU against the same cache
- *    type on the CPU (TOL_Q: both round K/V to 8 bits, but the CPU's scores
- *    also round the queries to q8_0, the GPU's stay f32), whole and split.
+ *    type on the CPU (TOL_Q: both round K/V to 8 bits, so a small difference
+ *    upstream can move a value across a rounding step), whole and split;
+ *    the prompt's rows and the one-row steps reported apart (they take
+ *    different attention kernels).
  *
  * Without a CUDA device (or a build without the backend) it exits 77, which
  * ctest reports as skipped. Models missing from ../shared are skipped with a
@@ -62,6 +62,13 @@
  * where the head dimension allows), over two 64-key tiles and two row blocks */
 enum { N_PROMPT = 100, N_GEN = 4, SKIP = 77 };
 #define TOL_Q 3e-2
+/* The zoo's gemma2 (random weights, scores in the hundreds) with a q8_0
+ * cache amplifies any 2^-12 change about 400-fold: on the CPU alone,
+ * rounding only its V to f16 moves these logits by 5.2e-2 of their range.
+ * The prompt's flash attention rounds P to f16, a change of that size
+ * (4.75e-2 to 5.19e-2 on an H100, 2026-12-05; 1.8e-2 with
+ * MINFER_CUDA_FA=0). */
+#define TOL_Q_CHAOTIC 8e-2
 #define TOL_F32 1e-3
 #define TOL_GQ 0.2
 /* A random-weight synth qwen3 has near-flat logits, so the q8-rounded activations of the GPU
@@ -437,42 +444,6 @@ int main(void) {
             setenv("MINFER_CUDA_PDL", "0", 1);
             float *cc = run_logits(ff[i], "cuda", MF_KV_F16, &vc, &sc);
             unsetenv("MINFER_CUDA_PDL");
-            /* the products' epilogues on, against every fusion off (the
-             * environment's own setting restored after) */
-            char epi_env[16] = "";
-            if (getenv("MINFER_CUDA_EPI")) snprintf(epi_env, sizeof epi_env, "%s", getenv("MINFER_CUDA_EPI"));
-            int ve = 0;
-            bool se;
-            setenv("MINFER_CUDA_EPI", "1", 1);
-            float *ce = run_logits(ff[i], "cuda", MF_KV_F16, &ve, &se);
-            if (b && ce) {
-                const size_t n = (size_t)va * (N_PROMPT + N_GEN);
-                const bool ee = !memcmp(b, ce, n * sizeof(float));
-                CHECK(ee, "%s: the products' epilogues and unfused kernels differ (max %.3e of the range)", ff[i],
-                      rel_err(b, ce, n));
-                fprintf(stderr, "test_cuda: %s: epilogues vs unfused %s\n", ff[i], ee ? "bitwise equal" : "DIFFERENT");
-            }
-            free(ce);
-            { /* the epilogue's KV store into a q8_0 cache */
-                int v1 = 0, v2 = 0;
-                bool s1, s2;
-                setenv("MINFER_CUDA_EPI", "1", 1);
-                float *q1 = run_logits(ff[i], "cuda", MF_KV_Q8_0, &v1, &s1);
-                if (*epi_env) setenv("MINFER_CUDA_EPI", epi_env, 1);
-                else unsetenv("MINFER_CUDA_EPI");
-                setenv("MINFER_CUDA_FUSE", "0", 1);
-                float *q2 = run_logits(ff[i], "cuda", MF_KV_Q8_0, &v2, &s2);
-                unsetenv("MINFER_CUDA_FUSE");
-                if (q1 && q2) {
-                    const size_t n = (size_t)v1 * (N_PROMPT + N_GEN);
-                    const bool ee = !memcmp(q1, q2, n * sizeof(float));
-                    CHECK(ee, "%s, q8_0 cache: the epilogues and unfused kernels differ (max %.3e of the range)",
-                          ff[i], rel_err(q2, q1, n));
-                    fprintf(stderr, "test_cuda: %s, q8_0 cache: epilogues vs unfused %s\n", ff[i],
-                            ee ? "bitwise equal" : "DIFFERENT");
-                }
-                free(q1), free(q2);
-            }
             if (a && b && cc) {
                 const size_t n = (size_t)va * (N_PROMPT + N_GEN) * sizeof(float);
                 const bool fe = !memcmp(a, b, n), pe = !memcmp(a, cc, n);
@@ -662,13 +633,14 @@ int main(void) {
     }
     /* 7. KV cache types */
     {
-        static const struct { const char *path; mf_kv_type kv; int split; } kf[] = {
-            {"../shared/models/stories260K.gguf", MF_KV_Q8_0, 0},
-            {"../shared/models/stories260K-q4_k_m.gguf", MF_KV_Q8_0, 2},
-            {"../shared/models/zoo/qwen2.gguf", MF_KV_Q8_0, 0},
-            {"../shared/models/zoo/gemma2.gguf", MF_KV_Q8_0, 0}, /* head 32: the fused RoPE + q8_0 store */
-            {"../shared/models/zoo/qwen3.gguf", MF_KV_Q8_0, 0},  /* ... after QK-norm */
-            {"../shared/models/stories260K.gguf", MF_KV_F32, 0},
+        static const struct { const char *path; mf_kv_type kv; int split; double tol; } kf[] = {
+            {"../shared/models/stories260K.gguf", MF_KV_Q8_0, 0, TOL_Q},
+            {"../shared/models/stories260K-q4_k_m.gguf", MF_KV_Q8_0, 2, TOL_Q},
+            {"../shared/models/zoo/qwen2.gguf", MF_KV_Q8_0, 0, TOL_Q},
+            /* head 32: the fused RoPE + q8_0 store */
+            {"../shared/models/zoo/gemma2.gguf", MF_KV_Q8_0, 0, TOL_Q_CHAOTIC},
+            {"../shared/models/zoo/qwen3.gguf", MF_KV_Q8_0, 0, TOL_Q}, /* ... after QK-norm */
+            {"../shared/models/stories260K.gguf", MF_KV_F32, 0, TOL_F32},
         };
         for (size_t i = 0; i < sizeof kf / sizeof kf[0]; i++) {
             FILE *f = fopen(kf[i].path, "rb");
@@ -685,9 +657,13 @@ int main(void) {
             g_gpu_layers = 0;
             if (a && b) {
                 const double e = rel_err(a, b, (size_t)va * (N_PROMPT + N_GEN));
-                const double tol = kf[i].kv == MF_KV_F32 ? TOL_F32 : TOL_Q;
-                fprintf(stderr, "test_cuda: %s KV cache%s %-40s max|d|/max|cpu| = %.2e (tolerance %.0e)\n",
-                        kf[i].kv == MF_KV_F32 ? "f32" : "q8_0", kf[i].split ? " (split)" : "", kf[i].path, e, tol);
+                const double tol = kf[i].tol;
+                /* the prompt's rows and the one-row steps take different attention kernels */
+                const double ep = rel_err(a, b, (size_t)va * N_PROMPT);
+                const double eg = rel_err(a + (size_t)va * N_PROMPT, b + (size_t)va * N_PROMPT, (size_t)va * N_GEN);
+                fprintf(stderr,
+                        "test_cuda: %s KV cache%s %-40s max|d|/max|cpu| = %.2e (tolerance %.0e; prompt %.2e, steps %.2e)\n",
+                        kf[i].kv == MF_KV_F32 ? "f32" : "q8_0", kf[i].split ? " (split)" : "", kf[i].path, e, tol, ep, eg);
                 CHECK(e <= tol, "%s with a %s KV cache: logits differ by %.3e", kf[i].path,
                       kf[i].kv == MF_KV_F32 ? "f32" : "q8_0", e);
             }
