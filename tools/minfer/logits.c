@@ -19,7 +19,9 @@ static void usage(FILE *f) {
             "  -c, --n-ctx N     context size (default: enough for the prompt)\n"
             "  --cache-type T    KV cache type: f16 (default), f32, q8_0; the goldens use f32\n"
             "  --no-mmap         read the model into memory instead of mapping it\n"
-            "  --no-repack       keep the weights in the file's layout (no 16-row interleave)\n");
+            "  --no-repack       keep the weights in the file's layout (no 16-row interleave)\n"
+            "  -ngl N|all|auto   layers on the GPU (CUDA builds; the logits of a GPU run)\n"
+            "  --backend NAME    cpu, cpu-ref or cuda\n");
 }
 
 static int parse_ids(const char *s, mf_token **out) {
@@ -51,8 +53,12 @@ int cmd_logits(int argc, char **argv) {
     long n_threads = 0, n_ctx = 0;
     bool no_bos = false;
     mf_kv_type kv = mf_context_default_params().kv_type;
+    cli_dev dev = CLI_DEV_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int dv = cli_dev_opt("logits", a, v, &dev);
+        if (dv < 0) return 2;
+        if (dv) { i++; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) { model_path = v; i++; }
         else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) { text = v; i++; }
@@ -73,6 +79,7 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "minfer logits: need -m MODEL, -o OUT and exactly one of -p TEXT / --ids LIST\n");
         return 2;
     }
+    if (!cli_dev_backend("logits", &dev, &mp)) return 2;
     int rc = 1;
     mf_model *model = NULL;
     mf_context *ctx = NULL;
