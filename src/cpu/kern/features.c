@@ -47,6 +47,7 @@ static uint32_t detect(void) {
         if (ebx7 & (1u << 30)) f |= MF_CPUF_AVX512BW;
         if (ebx7 & (1u << 31)) f |= MF_CPUF_AVX512VL;
         if (ecx7 & (1u << 11)) f |= MF_CPUF_AVX512VNNI;
+        if (ecx7 & (1u << 8)) f |= MF_CPUF_GFNI;
         if (max_sub7 >= 1) {
             cpuid(7, 1, r);
             if (r[0] & (1u << 5)) f |= MF_CPUF_AVX512BF16;

@@ -7,6 +7,7 @@
  *   MINFER_NO_AVX512=1  caps the level at AVX2
  *   MINFER_NO_AVX2=1    caps it at scalar
  *   MINFER_NO_VNNI=1    uses AVX-512 without the VNNI instructions
+ *   MINFER_NO_GFNI=1    keeps the Q2_K/Q3_K decode kernels off GFNI
  * (read once, by mf_cpu_init). */
 #ifndef MF_CPU_FEATURES_H
 #define MF_CPU_FEATURES_H
@@ -32,6 +33,7 @@ enum {
     MF_CPUF_AMX_TILE = 1u << 10,
     MF_CPUF_AMX_INT8 = 1u << 11,
     MF_CPUF_AMX_BF16 = 1u << 12,
+    MF_CPUF_GFNI = 1u << 13, /* with AVX-512: the 512-bit forms */
 };
 
 typedef enum mf_cpu_level {
