@@ -138,7 +138,6 @@ __device__ __forceinline__ void combine_head(const mfc_step_dev &st, const float
     const int n_head = p.n_head, dv = p.head_dim_v;
     const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
     const int ns = n_shares(p, st.pos[r]);
-    __syncthreads(); /* a previous head's merge may still read them */
     for (int s = threadIdx.x; s < ns; s += blockDim.x) {
         wm[s] = pp[(size_t)s * (dv + 2)];
         wl[s] = pp[(size_t)s * (dv + 2) + 1];
