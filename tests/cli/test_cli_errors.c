@@ -73,5 +73,7 @@ int main(void) {
     expect_error(args, 1, "-ngl auto contradicts --backend cpu");
     snprintf(args, sizeof args, "bench -m %s/stories260K.gguf -ngl 2 --backend cpu-ref", S);
     expect_error(args, 2, "-ngl 2 contradicts --backend cpu-ref");
+    snprintf(args, sizeof args, "logits -m %s/stories260K.gguf --ids \"1 2\" -o /dev/null -ngl 2 --backend cpu", S);
+    expect_error(args, 2, "minfer logits: -ngl 2 contradicts --backend cpu");
     return test_summary("test_cli_errors");
 }
