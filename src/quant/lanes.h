@@ -24,9 +24,12 @@
  *    folded by mf_lanes_fold. 64 lanes are four 16-float AVX-512 or eight
  *    8-float AVX2 accumulators: enough independent chains to hide FMA latency.
  *
- * 4. BF16 rows: as 3 but in MF_DDOT_LANES double lanes (the product of two
- *    bf16 values is exact in double), folded by mf_lanes_fold_d and rounded
- *    to float once; ref_float.c says why bf16 needs the extra precision.
+ * 4. BF16 rows: element i goes to lane i % MF_DDOT_LANES; per block of
+ *    MF_DDOT_LANES * MF_BF16_RUN elements each lane sums its products in
+ *    f32 (fma from +0; the product of two bf16 is exact in f32) and adds
+ *    that run's sum to its double; the double lanes are folded by
+ *    mf_lanes_fold_d and rounded to float once. ref_float.c says why bf16
+ *    needs the double fold.
  *
  * A lane never holds -0 (it starts at +0, and a round-to-nearest sum is -0
  * only when both addends are), so a SIMD kernel may add +0 to a lane it has no
@@ -37,6 +40,7 @@
 #define MF_BLOCK_LANES 8
 #define MF_FDOT_LANES 64
 #define MF_DDOT_LANES 32
+#define MF_BF16_RUN 8
 
 /* Pairwise fold of w lanes (w a power of two): the upper half is added onto
  * the lower half until one lane is left. This is the order of the usual

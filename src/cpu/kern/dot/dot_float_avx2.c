@@ -1,7 +1,7 @@
 /* dot_float_avx2.c - AVX2/FMA dots of F32, F16 and BF16 rows, bitwise equal to
- * the references: 64 float lanes (F32, F16) or 32 double lanes (BF16) in the
- * layout of quant/lanes.h, held as eight 8-float (4-double) accumulators, and
- * folded in the same pairwise order.
+ * the references: 64 float lanes (F32, F16), or 32 lanes of float runs added
+ * to double (BF16), in the layout of quant/lanes.h, held as eight 8-float
+ * (4-double) accumulators, and folded in the same pairwise order.
  *
  * A tail shorter than a full 64 (32) element step is copied into a zeroed
  * buffer and run as one more step: its zero products add +0 to lanes that
@@ -86,41 +86,40 @@ static void dot_f16(int n, float *s, const void *vx, const void *vy) {
     *s = mf_fold8_ps(_mm256_add_ps(a0, a1));
 }
 
-/* 8 bf16 -> 8 floats (a bf16 is the top half of a float) -> 2 x 4 doubles */
-static inline void ld_bf16(const uint16_t *p, __m256d *lo, __m256d *hi) {
-    const __m256 f =
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    *lo = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
-    *hi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+/* 8 bf16 -> 8 floats (a bf16 is the top half of a float) */
+static inline __m256 ld_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
+/* quant/lanes.h order 4: the 32 lanes as four 8-float runs (the product of
+ * two bf16 is exact in float: fma = mul + add), added to eight 4-double
+ * lanes every MF_BF16_RUN steps of 32 */
 static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
     const uint16_t *x = vx, *y = vy;
     __m256d a[8];
     for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_pd();
     uint16_t tx[MF_DDOT_LANES], ty[MF_DDOT_LANES];
     int i = 0;
-    for (;;) {
-        const uint16_t *px = x + i, *py = y + i;
-        if (i + MF_DDOT_LANES > n) {
-            if (i == n) break;
-            memset(tx, 0, sizeof tx);
-            memset(ty, 0, sizeof ty);
-            memcpy(tx, px, (size_t)(n - i) * 2);
-            memcpy(ty, py, (size_t)(n - i) * 2);
-            px = tx;
-            py = ty;
-            i = n - MF_DDOT_LANES;
+    while (i < n) {
+        __m256 r[4];
+        for (int k = 0; k < 4; k++) r[k] = _mm256_setzero_ps();
+        for (int t = 0; t < MF_BF16_RUN && i < n; t++) {
+            const uint16_t *px = x + i, *py = y + i;
+            if (i + MF_DDOT_LANES > n) { /* zero-filled lanes add +0: a run is never -0 */
+                memset(tx, 0, sizeof tx);
+                memset(ty, 0, sizeof ty);
+                memcpy(tx, px, (size_t)(n - i) * 2);
+                memcpy(ty, py, (size_t)(n - i) * 2);
+                px = tx;
+                py = ty;
+            }
+            for (int k = 0; k < 4; k++) r[k] = _mm256_fmadd_ps(ld_bf16(px + 8 * k), ld_bf16(py + 8 * k), r[k]);
+            i += MF_DDOT_LANES;
         }
-        /* the product of two bf16 is exact in double: FMA = mul + add */
         for (int k = 0; k < 4; k++) {
-            __m256d xl, xh, yl, yh;
-            ld_bf16(px + 8 * k, &xl, &xh);
-            ld_bf16(py + 8 * k, &yl, &yh);
-            a[2 * k] = _mm256_fmadd_pd(xl, yl, a[2 * k]);
-            a[2 * k + 1] = _mm256_fmadd_pd(xh, yh, a[2 * k + 1]);
+            a[2 * k] = _mm256_add_pd(a[2 * k], _mm256_cvtps_pd(_mm256_castps256_ps128(r[k])));
+            a[2 * k + 1] = _mm256_add_pd(a[2 * k + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(r[k], 1)));
         }
-        i += MF_DDOT_LANES;
     }
     /* 32 -> 4 double lanes: +16, +8, +4 (register k holds lanes 4k..4k+3) */
     for (int k = 0; k < 4; k++) a[k] = _mm256_add_pd(a[k], a[k + 4]);

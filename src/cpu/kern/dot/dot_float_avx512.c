@@ -1,11 +1,10 @@
 /* dot_float_avx512.c - AVX-512 dots of F32, F16 and BF16 rows, bitwise equal to
  * the references: 64 float lanes (F32, F16) as four 16-float accumulators, or
- * 32 double lanes (BF16) as four 8-double accumulators, in the layout and
- * fold order of quant/lanes.h. The last partial step uses masked loads (zero
+ * 32 lanes of float runs (BF16) added to four 8-double accumulators, in the
+ * layout and fold order of quant/lanes.h. The last partial step uses masked loads (zero
  * elsewhere) and masked FMAs, so lanes without an element keep their value.
  *
- * BF16 is widened to float (a shift) and then to double, not fed to
- * vdpbf16ps: that instruction rounds its pair sums and flushes subnormals,
+ * BF16 is widened to float (a shift), not fed to vdpbf16ps: that instruction rounds its pair sums and flushes subnormals,
  * which no plain-C reference reproduces cheaply. */
 #if defined(__GNUC__) && !defined(__clang__)
 /* this level must run on AVX-512 CPUs without VNNI/BF16: keep the compiler
@@ -83,44 +82,35 @@ static void dot_f16(int n, float *s, const void *vx, const void *vy) {
     *s = fold16(_mm512_add_ps(a0, a1));
 }
 
-/* 16 bf16 (masked) -> 16 floats -> two 8-double halves */
-static inline void ld_bf16(const uint16_t *p, __mmask16 m, __m512d *lo, __m512d *hi) {
-    const __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16);
-    const __m512 f = _mm512_castsi512_ps(w);
-    *lo = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
-    *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
+/* 16 bf16 (masked) -> 16 floats (a bf16 is the top half of a float) */
+static inline __m512 ld_bf16(const uint16_t *p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+/* a run's 16 float lanes added to their two 8-double lanes */
+static inline void run_to_d(__m512 r, __m512d *lo, __m512d *hi) {
+    *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(r)));
+    *hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(r, 1)));
+}
+
+/* quant/lanes.h order 4: lanes 0-15 and 16-31 as two float runs (the
+ * product of two bf16 is exact in float: fma = mul + add), added to four
+ * 8-double lanes every MF_BF16_RUN steps of 32 */
 static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
     const uint16_t *x = vx, *y = vy;
     __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
     int i = 0;
-    /* the product of two bf16 is exact in double: FMA = mul + add */
-    for (; i + MF_DDOT_LANES <= n; i += MF_DDOT_LANES) {
-        __m512d xl, xh, yl, yh;
-        ld_bf16(x + i, 0xffff, &xl, &xh);
-        ld_bf16(y + i, 0xffff, &yl, &yh);
-        a0 = _mm512_fmadd_pd(xl, yl, a0);
-        a1 = _mm512_fmadd_pd(xh, yh, a1);
-        ld_bf16(x + i + 16, 0xffff, &xl, &xh);
-        ld_bf16(y + i + 16, 0xffff, &yl, &yh);
-        a2 = _mm512_fmadd_pd(xl, yl, a2);
-        a3 = _mm512_fmadd_pd(xh, yh, a3);
-    }
-    if (i < n) {
-        /* zero-filled lanes add +0 * +0: a lane is never -0, so it is unchanged */
-        const int r = n - i;
-        __m512d xl, xh, yl, yh;
-        ld_bf16(x + i, first16(r), &xl, &xh);
-        ld_bf16(y + i, first16(r), &yl, &yh);
-        a0 = _mm512_fmadd_pd(xl, yl, a0);
-        a1 = _mm512_fmadd_pd(xh, yh, a1);
-        if (r > 16) {
-            ld_bf16(x + i + 16, first16(r - 16), &xl, &xh);
-            ld_bf16(y + i + 16, first16(r - 16), &yl, &yh);
-            a2 = _mm512_fmadd_pd(xl, yl, a2);
-            a3 = _mm512_fmadd_pd(xh, yh, a3);
+    while (i < n) {
+        __m512 r0 = _mm512_setzero_ps(), r1 = r0;
+        /* zero-filled lanes add +0 * +0: a run is never -0, so it is unchanged */
+        for (int t = 0; t < MF_BF16_RUN && i < n; t++, i += MF_DDOT_LANES) {
+            const int rem = n - i;
+            const __mmask16 m0 = rem >= 16 ? 0xffff : first16(rem), m1 = rem >= 32 ? 0xffff : rem > 16 ? first16(rem - 16) : 0;
+            r0 = _mm512_fmadd_ps(ld_bf16(x + i, m0), ld_bf16(y + i, m0), r0);
+            r1 = _mm512_fmadd_ps(ld_bf16(x + i + 16, m1), ld_bf16(y + i + 16, m1), r1);
         }
+        run_to_d(r0, &a0, &a1);
+        run_to_d(r1, &a2, &a3);
     }
     /* 32 -> 8 double lanes: +16, +8; then +4 (256-bit halves) and the AVX2 fold */
     a0 = _mm512_add_pd(a0, a2);

@@ -28,6 +28,7 @@
 #include "cpu/kern/simd_avx2.h"
 #include "quant/blocks.h"
 #include "quant/interleave.h"
+#include "quant/lanes.h"
 #include "quant/qsearch.h"
 
 #include <immintrin.h>
@@ -688,50 +689,42 @@ X16_DM(dot_x16_q4_1, block_q4_1, q4_1_isum)
 X16_DM(dot_x16_q5_1, block_q5_1, q5_1_isum)
 
 /* ---------------- BF16 ----------------
- * As dotx16_vnni_avx512.c's: line w holds columns 2w (low halves) and 2w + 1
- * (high halves) of the 16 rows; each of the reference's 32 double lanes is
- * four 4-double vectors per group (rows 4q .. 4q + 3), kept in memory, and
- * column c adds into lane c % 32 in column order. A shift or a mask makes a
- * column's floats, which widen to double exactly; the product of two bf16 is
- * exact in double, so the fma is the reference's add. */
-static inline void bf16_line(const uint8_t *ln, __m256d ye, __m256d yo, __m256d *ae, __m256d *ao) {
-    const __m128i hi = _mm_set1_epi32((int)0xffff0000u);
-    #pragma GCC unroll 4
-    for (int q = 0; q < 4; q++) {
-        const __m128i v = _mm_loadu_si128((const __m128i *)(ln + 16 * q));
-        ae[q] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(v, 16))), ye, ae[q]);
-        ao[q] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(v, hi))), yo, ao[q]);
-    }
-}
-
+ * As dotx16_vnni_avx512.c's: line w (columns 2w and 2w + 1) feeds lanes
+ * 2w % 32 and (2w + 1) % 32; a shift or a mask of each 8-row half gives a
+ * column's floats, and one f32 fma adds them to the lane's run (two 8-float
+ * registers per lane). Every 256 columns the runs are widened and added to
+ * the double lanes (four 4-double vectors each, rows 4q .. 4q + 3). */
 static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
+    enum { BLK = MF_DDOT_LANES * MF_BF16_RUN };
     const uint8_t *g = vg;
     const uint16_t *y = vy;
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
     __m256d acc[32][4];
-    _Alignas(32) double yd[64];
+    float yf[BLK];
     for (int l = 0; l < 32; l++)
         for (int q = 0; q < 4; q++) acc[l][q] = _mm256_setzero_pd();
-    int c0 = 0;
-    for (; c0 + 64 <= n; c0 += 64) {
-        #pragma GCC unroll 8
-        for (int q = 0; q < 8; q++) {
-            const __m256 f = _mm256_castsi256_ps(
-                _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(y + c0 + 8 * q))), 16));
-            _mm256_store_pd(yd + 8 * q, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
-            _mm256_store_pd(yd + 8 * q + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
-        }
+    for (int c0 = 0; c0 < n; c0 += BLK) {
+        const int len = n - c0 < BLK ? n - c0 : BLK; /* even (the layout's rule) */
+        for (int c = 0; c < len; c++) yf[c] = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c0 + c] << 16))));
+        __m256 r[32][2];
+        for (int l = 0; l < 32; l++) r[l][0] = r[l][1] = _mm256_setzero_ps();
         const uint8_t *gc = g + 32 * (size_t)c0;
-        #pragma GCC unroll 32
-        for (int w = 0; w < 32; w++) {
+        for (int w = 0; w < len / 2; w++) {
             pf_line(gc, w);
             const int l = (2 * w) % 32;
-            bf16_line(gc + 64 * w, _mm256_set1_pd(yd[2 * w]), _mm256_set1_pd(yd[2 * w + 1]), acc[l], acc[l + 1]);
+            const __m256 ye = _mm256_set1_ps(yf[2 * w]), yo = _mm256_set1_ps(yf[2 * w + 1]);
+            #pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                const __m256i v = hl(gc, w, p);
+                r[l][p] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), ye, r[l][p]);
+                r[l + 1][p] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), yo, r[l + 1][p]);
+            }
         }
-    }
-    for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
-        const int l = c % 32;
-        bf16_line(g + 32 * (size_t)c, _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c] << 16))))),
-                  _mm256_set1_pd((double)_mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c + 1] << 16))))), acc[l], acc[l + 1]);
+        for (int l = 0; l < 32; l++)
+            for (int p = 0; p < 2; p++) {
+                acc[l][2 * p] = _mm256_add_pd(acc[l][2 * p], _mm256_cvtps_pd(_mm256_castps256_ps128(r[l][p])));
+                acc[l][2 * p + 1] = _mm256_add_pd(acc[l][2 * p + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(r[l][p], 1)));
+            }
     }
     for (int h = 16; h >= 1; h /= 2)
         for (int l = 0; l < h; l++)

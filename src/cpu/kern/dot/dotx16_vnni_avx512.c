@@ -20,6 +20,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/interleave.h"
+#include "quant/lanes.h"
 #include "quant/qsearch.h"
 
 #include <immintrin.h>
@@ -507,54 +508,57 @@ static void dot_x16_f16(int n, float *s, const void *vg, const void *vy) {
 }
 
 /* ---------------- BF16 ----------------
- * The reference adds element i into double lane i % 32 and folds the 32
- * lanes pairwise (quant/lanes.h); here each lane is two 8-double vectors
- * (rows 0-7, 8-15), kept in memory like F16's, and line w (columns 2w and
- * 2w + 1, quant/interleave.c) adds into lanes 2w % 32 and (2w + 1) % 32 in
- * column order. A bf16 is the top half of a float: a shift (even column) or
- * a mask (odd column) of the line's rows widens it, the float goes to double
- * exactly, and the product of two bf16 is exact in double, so the fma is
- * the reference's add. The activation is widened to doubles once per 64
- * columns, for all 16 rows. */
-static inline void bf16_line(const uint8_t *ln, __m512d ye, __m512d yo, __m512d *ae, __m512d *ao) {
-    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
-    #pragma GCC unroll 2
-    for (int p = 0; p < 2; p++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(ln + 32 * p));
-        const __m512d e = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-        const __m512d o = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_and_si256(v, hi)));
-        ae[p] = _mm512_fmadd_pd(e, ye, ae[p]);
-        ao[p] = _mm512_fmadd_pd(o, yo, ao[p]);
-    }
-}
-
+ * quant/lanes.h order 4: line w (columns 2w and 2w + 1, quant/interleave.c)
+ * feeds lanes 2w % 32 and (2w + 1) % 32. A bf16 is the top half of a float:
+ * a shift (even column) or a mask (odd column) of the line gives that
+ * column's 16 rows as floats, and one f32 fma per column adds them to the
+ * lane's run (16 rows in one register; the product of two bf16 is exact in
+ * f32). Every 256 columns the 32 runs are widened and added to the double
+ * lanes (two 8-double vectors each). That is two fmas per 64-byte line where
+ * all-double lanes took four conversions and four double fmas. */
 static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
+    enum { BLK = MF_DDOT_LANES * MF_BF16_RUN };
     const uint8_t *g = vg;
     const uint16_t *y = vy;
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
     __m512d acc[32][2];
-    _Alignas(64) double yd[64];
+    _Alignas(64) float yf[BLK];
     for (int l = 0; l < 32; l++) acc[l][0] = acc[l][1] = _mm512_setzero_pd();
-    int c0 = 0;
-    for (; c0 + 64 <= n; c0 += 64) {
-        #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) {
-            const __m512 f = _mm512_castsi512_ps(
-                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(y + c0 + 16 * q))), 16));
-            _mm512_store_pd(yd + 16 * q, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
-            _mm512_store_pd(yd + 16 * q + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1)));
-        }
+    for (int c0 = 0; c0 < n; c0 += BLK) {
+        const int len = n - c0 < BLK ? n - c0 : BLK; /* even (the layout's rule) */
+        int c = 0;
+        for (; c + 16 <= len; c += 16)
+            _mm512_store_ps(yf + c, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(y + c0 + c))), 16)));
+        for (; c < len; c++) yf[c] = mf_bf16_to_fp32(y[c0 + c]);
+        __m512 r[32];
+        for (int l = 0; l < 32; l++) r[l] = _mm512_setzero_ps();
         const uint8_t *gc = g + 32 * (size_t)c0;
-        #pragma GCC unroll 32
-        for (int w = 0; w < 32; w++) {
-            _mm_prefetch((const char *)gc + 64 * w + X16_PREFETCH, _MM_HINT_T0);
-            const int l = (2 * w) % 32;
-            bf16_line(gc + 64 * w, _mm512_set1_pd(yd[2 * w]), _mm512_set1_pd(yd[2 * w + 1]), acc[l], acc[l + 1]);
+        if (len == BLK) {
+            for (int w0 = 0; w0 < BLK / 2; w0 += 16) {
+                #pragma GCC unroll 16
+                for (int w = w0; w < w0 + 16; w++) {
+                    _mm_prefetch((const char *)gc + 64 * w + X16_PREFETCH, _MM_HINT_T0);
+                    const __m512i v = _mm512_loadu_si512(gc + 64 * w);
+                    const int l = (2 * w) % 32;
+                    r[l] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_set1_ps(yf[2 * w]), r[l]);
+                    r[l + 1] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_set1_ps(yf[2 * w + 1]),
+                                               r[l + 1]);
+                }
+            }
+        } else {
+            for (int w = 0; w < len / 2; w++) {
+                const __m512i v = _mm512_loadu_si512(gc + 64 * w);
+                const int l = (2 * w) % 32;
+                r[l] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_set1_ps(yf[2 * w]), r[l]);
+                r[l + 1] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_set1_ps(yf[2 * w + 1]),
+                                           r[l + 1]);
+            }
         }
-    }
-    for (int c = c0; c < n; c += 2) { /* n is even (the layout's rule) */
-        const int l = c % 32;
-        bf16_line(g + 32 * (size_t)c, _mm512_set1_pd((double)mf_bf16_to_fp32(y[c])),
-                  _mm512_set1_pd((double)mf_bf16_to_fp32(y[c + 1])), acc[l], acc[l + 1]);
+        for (int l = 0; l < 32; l++) {
+            acc[l][0] = _mm512_add_pd(acc[l][0], _mm512_cvtps_pd(_mm512_castps512_ps256(r[l])));
+            acc[l][1] = _mm512_add_pd(acc[l][1], _mm512_cvtps_pd(_mm512_extractf32x8_ps(r[l], 1)));
+        }
     }
     for (int h = 16; h >= 1; h /= 2)
         for (int l = 0; l < h; l++)
