@@ -47,6 +47,18 @@ static void dot_f32(int n, float *s, const void *vx, const void *vy) {
     *s = mf_fold8_ps(_mm256_add_ps(a0, a1));
 }
 
+/* The last partial step of 16-bit rows: the remaining m elements of x and y
+ * copied into zeroed buffers of `lanes` elements, which the step then reads
+ * in their place. */
+static inline void pad_tail16(const uint16_t **px, const uint16_t **py, int m, uint16_t *tx, uint16_t *ty, int lanes) {
+    memset(tx, 0, (size_t)lanes * 2);
+    memset(ty, 0, (size_t)lanes * 2);
+    memcpy(tx, *px, (size_t)m * 2);
+    memcpy(ty, *py, (size_t)m * 2);
+    *px = tx;
+    *py = ty;
+}
+
 static inline __m256 ld_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 static void dot_f16(int n, float *s, const void *vx, const void *vy) {
@@ -58,12 +70,7 @@ static void dot_f16(int n, float *s, const void *vx, const void *vy) {
         const uint16_t *px = x + i, *py = y + i;
         if (i + MF_FDOT_LANES > n) {
             if (i == n) break;
-            memset(tx, 0, sizeof tx);
-            memset(ty, 0, sizeof ty);
-            memcpy(tx, px, (size_t)(n - i) * 2);
-            memcpy(ty, py, (size_t)(n - i) * 2);
-            px = tx;
-            py = ty;
+            pad_tail16(&px, &py, n - i, tx, ty, MF_FDOT_LANES);
             i = n - MF_FDOT_LANES;
         }
         /* products of halves are exact, so the FMA equals the reference's mul + add */
@@ -105,14 +112,8 @@ static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
         for (int k = 0; k < 4; k++) r[k] = _mm256_setzero_ps();
         for (int t = 0; t < MF_BF16_RUN && i < n; t++) {
             const uint16_t *px = x + i, *py = y + i;
-            if (i + MF_DDOT_LANES > n) { /* zero-filled lanes add +0: a run is never -0 */
-                memset(tx, 0, sizeof tx);
-                memset(ty, 0, sizeof ty);
-                memcpy(tx, px, (size_t)(n - i) * 2);
-                memcpy(ty, py, (size_t)(n - i) * 2);
-                px = tx;
-                py = ty;
-            }
+            if (i + MF_DDOT_LANES > n) /* zero-filled lanes add +0: a run is never -0 */
+                pad_tail16(&px, &py, n - i, tx, ty, MF_DDOT_LANES);
             for (int k = 0; k < 4; k++) r[k] = _mm256_fmadd_ps(ld_bf16(px + 8 * k), ld_bf16(py + 8 * k), r[k]);
             i += MF_DDOT_LANES;
         }

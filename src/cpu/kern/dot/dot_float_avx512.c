@@ -1,11 +1,13 @@
 /* dot_float_avx512.c - AVX-512 dots of F32, F16 and BF16 rows, bitwise equal to
  * the references: 64 float lanes (F32, F16) as four 16-float accumulators, or
  * 32 lanes of float runs (BF16) added to four 8-double accumulators, in the
- * layout and fold order of quant/lanes.h. The last partial step uses masked loads (zero
- * elsewhere) and masked FMAs, so lanes without an element keep their value.
+ * layout and fold order of quant/lanes.h. The last partial step uses masked
+ * loads (zero elsewhere) and masked FMAs, so lanes without an element keep
+ * their value.
  *
- * BF16 is widened to float (a shift), not fed to vdpbf16ps: that instruction rounds its pair sums and flushes subnormals,
- * which no plain-C reference reproduces cheaply. */
+ * BF16 is widened to float (a shift), not fed to vdpbf16ps: that
+ * instruction rounds its pair sums and flushes subnormals, which no plain-C
+ * reference reproduces cheaply. */
 #if defined(__GNUC__) && !defined(__clang__)
 /* this level must run on AVX-512 CPUs without VNNI/BF16: keep the compiler
  * from emitting them (CMake compiles every *_avx512.c with those flags) */
@@ -105,7 +107,7 @@ static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
         /* zero-filled lanes add +0 * +0: a run is never -0, so it is unchanged */
         for (int t = 0; t < MF_BF16_RUN && i < n; t++, i += MF_DDOT_LANES) {
             const int rem = n - i;
-            const __mmask16 m0 = rem >= 16 ? 0xffff : first16(rem), m1 = rem >= 32 ? 0xffff : rem > 16 ? first16(rem - 16) : 0;
+            const __mmask16 m0 = first16(rem), m1 = first16(rem > 16 ? rem - 16 : 0);
             r0 = _mm512_fmadd_ps(ld_bf16(x + i, m0), ld_bf16(y + i, m0), r0);
             r1 = _mm512_fmadd_ps(ld_bf16(x + i + 16, m1), ld_bf16(y + i + 16, m1), r1);
         }
