@@ -87,7 +87,7 @@ static void init_once(void) {
         snprintf(g_note, sizeof g_note, "%s kernels (%s set; the CPU has %s)", mf_cpu_level_name(lv), why,
                  mf_cpu_level_name(g_supported));
     else snprintf(g_note, sizeof g_note, "%s kernels", mf_cpu_level_name(lv));
-    if (lv == MF_CPU_AVX512_VNNI && (mf_cpu_features() & MF_CPUF_GFNI) && !mf_env_on("MINFER_NO_GFNI")) {
+    if (lv == MF_CPU_AVX512_VNNI && mf_cpu_gfni()) {
         const size_t u = strlen(g_note);
         snprintf(g_note + u, sizeof g_note - u, ", GFNI for Q2_K/Q3_K decode");
     }

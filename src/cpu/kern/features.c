@@ -1,6 +1,7 @@
 /* features.c - which x86 SIMD extensions this CPU has and the OS enables
  * (CPUID for the instructions, XGETBV for the register state the OS saves). */
 #include "cpu/kern/features.h"
+#include "core/env.h"
 
 #include <pthread.h>
 
@@ -94,3 +95,5 @@ const char *mf_cpu_level_name(mf_cpu_level level) {
     default: return "scalar";
     }
 }
+
+bool mf_cpu_gfni(void) { return (mf_cpu_features() & MF_CPUF_GFNI) && !mf_env_on("MINFER_NO_GFNI"); }

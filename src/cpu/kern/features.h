@@ -12,6 +12,7 @@
 #ifndef MF_CPU_FEATURES_H
 #define MF_CPU_FEATURES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "quant/types.h"
@@ -57,6 +58,9 @@ mf_cpu_level mf_cpu_init(void);
  * mf_cpu_init returns from now on (models and contexts made after the call
  * use it; a level the CPU lacks is ignored). */
 void mf_cpu_level_override(mf_cpu_level level);
+/* Whether the Q2_K/Q3_K x16 kernels take GFNI: the CPU has it and
+ * MINFER_NO_GFNI is unset (read each call; tables are built once). */
+bool mf_cpu_gfni(void);
 /* "scalar", "AVX2", "AVX-512", "AVX-512 VNNI". */
 const char *mf_cpu_level_name(mf_cpu_level level);
 

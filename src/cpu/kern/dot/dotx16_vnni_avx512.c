@@ -13,7 +13,6 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("no-avx512bf16")
 #endif
-#include "core/env.h"
 #include "cpu/kern/features.h"
 #include "cpu/kern/kernels.h"
 #include "cpu/kern/simd_avx2.h"
@@ -572,7 +571,7 @@ void mf_cpu_reg_dotx16_vnni_avx512(mf_type_traits *tab) {
     tab[MF_TYPE_Q6_K].vec_dot_x16 = dot_x16_q6_k;
     /* GFNI where the CPU has it (Ice Lake, Zen 4 and later), unless
      * MINFER_NO_GFNI=1 (the tests run both) */
-    const bool gfni = (mf_cpu_features() & MF_CPUF_GFNI) && !mf_env_on("MINFER_NO_GFNI");
+    const bool gfni = mf_cpu_gfni();
     tab[MF_TYPE_Q2_K].vec_dot_x16 = gfni ? dot_x16_q2_k_gfni : dot_x16_q2_k;
     tab[MF_TYPE_Q3_K].vec_dot_x16 = gfni ? dot_x16_q3_k_gfni : dot_x16_q3_k;
     tab[MF_TYPE_Q5_K].vec_dot_x16 = dot_x16_q5_k;
