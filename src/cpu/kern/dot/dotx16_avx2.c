@@ -705,7 +705,11 @@ static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
         for (int q = 0; q < 4; q++) acc[l][q] = _mm256_setzero_pd();
     for (int c0 = 0; c0 < n; c0 += BLK) {
         const int len = n - c0 < BLK ? n - c0 : BLK; /* even (the layout's rule) */
-        for (int c = 0; c < len; c++) yf[c] = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c0 + c] << 16))));
+        int c = 0;
+        for (; c + 8 <= len; c += 8) /* the block's activations as floats, once for all 16 rows */
+            _mm256_storeu_ps(yf + c, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(y + c0 + c))), 16)));
+        for (; c < len; c++) yf[c] = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)y[c0 + c] << 16))));
         __m256 r[32][2];
         for (int l = 0; l < 32; l++) r[l][0] = r[l][1] = _mm256_setzero_ps();
         const uint8_t *gc = g + 32 * (size_t)c0;
