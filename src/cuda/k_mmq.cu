@@ -45,8 +45,10 @@
 /* rows per chunk, 16, 32 or 64 (MINFER_CUDA_MMQ_CHUNK; the values do not
  * depend on it): smaller chunks give the grid more blocks and each warp
  * fewer accumulators, and read the weights once per chunk (from L2 after
- * the first) */
-int mfc_mmq_chunk = MQ_ROWS;
+ * the first). 16: at 64 rows on an H100 (bench_mmvq -r 64, qwen3-4b
+ * Q4_K shapes) chunks of 16 took 23.5-96.5 us where chunks of 64 took
+ * 33-122 (down: 48 against 78) */
+int mfc_mmq_chunk = 16;
 
 /* the most rows these kernels take (MINFER_CUDA_MMQ_ROWS): every count by
  * default, prefill included (measured faster than the f16 tiles at 512) */
@@ -331,7 +333,10 @@ __global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int row
 /* warps per group of 8 weight rows: enough warps in the grid, and loads in
  * flight, for the narrow products (n of 2560 at k of 4096 and more); a
  * function of k alone, so the sum order is too */
+int mfc_mmq_w = 0;
+
 extern "C" int mfc_mmq_team(int k) {
+    if (mfc_mmq_w == 1 || mfc_mmq_w == 2 || mfc_mmq_w == 4) return mfc_mmq_w;
     const int nsb = k / 256;
     return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
 }

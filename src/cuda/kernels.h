@@ -102,6 +102,7 @@ extern int mfc_mmq_chunk; /* activation rows per launch chunk: 16, 32 or 64 */
 /* the int8 tensor-core products (any rows, in chunks of 64), as mfc_mmvq_n */
 void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
 int mfc_mmq_team(int k);
+extern int mfc_mmq_w; /* 1, 2 or 4 forces mfc_mmq_team (benchmarks; 0: by k) */
 /* mfc_mmq_tile_rows rows or more with both operands staged in shared
  * memory (k_mmq_tile.cu); false (nothing queued) for fewer rows, other types, or
  * with mfc_mmq_tile_on off (MINFER_CUDA_MMQ_TILE=0) */

@@ -2,13 +2,15 @@
  * models, as a share of the device's copy bandwidth: what the matvec
  * kernels leave on the table, without the rest of a decode step around them.
  *
- *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-r rows] [-tc 1]
+ *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-tr rows]
  *     -w  warps per weight row (0: the backend's choice by k)
  *     -r  activation rows: 1..8 dp4a, 9..512 int8 mma (chunks of 64)
  *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
  *     -c 16|32|64: the int8 mma kernel's rows per chunk
  *     -t 0|1: over 8 rows, k_mmq.cu's kernel (0) or the shared-memory tiles
  *        of k_mmq_tile.cu (1, the default; from 65 rows)
+ *     -W 1|2|4: warps per 8 weight rows in k_mmq.cu's kernel (0: by k)
+ *     -tr N: the fewest rows the shared-memory tiles take (default 65)
  *
  * Each shape's weights are constant bytes in several copies (over 256 MB in
  * all, beyond the L2), cycled through so every launch reads from HBM; 64
@@ -70,8 +72,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-tc")) tc = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-c")) mfc_mmq_chunk = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) mfc_mmq_tile_on = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "-W")) mfc_mmq_w = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-tr")) mfc_mmq_tile_rows = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-r rows] [-tc 1] [-c 16|32|64]\n");
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-c 16|32|64] [-t 0|1] [-tr rows]\n");
             return 2;
         }
     }

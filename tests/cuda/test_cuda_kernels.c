@@ -85,6 +85,7 @@ static void check_type(int type, int k, int n) {
      * the same at every row count (in chunks of 64 past 64 rows) */
     float *first_mq = malloc(sizeof(float) * (size_t)R * n), *first_tl = malloc(sizeof(float) * (size_t)R * n);
     int first_rows = 0, first_tile = 0;
+    const int chunk0 = mfc_mmq_chunk;
     for (int mode = 0; mode < 3; mode++) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
@@ -156,7 +157,7 @@ static void check_type(int type, int k, int n) {
             }
             }
             mfc_mmvq_w = 0;
-            mfc_mmq_chunk = 64;
+            mfc_mmq_chunk = chunk0;
             mfc_mmq_tile_on = true;
             mfc_mmq_tile_rows = 65;
         }
