@@ -93,17 +93,19 @@ static void dot_f16(int n, float *s, const void *vx, const void *vy) {
     *s = mf_fold8_ps(_mm256_add_ps(a0, a1));
 }
 
-/* 8 bf16 -> 8 floats (a bf16 is the top half of a float) */
-static inline __m256 ld_bf16(const uint16_t *p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-}
-
-/* quant/lanes.h order 4: the 32 lanes as four 8-float runs (the product of
- * two bf16 is exact in float: fma = mul + add), added to eight 4-double
- * lanes every MF_BF16_RUN steps of 32 */
+/* quant/lanes.h order 4, with the lanes held out of place: a 32-bit word
+ * of bf16 holds columns 2w and 2w + 1, and a shift (even column) or a mask
+ * (odd column) turns it into that column's float, with no widening
+ * shuffle. So of the 32 lanes, register E0 holds the even lanes 0..14, O0
+ * the odd 1..15, E1 and O1 the same of 16..31. Each lane's float run (the
+ * product of two bf16 is exact in float: fma = mul + add) and its double
+ * sums are the reference's; the fold at the end pairs the same lanes in
+ * the same order (+16, +8, +4, then mf_fold4_pd), so the result has the
+ * reference's bits. */
 static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
     const uint16_t *x = vx, *y = vy;
-    __m256d a[8];
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256d a[8]; /* per run register q (E0, O0, E1, O1): a[2q] its first 4 lanes, a[2q + 1] the next 4 */
     for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_pd();
     uint16_t tx[MF_DDOT_LANES], ty[MF_DDOT_LANES];
     int i = 0;
@@ -114,7 +116,14 @@ static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
             const uint16_t *px = x + i, *py = y + i;
             if (i + MF_DDOT_LANES > n) /* zero-filled lanes add +0: a run is never -0 */
                 pad_tail16(&px, &py, n - i, tx, ty, MF_DDOT_LANES);
-            for (int k = 0; k < 4; k++) r[k] = _mm256_fmadd_ps(ld_bf16(px + 8 * k), ld_bf16(py + 8 * k), r[k]);
+            for (int h = 0; h < 2; h++) {
+                const __m256i vx16 = _mm256_loadu_si256((const __m256i *)(px + 16 * h));
+                const __m256i vy16 = _mm256_loadu_si256((const __m256i *)(py + 16 * h));
+                r[2 * h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(vx16, 16)),
+                                           _mm256_castsi256_ps(_mm256_slli_epi32(vy16, 16)), r[2 * h]);
+                r[2 * h + 1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(vx16, hi)),
+                                               _mm256_castsi256_ps(_mm256_and_si256(vy16, hi)), r[2 * h + 1]);
+            }
             i += MF_DDOT_LANES;
         }
         for (int k = 0; k < 4; k++) {
@@ -122,11 +131,15 @@ static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
             a[2 * k + 1] = _mm256_add_pd(a[2 * k + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(r[k], 1)));
         }
     }
-    /* 32 -> 4 double lanes: +16, +8, +4 (register k holds lanes 4k..4k+3) */
+    /* +16: lanes l and l + 16 sit at the same place of E0/E1 and O0/O1 */
     for (int k = 0; k < 4; k++) a[k] = _mm256_add_pd(a[k], a[k + 4]);
-    a[0] = _mm256_add_pd(a[0], a[2]);
-    a[1] = _mm256_add_pd(a[1], a[3]);
-    *s = (float)mf_fold4_pd(_mm256_add_pd(a[0], a[1]));
+    /* +8: even lanes {0,2,4,6} + {8,10,12,14}, odd {1,3,5,7} + {9,11,13,15} */
+    const __m256d ev = _mm256_add_pd(a[0], a[1]), od = _mm256_add_pd(a[2], a[3]);
+    /* +4: lanes 0 + 4 and 2 + 6 from the even, 1 + 5 and 3 + 7 from the odd */
+    const __m128d e = _mm_add_pd(_mm256_castpd256_pd128(ev), _mm256_extractf128_pd(ev, 1)); /* lanes 0, 2 */
+    const __m128d o = _mm_add_pd(_mm256_castpd256_pd128(od), _mm256_extractf128_pd(od, 1)); /* lanes 1, 3 */
+    const __m256d l4 = _mm256_set_m128d(_mm_unpackhi_pd(e, o), _mm_unpacklo_pd(e, o));   /* lanes 0, 1, 2, 3 */
+    *s = (float)mf_fold4_pd(l4);
 }
 
 void mf_cpu_reg_dot_float_avx2(mf_type_traits *tab) {
