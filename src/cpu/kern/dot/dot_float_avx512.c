@@ -84,50 +84,52 @@ static void dot_f16(int n, float *s, const void *vx, const void *vy) {
     *s = fold16(_mm512_add_ps(a0, a1));
 }
 
-/* 16 bf16 (masked) -> 16 floats (a bf16 is the top half of a float) */
-static inline __m512 ld_bf16(const uint16_t *p, __mmask16 m) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-
-static inline __m512 ld_bf16_full(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
 /* a run's 16 float lanes added to their two 8-double lanes */
 static inline void run_to_d(__m512 r, __m512d *lo, __m512d *hi) {
     *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(r)));
     *hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(r, 1)));
 }
 
-/* quant/lanes.h order 4: lanes 0-15 and 16-31 as two float runs (the
- * product of two bf16 is exact in float: fma = mul + add), added to four
- * 8-double lanes every MF_BF16_RUN steps of 32 */
+/* quant/lanes.h order 4, with the lanes held out of place: a 32-bit word
+ * of bf16 holds columns 2w and 2w + 1, and a shift (even column) or a mask
+ * (odd column) turns it into that column's float with no widening shuffle.
+ * So register E holds the even lanes 0, 2, .., 30 and O the odd ones. Each
+ * lane's float run (the product of two bf16 is exact in float: fma = mul +
+ * add) and its double sums are the reference's, and the fold at the end
+ * pairs the same lanes in the same order (+16, +8, +4, mf_fold4_pd), so
+ * the bits are the reference's. Masked loads only for the tail: on every
+ * step they ran 5x slower streamed from memory. */
 static void dot_bf16(int n, float *s, const void *vx, const void *vy) {
     const uint16_t *x = vx, *y = vy;
-    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    /* ae: even lanes 0..14 (ae[0]) and 16..30 (ae[1]); ao: the odd ones */
+    __m512d ae[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, ao[2] = {ae[0], ae[0]};
     int i = 0;
     while (i < n) {
-        __m512 r0 = _mm512_setzero_ps(), r1 = r0;
+        __m512 re = _mm512_setzero_ps(), ro = re;
         /* zero-filled lanes add +0 * +0: a run is never -0, so it is unchanged */
         for (int t = 0; t < MF_BF16_RUN && i < n; t++, i += MF_DDOT_LANES) {
             const int rem = n - i;
-            if (rem >= 32) { /* masked loads only for the tail: streamed from memory they ran 5x slower */
-                r0 = _mm512_fmadd_ps(ld_bf16_full(x + i), ld_bf16_full(y + i), r0);
-                r1 = _mm512_fmadd_ps(ld_bf16_full(x + i + 16), ld_bf16_full(y + i + 16), r1);
-                continue;
-            }
-            const __mmask16 m0 = first16(rem), m1 = first16(rem > 16 ? rem - 16 : 0);
-            r0 = _mm512_fmadd_ps(ld_bf16(x + i, m0), ld_bf16(y + i, m0), r0);
-            r1 = _mm512_fmadd_ps(ld_bf16(x + i + 16, m1), ld_bf16(y + i + 16, m1), r1);
+            const __mmask32 m = rem >= 32 ? 0xffffffffu : (__mmask32)((1u << rem) - 1);
+            const __m512i vx32 = rem >= 32 ? _mm512_loadu_si512(x + i) : _mm512_maskz_loadu_epi16(m, x + i);
+            const __m512i vy32 = rem >= 32 ? _mm512_loadu_si512(y + i) : _mm512_maskz_loadu_epi16(m, y + i);
+            re = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(vx32, 16)),
+                                 _mm512_castsi512_ps(_mm512_slli_epi32(vy32, 16)), re);
+            ro = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(vx32, hi)),
+                                 _mm512_castsi512_ps(_mm512_and_si512(vy32, hi)), ro);
         }
-        run_to_d(r0, &a0, &a1);
-        run_to_d(r1, &a2, &a3);
+        run_to_d(re, &ae[0], &ae[1]);
+        run_to_d(ro, &ao[0], &ao[1]);
     }
-    /* 32 -> 8 double lanes: +16, +8; then +4 (256-bit halves) and the AVX2 fold */
-    a0 = _mm512_add_pd(a0, a2);
-    a1 = _mm512_add_pd(a1, a3);
-    a0 = _mm512_add_pd(a0, a1);
-    *s = (float)mf_fold4_pd(_mm256_add_pd(_mm512_castpd512_pd256(a0), _mm512_extractf64x4_pd(a0, 1)));
+    /* +16: lanes 2w and 2w + 16 sit at place w of ae[0] and ae[1] (odd alike) */
+    const __m512d ev = _mm512_add_pd(ae[0], ae[1]), od = _mm512_add_pd(ao[0], ao[1]);
+    /* +8: even lanes {0, 2, 4, 6} + {8, .., 14}; odd {1, .., 7} + {9, .., 15} */
+    const __m256d e8 = _mm256_add_pd(_mm512_castpd512_pd256(ev), _mm512_extractf64x4_pd(ev, 1));
+    const __m256d o8 = _mm256_add_pd(_mm512_castpd512_pd256(od), _mm512_extractf64x4_pd(od, 1));
+    /* +4: lanes 0 + 4 and 2 + 6 from the even, 1 + 5 and 3 + 7 from the odd */
+    const __m128d e = _mm_add_pd(_mm256_castpd256_pd128(e8), _mm256_extractf128_pd(e8, 1));
+    const __m128d o = _mm_add_pd(_mm256_castpd256_pd128(o8), _mm256_extractf128_pd(o8, 1));
+    *s = (float)mf_fold4_pd(_mm256_set_m128d(_mm_unpackhi_pd(e, o), _mm_unpacklo_pd(e, o)));
 }
 
 void mf_cpu_reg_dot_float_avx512(mf_type_traits *tab) {
