@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "token/pretok.h"
+#include "token/pair_heap.h"
 #include "token/utf8.h"
 #include "token/vocab_impl.h"
 
@@ -142,41 +143,7 @@ static inline bool pair_less(const bpe_pair *a, const bpe_pair *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static void heap_push(bpe_scratch *s, bpe_pair p) {
-    if (s->heap_n == s->heap_cap) {
-        size_t nc = s->heap_cap ? s->heap_cap * 2 : 64;
-        bpe_pair *h = realloc(s->heap, nc * sizeof *h);
-        if (!h) {
-            s->oom = true;
-            return;
-        }
-        s->heap = h;
-        s->heap_cap = nc;
-    }
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!pair_less(&p, &s->heap[up])) break;
-        s->heap[i] = s->heap[up];
-        i = up;
-    }
-    s->heap[i] = p;
-}
-
-static bpe_pair heap_pop(bpe_scratch *s) {
-    bpe_pair top = s->heap[0], last = s->heap[--s->heap_n];
-    size_t i = 0, n = s->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && pair_less(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!pair_less(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n) s->heap[i] = last;
-    return top;
-}
+MF_PAIR_HEAP(bpe_scratch, bpe_pair, pair_less)
 
 static void try_pair(const mf_vocab *v, bpe_scratch *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "token/pair_heap.h"
 #include "token/utf8.h"
 #include "token/vocab_impl.h"
 
@@ -34,41 +35,7 @@ static inline bool pair_before(const spm_pair *a, const spm_pair *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static void heap_push(spm_state *s, spm_pair p) {
-    if (s->heap_n == s->heap_cap) {
-        size_t nc = s->heap_cap ? s->heap_cap * 2 : 64;
-        spm_pair *h = realloc(s->heap, nc * sizeof *h);
-        if (!h) {
-            s->oom = true;
-            return;
-        }
-        s->heap = h;
-        s->heap_cap = nc;
-    }
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!pair_before(&p, &s->heap[up])) break;
-        s->heap[i] = s->heap[up];
-        i = up;
-    }
-    s->heap[i] = p;
-}
-
-static spm_pair heap_pop(spm_state *s) {
-    spm_pair top = s->heap[0], last = s->heap[--s->heap_n];
-    size_t i = 0, n = s->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && pair_before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!pair_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n) s->heap[i] = last;
-    return top;
-}
+MF_PAIR_HEAP(spm_state, spm_pair, pair_before)
 
 static void try_pair(spm_state *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
