@@ -31,7 +31,8 @@
 static inline const mf_type_traits *level_traits(int t) { return mf_cpu_traits_for_level(t, mf_cpu_init()); }
 
 static const mf_type k_types[] = {MF_TYPE_Q4_K, MF_TYPE_Q5_K,   MF_TYPE_Q6_K,   MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS,
-                                  MF_TYPE_Q4_0, MF_TYPE_Q5_0,   MF_TYPE_Q8_0,   MF_TYPE_IQ4_NL, MF_TYPE_F16};
+                                  MF_TYPE_Q4_0, MF_TYPE_Q5_0,   MF_TYPE_Q8_0,   MF_TYPE_IQ4_NL, MF_TYPE_F16,
+                                  MF_TYPE_BF16};
 #define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
 static const mf_cpu_level k_levels[] = {MF_CPU_AVX2, MF_CPU_AVX512, MF_CPU_AVX512_VNNI};
 
@@ -65,6 +66,10 @@ static void make_weights(qrand *r, mf_type t, int wmode, int64_t k, int n_out, u
         /* finite scales (raw f16 bytes are often inf / NaN) */
         switch (t) {
         case MF_TYPE_F16: *(mf_fp16 *)p = wmode == W_RAW ? rand_f16(r, -8, 8) : mf_fp32_to_fp16(wmode == W_MAX ? 3.0f : 0.0f); break;
+        case MF_TYPE_BF16: /* finite: raw bytes are often NaN; a wider exponent range than f16's */
+            *(uint16_t *)p = mf_fp32_to_bf16(wmode == W_RAW ? ldexpf(mf_fp16_to_fp32(rand_f16(r, -8, 8)), (int)(qrand_uniform(r) * 40) - 20)
+                                                            : wmode == W_MAX ? 3.0f : 0.0f);
+            break;
         case MF_TYPE_Q4_0: ((block_q4_0 *)p)->d = rand_f16(r, -14, 4); break;
         case MF_TYPE_Q5_0: ((block_q5_0 *)p)->d = rand_f16(r, -14, 4); break;
         case MF_TYPE_Q8_0: ((block_q8_0 *)p)->d = rand_f16(r, -14, 4); break;
@@ -406,6 +411,10 @@ static void matmul_tests(void) {
     const mf_type f[] = {MF_TYPE_F16, MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q4_1};
     const int nf[] = {45, 20, 19, 9};
     matmul_case(f, 4, 256, nf, 50, &r);
+    /* BF16: ragged lanes and a partial run of 8 in the last block */
+    const mf_type bf[] = {MF_TYPE_BF16, MF_TYPE_Q8_0};
+    const int nbf[] = {45, 32};
+    matmul_case(bf, 2, 296, nbf, 50, &r);
     /* at the live kind's threshold and just below it (vec_dot) */
     const mf_type single[] = {MF_TYPE_Q6_K};
     const int ns[] = {200};
@@ -506,6 +515,10 @@ static void x16_tests(void) {
     x16_case(f16, 2, 200, nf16, &r);
     const int nf16b[] = {32, 16};
     x16_case(f16, 2, 896, nf16b, &r);
+    /* BF16 panels too (14 rows from the groups' column pairs) */
+    const mf_type bf16[] = {MF_TYPE_BF16, MF_TYPE_Q8_0};
+    x16_case(bf16, 2, 200, nf16, &r);
+    x16_case(bf16, 2, 896, nf16b, &r);
     /* rows longer than get_rows' 4 KiB unpack buffer: looked up in chunks */
     const mf_type big[] = {MF_TYPE_F16, MF_TYPE_Q8_0};
     const int nbig[] = {16, 16};

@@ -104,6 +104,7 @@ mf_type mf_gemm_act_type(mf_gemm_act act) {
     case MF_GEMM_ACT_Q8K_AMX: return MF_TYPE_Q8_K;
     case MF_GEMM_ACT_Q80:
     case MF_GEMM_ACT_Q80_AMX: return MF_TYPE_Q8_0;
+    case MF_GEMM_ACT_BF16:
     case MF_GEMM_ACT_BF16_AMX: return MF_TYPE_BF16;
     default: return MF_TYPE_F16;
     }
@@ -181,16 +182,17 @@ static void tile_q80(const block_q8_0 *y, int t, int nt, int64_t k, uint8_t *til
 #include <emmintrin.h>
 #endif
 
-/* F16 tile: nt converted rows (zero past ntok) into column entries of nt
- * values in the F16 column order. 8 tokens x 8 columns at a time through an
- * 8 x 8 transpose of 16-bit values (SSE2, part of every x86-64). */
-static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile) {
+/* F16 / BF16 tile: nt converted rows (zero past ntok) of 16-bit values into
+ * column entries of nt values in the F16 (L = 64) or BF16 (L = 32) column
+ * order. 8 tokens x 8 columns at a time through an 8 x 8 transpose of
+ * 16-bit values (SSE2, part of every x86-64). */
+static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile, const int L) {
     int64_t start[64]; /* first position of lane l */
     int64_t pos = 0;
-    for (int kk = 0; kk < 64; kk++) {
-        const int l = mf_gemm_rev6(kk);
+    for (int kk = 0; kk < L; kk++) {
+        const int l = L == 64 ? mf_gemm_rev6(kk) : mf_gemm_rev5(kk);
         start[l] = pos;
-        pos += mf_gemm_lane_count(l, k);
+        pos += L == 64 ? mf_gemm_lane_count(l, k) : mf_gemm_lane32_count(l, k);
     }
     int64_t c8 = 0;
 #if defined(__SSE2__)
@@ -209,15 +211,15 @@ static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile) {
                 for (int i = 0; i < 4; i++) {
                     const __m128i lo = _mm_unpacklo_epi64(b[i], b[i + 4]), hi = _mm_unpackhi_epi64(b[i], b[i + 4]);
                     const int64_t ca = c0 + 2 * i, cb = ca + 1;
-                    _mm_storeu_si128((__m128i *)(tile + ((size_t)(start[ca % 64] + ca / 64) * (size_t)nt + (size_t)t0) * 2), lo);
-                    _mm_storeu_si128((__m128i *)(tile + ((size_t)(start[cb % 64] + cb / 64) * (size_t)nt + (size_t)t0) * 2), hi);
+                    _mm_storeu_si128((__m128i *)(tile + ((size_t)(start[ca % L] + ca / L) * (size_t)nt + (size_t)t0) * 2), lo);
+                    _mm_storeu_si128((__m128i *)(tile + ((size_t)(start[cb % L] + cb / L) * (size_t)nt + (size_t)t0) * 2), hi);
                 }
             }
     }
 #endif
     for (int t = 0; t < nt; t++)
         for (int64_t c = c8; c < k; c++)
-            memcpy(tile + ((size_t)(start[c % 64] + c / 64) * (size_t)nt + (size_t)t) * 2, &y[(size_t)t * (size_t)k + c], 2);
+            memcpy(tile + ((size_t)(start[c % L] + c / L) * (size_t)nt + (size_t)t) * 2, &y[(size_t)t * (size_t)k + c], 2);
 }
 
 /* The bf16 tiles (gemm_layout.h): token t's columns of step s at
@@ -244,16 +246,16 @@ static void tile_bf(int hl, const float *x, size_t ld, int ntok, int64_t k, mf_f
 
 size_t mf_gemm_tile_tmp_bytes(mf_gemm_act act, int nt, int64_t k) {
     const size_t row = mf_row_size(mf_gemm_act_type(act), k);
-    return act == MF_GEMM_ACT_F16 ? row * (size_t)nt : row;
+    return act == MF_GEMM_ACT_F16 || act == MF_GEMM_ACT_BF16 ? row * (size_t)nt : row;
 }
 
 void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int ntok, int64_t k,
                         mf_from_float_fn from_float, uint8_t *tmp, uint8_t *tile) {
-    if (act == MF_GEMM_ACT_F16) {
-        const size_t row = mf_row_size(MF_TYPE_F16, k);
+    if (act == MF_GEMM_ACT_F16 || act == MF_GEMM_ACT_BF16) { /* both 16-bit: the same transposes */
+        const size_t row = (size_t)k * 2;
         for (int t = 0; t < ntok; t++) from_float(x + (size_t)t * ld, tmp + (size_t)t * row, k);
         memset(tmp + (size_t)ntok * row, 0, (size_t)(nt - ntok) * row);
-        tile_f16((const mf_fp16 *)tmp, nt, k, tile);
+        tile_f16((const mf_fp16 *)tmp, nt, k, tile, act == MF_GEMM_ACT_F16 ? 64 : 32);
         return;
     }
     if (ntok < nt || act == MF_GEMM_ACT_BF16_AMX || act == MF_GEMM_ACT_F16HL_AMX)

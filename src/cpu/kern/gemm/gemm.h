@@ -36,6 +36,7 @@ typedef enum mf_gemm_act {
     MF_GEMM_ACT_Q8K, /* K-quants: Q8_K */
     MF_GEMM_ACT_Q80, /* 32-element block types: Q8_0 */
     MF_GEMM_ACT_F16, /* F16 */
+    MF_GEMM_ACT_BF16, /* BF16 */
     /* AMX kernels: the Q8K / Q80 tile followed by the activation bytes
      * token-major, the operand a tile multiply loads (gemm_layout.h) */
     MF_GEMM_ACT_Q8K_AMX,
@@ -102,7 +103,7 @@ const mf_gemm_kind *mf_gemm_get_level(mf_type type, mf_cpu_level level);
 
 /* Bytes of one tile of nt tokens over k columns. */
 size_t mf_gemm_tile_bytes(mf_gemm_act act, int nt, int64_t k);
-/* The type a tile layout is built from (Q8_K, Q8_0, F16). */
+/* The type a tile layout is built from (Q8_K, Q8_0, F16, BF16). */
 mf_type mf_gemm_act_type(mf_gemm_act act);
 /* Bytes of the scratch mf_gemm_tile_build needs (converted rows). */
 size_t mf_gemm_tile_tmp_bytes(mf_gemm_act act, int nt, int64_t k);

@@ -41,6 +41,7 @@
 #include "cpu/kern/gemm/gemm_layout.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
+#include "quant/lanes.h"
 #include "quant/qsearch.h"
 
 static inline int32_t ld32(const void *p) {
@@ -1152,6 +1153,136 @@ static void pack_f16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k,
 static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_F16, F_TV * VL, F_R, F_R, 1,
                                       F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16, F16_PACK_X16, NULL, 0};
 
+#if MF_GEMM_W == 512
+/* ======================= BF16 kernel ======================= */
+
+/* As F16's (tokens in vector lanes, weights broadcast from a panel of
+ * floats, F_R rows x F_TV * 16 tokens), over BF16's order (gemm_layout.h):
+ * per lane, the columns in runs of MF_BF16_RUN, each run an f32 fma chain
+ * (the product of two bf16 is exact in float) added to the lane's double;
+ * the finished lanes fold on a stack of doubles, earlier + later, which is
+ * quant/lanes.h's +16, +8, +4, +2, +1. So every output has vec_dot's bits.
+ * A run's doubles cost two conversions and two adds per 8 fmas per
+ * accumulator: the price of that order, where vdpbf16ps would round
+ * differently. */
+static void bf16_starts(int64_t k, int64_t start[32]) {
+    int64_t pos = 0;
+    for (int kk = 0; kk < 32; kk++) {
+        const int l = mf_gemm_rev5(kk);
+        start[l] = pos;
+        pos += mf_gemm_lane32_count(l, k);
+    }
+}
+
+static size_t panel_bytes_bf16(int64_t k) { return (size_t)k * F_R * sizeof(float); }
+
+/* F_R rows into the panel: column c of lane l = c % 32 at start[l] + c / 32,
+ * its rows side by side as floats (weights not in the x16 layout) */
+static void pack_bf16(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
+    float *o = (float *)panel;
+    int64_t start[32];
+    bf16_starts(k, start);
+    for (int64_t c = 0; c < k; c++) {
+        float *dst = o + (start[c % 32] + c / 32) * F_R;
+        for (int r = 0; r < F_R; r++) {
+            uint16_t h = 0;
+            if (r < nrows) memcpy(&h, w + (size_t)r * row_bytes + (size_t)c * 2, 2);
+            dst[r] = mf_bf16_to_fp32(h);
+        }
+    }
+}
+
+/* The panel from the x16 layout: line j of a group holds columns 2j and
+ * 2j + 1 of its 16 rows, one dword per row (quant/interleave.h), so a
+ * column's 16 floats are the line shifted (even) or masked (odd); rows of
+ * a panel that straddles two groups come from both through one permute. */
+static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
+    float *o = (float *)panel;
+    if (nrows <= 0) {
+        memset(panel, 0, panel_bytes_bf16(k));
+        return;
+    }
+    const int64_t g0 = row0 / 16;
+    const int off = (int)(row0 % 16), two = (row0 + nrows - 1) / 16 > g0;
+    const uint8_t *a = x16 + (size_t)g0 * 32 * (size_t)k, *b = a + 32 * (size_t)k;
+    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(off), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    const __mmask16 keep = (__mmask16)((1u << F_R) - 1), valid = (__mmask16)(nrows >= 16 ? 0xffffu : (1u << nrows) - 1);
+    for (int kk = 0; kk < 32; kk++) {
+        for (int64_t c = mf_gemm_rev5(kk); c < k; c += 32, o += F_R) {
+            const size_t line = 64 * (size_t)(c / 2);
+            const __m512i la = _mm512_loadu_si512(a + line);
+            const __m512i lb = two ? _mm512_loadu_si512(b + line) : _mm512_setzero_si512();
+            const __m512 v0 = _mm512_castsi512_ps(c % 2 ? _mm512_and_si512(la, hi) : _mm512_slli_epi32(la, 16));
+            const __m512 v1 = _mm512_castsi512_ps(c % 2 ? _mm512_and_si512(lb, hi) : _mm512_slli_epi32(lb, 16));
+            _mm512_mask_storeu_ps(o, keep, _mm512_maskz_permutex2var_ps(valid, v0, idx, v1));
+        }
+    }
+}
+
+/* 16 bf16 at p as floats */
+static inline __m512 bf16x16(const uint8_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
+                      int nrows, int ntok) {
+    (void)pb;
+    enum { R = F_R, TV = F_TV, NT = F_TV * 16, NA = F_R * F_TV * 16 };
+    _Alignas(64) double stk[5][NA]; /* 32 lanes: at most 5 pending subtrees */
+    _Alignas(64) double ln[NA];     /* the lane being summed: [r][token] */
+    int depth = 0;
+    const float *wp = (const float *)panel;
+    const uint8_t *tp = tile;
+    for (int kk = 0; kk < 32; kk++) {
+        for (int i = 0; i < NA; i += 8) _mm512_store_pd(ln + i, _mm512_setzero_pd());
+        const int64_t n = mf_gemm_lane32_count(mf_gemm_rev5(kk), k);
+        for (int64_t i0 = 0; i0 < n; i0 += MF_BF16_RUN) {
+            const int64_t steps = n - i0 < MF_BF16_RUN ? n - i0 : MF_BF16_RUN;
+            __m512 acc[R][TV];
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < TV; v++) acc[r][v] = _mm512_setzero_ps();
+            for (int64_t st = 0; st < steps; st++, wp += R, tp += (size_t)NT * 2) {
+                __m512 a[TV];
+#pragma GCC unroll 4
+                for (int v = 0; v < TV; v++) a[v] = bf16x16(tp + (size_t)v * 32);
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    const __m512 bw = _mm512_set1_ps(wp[r]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < TV; v++) acc[r][v] = _mm512_fmadd_ps(bw, a[v], acc[r][v]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < TV; v++) {
+                    double *d = ln + ((size_t)r * TV + v) * 16;
+                    _mm512_store_pd(d, _mm512_add_pd(_mm512_load_pd(d), _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][v]))));
+                    _mm512_store_pd(d + 8, _mm512_add_pd(_mm512_load_pd(d + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc[r][v], 1))));
+                }
+        }
+        /* the fold as a binary counter: a finished pair of subtrees adds as
+         * earlier (on the stack) + later (ln) */
+        for (int c = kk + 1; (c & 1) == 0; c >>= 1) {
+            depth--;
+            for (int i = 0; i < NA; i += 8)
+                _mm512_store_pd(ln + i, _mm512_add_pd(_mm512_load_pd(&stk[depth][i]), _mm512_load_pd(ln + i)));
+        }
+        memcpy(stk[depth], ln, sizeof ln);
+        depth++;
+    }
+    for (int r = 0; r < R && r < nrows; r++)
+        for (int t = 0; t < ntok; t++) out[(size_t)t * ldo + r] = (float)stk[0][(size_t)r * NT + t];
+}
+
+/* the same crossover as F16's (both pay a float panel and 32-token tiles) */
+static const mf_gemm_kind kind_bf16 = {"bf16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_BF16, F_TV * VL, F_R, F_R, 1,
+                                       F_MIN_ROWS, panel_bytes_bf16, pack_bf16, kern_bf16, pack_bf16_x16, NULL, 0};
+#endif
+
 static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q4_K] = &kind_q4k;
     tab[MF_TYPE_Q5_K] = &kind_q5k;
@@ -1168,5 +1299,8 @@ static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_IQ4_NL] = &kind_iq4_nl;
 #endif
     tab[MF_TYPE_F16] = &kind_f16;
+#if MF_GEMM_W == 512
+    tab[MF_TYPE_BF16] = &kind_bf16;
+#endif
 }
 #endif /* MF_GEMM_PACK_ONLY */

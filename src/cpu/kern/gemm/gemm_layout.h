@@ -94,4 +94,18 @@ static inline int64_t mf_gemm_f16_pos(int64_t c, int64_t k) {
     return before + c / 64;
 }
 
+/* ---- MF_GEMM_ACT_BF16: per column, nt bf16 values ----
+ * As F16's, over BF16's 32 lanes (quant/lanes.h order 4: lane l = column %
+ * 32, f32 runs of MF_BF16_RUN columns added to a double per lane), the
+ * lanes in the bit-reversed order 0, 16, 8, 24, 4, ...: the lanes' fold
+ * (+16, +8, +4, then mf_fold4_pd's +2 and +1) then runs as a stack too. */
+static inline int mf_gemm_rev5(int v) {
+    int r = 0;
+    for (int i = 0; i < 5; i++) r |= ((v >> i) & 1) << (4 - i);
+    return r;
+}
+
+/* Columns of BF16 lane l in a row of k. */
+static inline int64_t mf_gemm_lane32_count(int l, int64_t k) { return l < k ? (k - l + 31) / 32 : 0; }
+
 #endif
