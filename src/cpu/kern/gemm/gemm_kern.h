@@ -1153,11 +1153,10 @@ static void pack_f16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k,
 static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_F16, F_TV * VL, F_R, F_R, 1,
                                       F_MIN_ROWS, panel_bytes_f16, pack_f16, kern_f16, F16_PACK_X16, NULL, 0};
 
-#if MF_GEMM_W == 512
 /* ======================= BF16 kernel ======================= */
 
 /* As F16's (tokens in vector lanes, weights broadcast from a panel of
- * floats, F_R rows x F_TV * 16 tokens), over BF16's order (gemm_layout.h):
+ * floats, F_R rows x F_TV * VL tokens), over BF16's order (gemm_layout.h):
  * per lane, the columns in runs of MF_BF16_RUN, each run an f32 fma chain
  * (the product of two bf16 is exact in float) added to the lane's double;
  * the finished lanes fold on a stack of doubles, earlier + later, which is
@@ -1192,6 +1191,7 @@ static void pack_bf16(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, 
     }
 }
 
+#if MF_GEMM_W == 512
 /* The panel from the x16 layout: line j of a group holds columns 2j and
  * 2j + 1 of its 16 rows, one dword per row (quant/interleave.h), so a
  * column's 16 floats are the line shifted (even) or masked (odd); rows of
@@ -1220,56 +1220,77 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
     }
 }
 
-/* 16 bf16 at p as floats */
-static inline __m512 bf16x16(const uint8_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
+#define BF16_PACK_X16 pack_bf16_x16
+#else
+#define BF16_PACK_X16 NULL
+#endif
+
+/* VL bf16 at p as floats; a vector of floats as two vectors of doubles */
+#if MF_GEMM_W == 512
+typedef __m512d bf_vd;
+#define BF_LDA(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define BF_LO(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define BF_HI(v) _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1))
+#define BD_LOAD _mm512_load_pd
+#define BD_STORE _mm512_store_pd
+#define BD_ADD _mm512_add_pd
+#define BD_ZERO _mm512_setzero_pd
+#else
+typedef __m256d bf_vd;
+#define BF_LDA(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define BF_LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
+#define BF_HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
+#define BD_LOAD _mm256_load_pd
+#define BD_STORE _mm256_store_pd
+#define BD_ADD _mm256_add_pd
+#define BD_ZERO _mm256_setzero_pd
+#endif
+#define BDL (VL / 2) /* doubles per vector */
 
 static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
                       int nrows, int ntok) {
     (void)pb;
-    enum { R = F_R, TV = F_TV, NT = F_TV * 16, NA = F_R * F_TV * 16 };
+    enum { R = F_R, TV = F_TV, NT = F_TV * VL, NA = F_R * F_TV * VL };
     _Alignas(64) double stk[5][NA]; /* 32 lanes: at most 5 pending subtrees */
     _Alignas(64) double ln[NA];     /* the lane being summed: [r][token] */
     int depth = 0;
     const float *wp = (const float *)panel;
     const uint8_t *tp = tile;
     for (int kk = 0; kk < 32; kk++) {
-        for (int i = 0; i < NA; i += 8) _mm512_store_pd(ln + i, _mm512_setzero_pd());
+        for (int i = 0; i < NA; i += BDL) BD_STORE(ln + i, BD_ZERO());
         const int64_t n = mf_gemm_lane32_count(mf_gemm_rev5(kk), k);
         for (int64_t i0 = 0; i0 < n; i0 += MF_BF16_RUN) {
             const int64_t steps = n - i0 < MF_BF16_RUN ? n - i0 : MF_BF16_RUN;
-            __m512 acc[R][TV];
+            vf acc[R][TV];
 #pragma GCC unroll 16
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-                for (int v = 0; v < TV; v++) acc[r][v] = _mm512_setzero_ps();
+                for (int v = 0; v < TV; v++) acc[r][v] = VF_ZERO();
             for (int64_t st = 0; st < steps; st++, wp += R, tp += (size_t)NT * 2) {
-                __m512 a[TV];
+                vf a[TV];
 #pragma GCC unroll 4
-                for (int v = 0; v < TV; v++) a[v] = bf16x16(tp + (size_t)v * 32);
+                for (int v = 0; v < TV; v++) a[v] = BF_LDA(tp + (size_t)v * VL * 2);
 #pragma GCC unroll 16
                 for (int r = 0; r < R; r++) {
-                    const __m512 bw = _mm512_set1_ps(wp[r]);
+                    const vf bw = VF_BCAST(wp + r);
 #pragma GCC unroll 4
-                    for (int v = 0; v < TV; v++) acc[r][v] = _mm512_fmadd_ps(bw, a[v], acc[r][v]);
+                    for (int v = 0; v < TV; v++) acc[r][v] = VF_FMA(bw, a[v], acc[r][v]);
                 }
             }
 #pragma GCC unroll 16
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
                 for (int v = 0; v < TV; v++) {
-                    double *d = ln + ((size_t)r * TV + v) * 16;
-                    _mm512_store_pd(d, _mm512_add_pd(_mm512_load_pd(d), _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][v]))));
-                    _mm512_store_pd(d + 8, _mm512_add_pd(_mm512_load_pd(d + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc[r][v], 1))));
+                    double *d = ln + ((size_t)r * TV + v) * VL;
+                    BD_STORE(d, BD_ADD(BD_LOAD(d), BF_LO(acc[r][v])));
+                    BD_STORE(d + BDL, BD_ADD(BD_LOAD(d + BDL), BF_HI(acc[r][v])));
                 }
         }
         /* the fold as a binary counter: a finished pair of subtrees adds as
          * earlier (on the stack) + later (ln) */
         for (int c = kk + 1; (c & 1) == 0; c >>= 1) {
             depth--;
-            for (int i = 0; i < NA; i += 8)
-                _mm512_store_pd(ln + i, _mm512_add_pd(_mm512_load_pd(&stk[depth][i]), _mm512_load_pd(ln + i)));
+            for (int i = 0; i < NA; i += BDL) BD_STORE(ln + i, BD_ADD(BD_LOAD(&stk[depth][i]), BD_LOAD(ln + i)));
         }
         memcpy(stk[depth], ln, sizeof ln);
         depth++;
@@ -1280,8 +1301,7 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
 
 /* the same crossover as F16's (both pay a float panel and 32-token tiles) */
 static const mf_gemm_kind kind_bf16 = {"bf16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_BF16, F_TV * VL, F_R, F_R, 1,
-                                       F_MIN_ROWS, panel_bytes_bf16, pack_bf16, kern_bf16, pack_bf16_x16, NULL, 0};
-#endif
+                                       F_MIN_ROWS, panel_bytes_bf16, pack_bf16, kern_bf16, BF16_PACK_X16, NULL, 0};
 
 static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_Q4_K] = &kind_q4k;
@@ -1299,8 +1319,6 @@ static void register_gemm(const mf_gemm_kind **tab) {
     tab[MF_TYPE_IQ4_NL] = &kind_iq4_nl;
 #endif
     tab[MF_TYPE_F16] = &kind_f16;
-#if MF_GEMM_W == 512
     tab[MF_TYPE_BF16] = &kind_bf16;
-#endif
 }
 #endif /* MF_GEMM_PACK_ONLY */
