@@ -812,6 +812,47 @@ AI void b32_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *til
     }
 }
 
+/* VL bf16 at p as floats; a vector of floats as two vectors of doubles */
+#if MF_GEMM_W == 512
+typedef __m512d bf_vd;
+#define BF_LDA(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define BF_LO(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define BF_HI(v) _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1))
+#define BD_LOAD _mm512_load_pd
+#define BD_STORE _mm512_store_pd
+#define BD_ADD _mm512_add_pd
+#define BD_ZERO _mm512_setzero_pd
+#else
+typedef __m256d bf_vd;
+#define BF_LDA(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define BF_LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
+#define BF_HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
+#define BD_LOAD _mm256_load_pd
+#define BD_STORE _mm256_store_pd
+#define BD_ADD _mm256_add_pd
+#define BD_ZERO _mm256_setzero_pd
+#endif
+#define BDL (VL / 2) /* doubles per vector */
+
+/* n columns of the F16 and BF16 kernels (tokens in vector lanes, weights
+ * broadcast): acc[r][v] += weight r x activations v, the tile's 16-bit
+ * values widened as f16 or (bf) bf16 */
+AI void fma_cols(vf acc[RMAX][TVMAX], const float **wp, const uint8_t **tp, int64_t n, const int R, const int TV,
+                 const int bf) {
+    const size_t step = (size_t)TV * VL * 2;
+    for (; n > 0; n--, *wp += R, *tp += step) {
+        vf a[TVMAX];
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++) a[v] = bf ? BF_LDA(*tp + (size_t)v * VL * 2) : VF_CVTPH(*tp + (size_t)v * VL * 2);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const vf b = VF_BCAST(*wp + r);
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) acc[r][v] = VF_FMA(b, a[v], acc[r][v]);
+        }
+    }
+}
+
 /* ======================= F16 kernel ======================= */
 
 /* Tokens in vector lanes, weights broadcast: a panel of R rows holds, per
@@ -928,17 +969,7 @@ AI void f16_kernel(const uint8_t *panel, const uint8_t *tile, int64_t k, float *
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
             for (int v = 0; v < TV; v++) acc[r][v] = VF_ZERO();
-        for (int64_t n = mf_gemm_lane_count(mf_gemm_rev6(kk), k); n > 0; n--, wp += R, tp += (size_t)NT * 2) {
-            vf a[TVMAX];
-#pragma GCC unroll 4
-            for (int v = 0; v < TV; v++) a[v] = VF_CVTPH(tp + (size_t)v * VL * 2);
-#pragma GCC unroll 16
-            for (int r = 0; r < R; r++) {
-                const vf b = VF_BCAST(wp + r);
-#pragma GCC unroll 4
-                for (int v = 0; v < TV; v++) acc[r][v] = VF_FMA(b, a[v], acc[r][v]);
-            }
-        }
+        fma_cols(acc, &wp, &tp, mf_gemm_lane_count(mf_gemm_rev6(kk), k), R, TV, 0);
         /* the pairwise fold as a binary counter: a finished pair of subtrees
          * (earlier one on the stack, later one in acc) adds as earlier + later */
         for (int c = kk + 1; (c & 1) == 0; c >>= 1) {
@@ -1225,27 +1256,6 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
 #define BF16_PACK_X16 NULL
 #endif
 
-/* VL bf16 at p as floats; a vector of floats as two vectors of doubles */
-#if MF_GEMM_W == 512
-typedef __m512d bf_vd;
-#define BF_LDA(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
-#define BF_LO(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
-#define BF_HI(v) _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1))
-#define BD_LOAD _mm512_load_pd
-#define BD_STORE _mm512_store_pd
-#define BD_ADD _mm512_add_pd
-#define BD_ZERO _mm512_setzero_pd
-#else
-typedef __m256d bf_vd;
-#define BF_LDA(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
-#define BF_LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
-#define BF_HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
-#define BD_LOAD _mm256_load_pd
-#define BD_STORE _mm256_store_pd
-#define BD_ADD _mm256_add_pd
-#define BD_ZERO _mm256_setzero_pd
-#endif
-#define BDL (VL / 2) /* doubles per vector */
 
 static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
                       int nrows, int ntok) {
@@ -1261,22 +1271,12 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
         const int64_t n = mf_gemm_lane32_count(mf_gemm_rev5(kk), k);
         for (int64_t i0 = 0; i0 < n; i0 += MF_BF16_RUN) {
             const int64_t steps = n - i0 < MF_BF16_RUN ? n - i0 : MF_BF16_RUN;
-            vf acc[R][TV];
+            vf acc[RMAX][TVMAX];
 #pragma GCC unroll 16
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
                 for (int v = 0; v < TV; v++) acc[r][v] = VF_ZERO();
-            for (int64_t st = 0; st < steps; st++, wp += R, tp += (size_t)NT * 2) {
-                vf a[TV];
-#pragma GCC unroll 4
-                for (int v = 0; v < TV; v++) a[v] = BF_LDA(tp + (size_t)v * VL * 2);
-#pragma GCC unroll 16
-                for (int r = 0; r < R; r++) {
-                    const vf bw = VF_BCAST(wp + r);
-#pragma GCC unroll 4
-                    for (int v = 0; v < TV; v++) acc[r][v] = VF_FMA(bw, a[v], acc[r][v]);
-                }
-            }
+            fma_cols(acc, &wp, &tp, steps, R, TV, 1);
 #pragma GCC unroll 16
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
