@@ -188,12 +188,7 @@ static void tile_q80(const block_q8_0 *y, int t, int nt, int64_t k, uint8_t *til
  * 16-bit values (SSE2, part of every x86-64). */
 static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile, const int L) {
     int64_t start[64]; /* first position of lane l */
-    int64_t pos = 0;
-    for (int kk = 0; kk < L; kk++) {
-        const int l = L == 64 ? mf_gemm_rev6(kk) : mf_gemm_rev5(kk);
-        start[l] = pos;
-        pos += L == 64 ? mf_gemm_lane_count(l, k) : mf_gemm_lane32_count(l, k);
-    }
+    mf_gemm_lane_starts(k, L, start);
     int64_t c8 = 0;
 #if defined(__SSE2__)
     if (nt % 8 == 0) {

@@ -814,7 +814,6 @@ AI void b32_kernel(const uint8_t *panels, size_t panel_bytes, const uint8_t *til
 
 /* VL bf16 at p as floats; a vector of floats as two vectors of doubles */
 #if MF_GEMM_W == 512
-typedef __m512d bf_vd;
 #define BF_LDA(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define BF_LO(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
 #define BF_HI(v) _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1))
@@ -823,7 +822,6 @@ typedef __m512d bf_vd;
 #define BD_ADD _mm512_add_pd
 #define BD_ZERO _mm512_setzero_pd
 #else
-typedef __m256d bf_vd;
 #define BF_LDA(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define BF_LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define BF_HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
@@ -884,12 +882,8 @@ static inline void transpose8_ps(__m256 r[8]) {
  * the last partial group and the rows of an R < 8 panel column by column. */
 static void pack_f16_r(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel, const int R) {
     float *o = (float *)panel;
-    int64_t start[64], pos = 0;
-    for (int kk = 0; kk < 64; kk++) {
-        const int l = mf_gemm_rev6(kk);
-        start[l] = pos;
-        pos += mf_gemm_lane_count(l, k);
-    }
+    int64_t start[64];
+    mf_gemm_lane_starts(k, 64, start);
     const int64_t full = R >= 8 ? k / 64 * 64 : 0;
 #if MF_GEMM_W == 512
     if (R > 8 && R <= 16 && full) {
@@ -1195,15 +1189,6 @@ static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) 
  * A run's doubles cost two conversions and two adds per 8 fmas per
  * accumulator: the price of that order, where vdpbf16ps would round
  * differently. */
-static void bf16_starts(int64_t k, int64_t start[32]) {
-    int64_t pos = 0;
-    for (int kk = 0; kk < 32; kk++) {
-        const int l = mf_gemm_rev5(kk);
-        start[l] = pos;
-        pos += mf_gemm_lane32_count(l, k);
-    }
-}
-
 static size_t panel_bytes_bf16(int64_t k) { return (size_t)k * F_R * sizeof(float); }
 
 /* F_R rows into the panel: column c of lane l = c % 32 at start[l] + c / 32,
@@ -1211,7 +1196,7 @@ static size_t panel_bytes_bf16(int64_t k) { return (size_t)k * F_R * sizeof(floa
 static void pack_bf16(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
     float *o = (float *)panel;
     int64_t start[32];
-    bf16_starts(k, start);
+    mf_gemm_lane_starts(k, 32, start);
     for (int64_t c = 0; c < k; c++) {
         float *dst = o + (start[c % 32] + c / 32) * F_R;
         for (int r = 0; r < F_R; r++) {
@@ -1240,7 +1225,7 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
     const __mmask16 keep = (__mmask16)((1u << F_R) - 1), valid = (__mmask16)(nrows >= 16 ? 0xffffu : (1u << nrows) - 1);
     for (int kk = 0; kk < 32; kk++) {
-        for (int64_t c = mf_gemm_rev5(kk); c < k; c += 32, o += F_R) {
+        for (int64_t c = mf_gemm_revbits(kk, 5); c < k; c += 32, o += F_R) {
             const size_t line = 64 * (size_t)(c / 2);
             const __m512i la = _mm512_loadu_si512(a + line);
             const __m512i lb = two ? _mm512_loadu_si512(b + line) : _mm512_setzero_si512();
@@ -1256,7 +1241,6 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
 #define BF16_PACK_X16 NULL
 #endif
 
-
 static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
                       int nrows, int ntok) {
     (void)pb;
@@ -1268,7 +1252,7 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
     const uint8_t *tp = tile;
     for (int kk = 0; kk < 32; kk++) {
         for (int i = 0; i < NA; i += BDL) BD_STORE(ln + i, BD_ZERO());
-        const int64_t n = mf_gemm_lane32_count(mf_gemm_rev5(kk), k);
+        const int64_t n = mf_gemm_lanes_count(mf_gemm_revbits(kk, 5), 32, k);
         for (int64_t i0 = 0; i0 < n; i0 += MF_BF16_RUN) {
             const int64_t steps = n - i0 < MF_BF16_RUN ? n - i0 : MF_BF16_RUN;
             vf acc[RMAX][TVMAX];

@@ -77,14 +77,29 @@ static inline void mf_bf16_split(float v, uint16_t *hi, uint16_t *lo) {
  * pairwise fold of mf_lanes_fold can run as the lanes finish, as a stack of at
  * most 6 partial sums (the first lane of each pair the fold adds is always
  * the one finished earlier, which keeps the operand order). */
-static inline int mf_gemm_rev6(int v) {
+/* v's low `bits` bits in reverse order */
+static inline int mf_gemm_revbits(int v, int bits) {
     int r = 0;
-    for (int i = 0; i < 6; i++) r |= ((v >> i) & 1) << (5 - i);
+    for (int i = 0; i < bits; i++) r |= ((v >> i) & 1) << (bits - 1 - i);
     return r;
 }
+static inline int mf_gemm_rev6(int v) { return mf_gemm_revbits(v, 6); }
 
-/* Columns of lane l in a row of k. */
-static inline int64_t mf_gemm_lane_count(int l, int64_t k) { return l < k ? (k - l + 63) / 64 : 0; }
+/* Columns of lane l of L (column % L) in a row of k. */
+static inline int64_t mf_gemm_lanes_count(int l, int L, int64_t k) { return l < k ? (k - l + L - 1) / L : 0; }
+static inline int64_t mf_gemm_lane_count(int l, int64_t k) { return mf_gemm_lanes_count(l, 64, k); }
+
+/* start[l]: where lane l of L (64: F16, 32: BF16 below) begins in a column
+ * order that takes the lanes bit-reversed */
+static inline void mf_gemm_lane_starts(int64_t k, int L, int64_t *start) {
+    const int bits = L == 64 ? 6 : 5;
+    int64_t pos = 0;
+    for (int kk = 0; kk < L; kk++) {
+        const int l = mf_gemm_revbits(kk, bits);
+        start[l] = pos;
+        pos += mf_gemm_lanes_count(l, L, k);
+    }
+}
 
 /* Position of column c of k in the F16 order. */
 static inline int64_t mf_gemm_f16_pos(int64_t c, int64_t k) {
@@ -97,15 +112,8 @@ static inline int64_t mf_gemm_f16_pos(int64_t c, int64_t k) {
 /* ---- MF_GEMM_ACT_BF16: per column, nt bf16 values ----
  * As F16's, over BF16's 32 lanes (quant/lanes.h order 4: lane l = column %
  * 32, f32 runs of MF_BF16_RUN columns added to a double per lane), the
- * lanes in the bit-reversed order 0, 16, 8, 24, 4, ...: the lanes' fold
- * (+16, +8, +4, then mf_fold4_pd's +2 and +1) then runs as a stack too. */
-static inline int mf_gemm_rev5(int v) {
-    int r = 0;
-    for (int i = 0; i < 5; i++) r |= ((v >> i) & 1) << (4 - i);
-    return r;
-}
-
-/* Columns of BF16 lane l in a row of k. */
-static inline int64_t mf_gemm_lane32_count(int l, int64_t k) { return l < k ? (k - l + 31) / 32 : 0; }
+ * lanes in the bit-reversed order 0, 16, 8, 24, 4, ... (mf_gemm_revbits(kk,
+ * 5)): the lanes' fold (+16, +8, +4, then mf_fold4_pd's +2 and +1) then
+ * runs as a stack too. */
 
 #endif
