@@ -7,6 +7,7 @@
 #ifndef MF_TOKEN_PAIR_HEAP_H
 #define MF_TOKEN_PAIR_HEAP_H
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #define MF_PAIR_HEAP(state_t, pair_t, before)                                                  \
