@@ -193,6 +193,8 @@ extern bool mfc_fattn_on;
 bool mfc_fattn(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                const mfc_attn *p, float *out);
 
+/* an empty kernel of that many blocks (benchmarks) */
+void mfc_empty(cudaStream_t s, int blocks);
 /* a streaming copy of n bytes (the bandwidth probe of `minfer bench`) */
 void mfc_copy_bytes(cudaStream_t s, void *dst, const void *src, size_t n);
 
