@@ -1237,6 +1237,43 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
 }
 
 #define BF16_PACK_X16 pack_bf16_x16
+#elif MF_GEMM_W == 256
+/* AVX2: the same lines, F_R = 4 rows a panel. Panels start at multiples of
+ * 4 rows, so a panel's rows are four adjacent dwords of one group's line:
+ * one 16-byte load, a shift (even column) or mask (odd), one store. */
+static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
+    _Static_assert(F_R == 4, "one 16-byte piece of a line per column");
+    float *o = (float *)panel;
+    if (nrows <= 0) {
+        memset(panel, 0, panel_bytes_bf16(k));
+        return;
+    }
+    const int off = (int)(row0 % 16);
+    if (off > 16 - F_R) { /* not reached by matmul.c's panels; kept exact for any caller */
+        int64_t start[32];
+        mf_gemm_lane_starts(k, 32, start);
+        for (int64_t c = 0; c < k; c++)
+            for (int r = 0; r < F_R; r++) {
+                const int64_t row = row0 + r;
+                uint16_t h = 0;
+                if (r < nrows)
+                    memcpy(&h, x16 + (size_t)(row / 16) * 32 * (size_t)k + 64 * (size_t)(c / 2) + 4 * (row % 16) + 2 * (c % 2), 2);
+                o[(start[c % 32] + c / 32) * F_R + r] = mf_bf16_to_fp32(h);
+            }
+        return;
+    }
+    const uint8_t *a = x16 + (size_t)(row0 / 16) * 32 * (size_t)k + 4 * (size_t)off;
+    const __m128i hi = _mm_set1_epi32((int)0xffff0000u);
+    const __m128i valid = _mm_cmpgt_epi32(_mm_set1_epi32(nrows), _mm_setr_epi32(0, 1, 2, 3));
+    for (int kk = 0; kk < 32; kk++) {
+        for (int64_t c = mf_gemm_revbits(kk, 5); c < k; c += 32, o += F_R) {
+            const __m128i l = _mm_loadu_si128((const __m128i *)(a + 64 * (size_t)(c / 2)));
+            const __m128i v = c % 2 ? _mm_and_si128(l, hi) : _mm_slli_epi32(l, 16);
+            _mm_storeu_si128((__m128i *)o, _mm_and_si128(v, valid));
+        }
+    }
+}
+#define BF16_PACK_X16 pack_bf16_x16
 #else
 #define BF16_PACK_X16 NULL
 #endif
