@@ -114,6 +114,7 @@ static void fill_weights(qrand *r, mf_type t, uint8_t *w, int64_t k, int64_t n_o
         uint8_t *p = w + (size_t)b * (size_t)g->size;
         switch (t) {
         case MF_TYPE_F16: *(mf_fp16 *)p = mf_fp32_to_fp16((float)(qrand_uniform(r) - 0.5)); break;
+        case MF_TYPE_BF16: *(mf_bf16 *)p = mf_fp32_to_bf16((float)(qrand_uniform(r) - 0.5)); break;
         case MF_TYPE_Q4_0: ((block_q4_0 *)p)->d = small; break;
         case MF_TYPE_Q5_0: ((block_q5_0 *)p)->d = small; break;
         case MF_TYPE_Q8_0: ((block_q8_0 *)p)->d = small; break;
@@ -352,7 +353,7 @@ int main(int argc, char **argv) {
            mf_cpu_level_name(lv));
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     static const mf_type types[] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_Q5_K, MF_TYPE_F16,  MF_TYPE_Q5_0,
-                                    MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS};
+                                    MF_TYPE_Q4_0, MF_TYPE_IQ4_NL, MF_TYPE_Q3_K, MF_TYPE_Q2_K, MF_TYPE_IQ4_XS, MF_TYPE_BF16};
     /* (k, n_out): Qwen2.5-0.5B's ffn_up (896 x 4864; for K-quants, whose rows
      * must be whole super-blocks, its ffn_down 4864 x 896) and Llama-3.2-1B's
      * ffn_up (2048 x 8192) */

@@ -1181,25 +1181,39 @@ static const mf_gemm_kind kind_f16 = {"f16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) 
 /* ======================= BF16 kernel ======================= */
 
 /* As F16's (tokens in vector lanes, weights broadcast from a panel of
- * floats, F_R rows x F_TV * VL tokens), over BF16's order (gemm_layout.h):
+ * floats, BF_R rows x BF_TV * VL tokens), over BF16's order (gemm_layout.h):
  * per lane, the columns in runs of MF_BF16_RUN, each run an f32 fma chain
  * (the product of two bf16 is exact in float) added to the lane's double;
  * the finished lanes fold on a stack of doubles, earlier + later, which is
  * quant/lanes.h's +16, +8, +4, +2, +1. So every output has vec_dot's bits.
  * A run's doubles cost two conversions and two adds per 8 fmas per
  * accumulator: the price of that order, where vdpbf16ps would round
- * differently. */
-static size_t panel_bytes_bf16(int64_t k) { return (size_t)k * F_R * sizeof(float); }
+ * differently. With 32 registers the lane's doubles stay in registers:
+ * 8 rows x 16 tokens is 8 float and 16 double accumulators (F16's 14 x 32
+ * would put the doubles in memory, a load and a store per add: 14 x 32
+ * ran pp512 at 0.87x of this, 10 x 16 spilled, 4 x 32 re-read the tile
+ * twice as often per fma). With 16 (AVX2) they stay in memory at F16's
+ * 4 x 24. */
+#if MF_GEMM_W == 512
+#define BF_R 8
+#define BF_TV 1
+#define BF_REG 1
+#else
+#define BF_R F_R
+#define BF_TV F_TV
+#define BF_REG 0
+#endif
+static size_t panel_bytes_bf16(int64_t k) { return (size_t)k * BF_R * sizeof(float); }
 
-/* F_R rows into the panel: column c of lane l = c % 32 at start[l] + c / 32,
+/* BF_R rows into the panel: column c of lane l = c % 32 at start[l] + c / 32,
  * its rows side by side as floats (weights not in the x16 layout) */
 static void pack_bf16(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
     float *o = (float *)panel;
     int64_t start[32];
     mf_gemm_lane_starts(k, 32, start);
     for (int64_t c = 0; c < k; c++) {
-        float *dst = o + (start[c % 32] + c / 32) * F_R;
-        for (int r = 0; r < F_R; r++) {
+        float *dst = o + (start[c % 32] + c / 32) * BF_R;
+        for (int r = 0; r < BF_R; r++) {
             uint16_t h = 0;
             if (r < nrows) memcpy(&h, w + (size_t)r * row_bytes + (size_t)c * 2, 2);
             dst[r] = mf_bf16_to_fp32(h);
@@ -1223,9 +1237,9 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
     const uint8_t *a = x16 + (size_t)g0 * 32 * (size_t)k, *b = a + 32 * (size_t)k;
     const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(off), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
-    const __mmask16 keep = (__mmask16)((1u << F_R) - 1), valid = (__mmask16)(nrows >= 16 ? 0xffffu : (1u << nrows) - 1);
+    const __mmask16 keep = (__mmask16)((1u << BF_R) - 1), valid = (__mmask16)(nrows >= 16 ? 0xffffu : (1u << nrows) - 1);
     for (int kk = 0; kk < 32; kk++) {
-        for (int64_t c = mf_gemm_revbits(kk, 5); c < k; c += 32, o += F_R) {
+        for (int64_t c = mf_gemm_revbits(kk, 5); c < k; c += 32, o += BF_R) {
             const size_t line = 64 * (size_t)(c / 2);
             const __m512i la = _mm512_loadu_si512(a + line);
             const __m512i lb = two ? _mm512_loadu_si512(b + line) : _mm512_setzero_si512();
@@ -1238,27 +1252,27 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
 
 #define BF16_PACK_X16 pack_bf16_x16
 #elif MF_GEMM_W == 256
-/* AVX2: the same lines, F_R = 4 rows a panel. Panels start at multiples of
+/* AVX2: the same lines, BF_R = 4 rows a panel. Panels start at multiples of
  * 4 rows, so a panel's rows are four adjacent dwords of one group's line:
  * one 16-byte load, a shift (even column) or mask (odd), one store. */
 static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
-    _Static_assert(F_R == 4, "one 16-byte piece of a line per column");
+    _Static_assert(BF_R == 4, "one 16-byte piece of a line per column");
     float *o = (float *)panel;
     if (nrows <= 0) {
         memset(panel, 0, panel_bytes_bf16(k));
         return;
     }
     const int off = (int)(row0 % 16);
-    if (off > 16 - F_R) { /* not reached by matmul.c's panels; kept exact for any caller */
+    if (off > 16 - BF_R) { /* not reached by matmul.c's panels; kept exact for any caller */
         int64_t start[32];
         mf_gemm_lane_starts(k, 32, start);
         for (int64_t c = 0; c < k; c++)
-            for (int r = 0; r < F_R; r++) {
+            for (int r = 0; r < BF_R; r++) {
                 const int64_t row = row0 + r;
                 uint16_t h = 0;
                 if (r < nrows)
                     memcpy(&h, x16 + (size_t)(row / 16) * 32 * (size_t)k + 64 * (size_t)(c / 2) + 4 * (row % 16) + 2 * (c % 2), 2);
-                o[(start[c % 32] + c / 32) * F_R + r] = mf_bf16_to_fp32(h);
+                o[(start[c % 32] + c / 32) * BF_R + r] = mf_bf16_to_fp32(h);
             }
         return;
     }
@@ -1266,7 +1280,7 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
     const __m128i hi = _mm_set1_epi32((int)0xffff0000u);
     const __m128i valid = _mm_cmpgt_epi32(_mm_set1_epi32(nrows), _mm_setr_epi32(0, 1, 2, 3));
     for (int kk = 0; kk < 32; kk++) {
-        for (int64_t c = mf_gemm_revbits(kk, 5); c < k; c += 32, o += F_R) {
+        for (int64_t c = mf_gemm_revbits(kk, 5); c < k; c += 32, o += BF_R) {
             const __m128i l = _mm_loadu_si128((const __m128i *)(a + 64 * (size_t)(c / 2)));
             const __m128i v = c % 2 ? _mm_and_si128(l, hi) : _mm_slli_epi32(l, 16);
             _mm_storeu_si128((__m128i *)o, _mm_and_si128(v, valid));
@@ -1281,15 +1295,24 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
 static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int64_t k, float *out, size_t ldo,
                       int nrows, int ntok) {
     (void)pb;
-    enum { R = F_R, TV = F_TV, NT = F_TV * VL, NA = F_R * F_TV * VL };
+    enum { R = BF_R, TV = BF_TV, NT = BF_TV * VL, NA = BF_R * BF_TV * VL };
     _Alignas(64) double stk[5][NA]; /* 32 lanes: at most 5 pending subtrees */
     _Alignas(64) double ln[NA];     /* the lane being summed: [r][token] */
     int depth = 0;
     const float *wp = (const float *)panel;
     const uint8_t *tp = tile;
     for (int kk = 0; kk < 32; kk++) {
-        for (int i = 0; i < NA; i += BDL) BD_STORE(ln + i, BD_ZERO());
         const int64_t n = mf_gemm_lanes_count(mf_gemm_revbits(kk, 5), 32, k);
+#if BF_REG
+        /* the lane's doubles stay in registers: R x TV x 2 of them */
+        __m512d lr[BF_R][BF_TV][2];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) lr[r][v][0] = lr[r][v][1] = BD_ZERO();
+#else
+        for (int i = 0; i < NA; i += BDL) BD_STORE(ln + i, BD_ZERO());
+#endif
         for (int64_t i0 = 0; i0 < n; i0 += MF_BF16_RUN) {
             const int64_t steps = n - i0 < MF_BF16_RUN ? n - i0 : MF_BF16_RUN;
             vf acc[RMAX][TVMAX];
@@ -1302,11 +1325,26 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
                 for (int v = 0; v < TV; v++) {
+#if BF_REG
+                    lr[r][v][0] = BD_ADD(lr[r][v][0], BF_LO(acc[r][v]));
+                    lr[r][v][1] = BD_ADD(lr[r][v][1], BF_HI(acc[r][v]));
+#else
                     double *d = ln + ((size_t)r * TV + v) * VL;
                     BD_STORE(d, BD_ADD(BD_LOAD(d), BF_LO(acc[r][v])));
                     BD_STORE(d + BDL, BD_ADD(BD_LOAD(d + BDL), BF_HI(acc[r][v])));
+#endif
                 }
         }
+#if BF_REG
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) {
+                double *d = ln + ((size_t)r * TV + v) * VL;
+                BD_STORE(d, lr[r][v][0]);
+                BD_STORE(d + BDL, lr[r][v][1]);
+            }
+#endif
         /* the fold as a binary counter: a finished pair of subtrees adds as
          * earlier (on the stack) + later (ln) */
         for (int c = kk + 1; (c & 1) == 0; c >>= 1) {
@@ -1321,7 +1359,7 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
 }
 
 /* the same crossover as F16's (both pay a float panel and 32-token tiles) */
-static const mf_gemm_kind kind_bf16 = {"bf16 " STR(F_R) "x" STR(F_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_BF16, F_TV * VL, F_R, F_R, 1,
+static const mf_gemm_kind kind_bf16 = {"bf16 " STR(BF_R) "x" STR(BF_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_BF16, BF_TV * VL, BF_R, BF_R, 1,
                                        F_MIN_ROWS, panel_bytes_bf16, pack_bf16, kern_bf16, BF16_PACK_X16, NULL, 0};
 
 static void register_gemm(const mf_gemm_kind **tab) {
