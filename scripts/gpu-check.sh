@@ -76,6 +76,11 @@ if [ -x "$BUILD/tests/bench_mmvq" ]; then
         sed 's/^/  /' "$BUILD/bench-mmvq-$r.log" | tee -a "$SUMMARY"
     done
 fi
+if [ -x "$BUILD/tests/bench_attn" ]; then
+    "$BUILD/tests/bench_attn" >"$BUILD/bench-attn.log" 2>&1
+    say "decode attention alone, and an empty kernel (bench_attn):"
+    sed 's/^/  /' "$BUILD/bench-attn.log" | tee -a "$SUMMARY"
+fi
 
 MINFER=$BUILD/bin/minfer
 for pt in $PRESETS; do
