@@ -9,6 +9,7 @@
  *   <build>/tests/bench_attn */
 #include "cuda/cuda.h"
 #include "cuda/kernels.h"
+#include "graph_time.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,31 +29,21 @@
 enum { L = 64, NH = 32, NKV = 8, HD = 128, PAGE = 64 };
 
 static cudaStream_t s;
-static cudaEvent_t e0, e1;
 
 /* what one replayed launch of f costs, best of 7 replays of L launches */
 typedef void (*step_fn)(int l, void *arg);
 static double per_launch(step_fn f, void *arg) {
     cudaGraph_t g;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int l = 0; l < L; l++) f(l, arg);
     CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaStreamSynchronize(s));
-    float best = 1e30f;
-    for (int it = 0; it < 7; it++) {
-        cudaEventRecord(e0, s);
-        cudaGraphLaunch(ge, s);
-        cudaEventRecord(e1, s);
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (ms < best) best = ms;
+    const float ms = graph_best_ms(s, g, 7);
+    cudaGraphDestroy(g);
+    if (ms < 0) {
+        fprintf(stderr, "bench_attn: graph replay failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        exit(1);
     }
-    cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
-    return best * 1e3 / L;
+    return ms * 1e3 / L;
 }
 
 static void empty(int l, void *arg) { mfc_empty(s, *(int *)arg); }
@@ -89,7 +80,6 @@ int main(void) {
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
     mfc_pdl_on = major >= 9;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
     static const int blocks[] = {1, 32, 132, 1024};
     for (int i = 0; i < 4; i++) {
         int b = blocks[i];

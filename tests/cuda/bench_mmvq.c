@@ -21,6 +21,7 @@
  * test_cuda_kernels. */
 #include "cuda/cuda.h"
 #include "cuda/kernels.h"
+#include "graph_time.h"
 #include "quant/types.h"
 
 #include <stdio.h>
@@ -96,8 +97,6 @@ int main(int argc, char **argv) {
 
     /* the ceiling `minfer bench` sets decode against */
     const double copy_gbs = mf_cuda_copy_bandwidth((size_t)1 << 30);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
     printf("copy: %.0f GB/s (read + write); rows %d, %s, warps per row %d (0: by k)\n", copy_gbs, rows,
            tc ? "f16 tensor cores" : rows > 8 ? "int8 mma" : "dp4a", mfc_mmvq_w);
     printf("%-22s %6s %7s %9s %8s %8s %7s\n", "product", "k", "n", "MB", "us", "GB/s", "%copy");
@@ -127,7 +126,6 @@ int main(int argc, char **argv) {
         mfc_quant_x(s, x, sh->k, rows, &q);
         enum { L = 64 };
         cudaGraph_t g;
-        cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         for (int l = 0; l < L; l++) {
             const uint8_t *wl = w + (size_t)(l % copies) * bytes;
@@ -141,23 +139,15 @@ int main(int argc, char **argv) {
             else mfc_mmvq_n(s, seg, sh->nseg, sh->k, &q, rows);
         }
         CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaStreamSynchronize(s));
-        float ms_best = 1e30f;
-        for (int it = 0; it < 7; it++) {
-            cudaEventRecord(e0, s);
-            cudaGraphLaunch(ge, s);
-            cudaEventRecord(e1, s);
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            if (ms < ms_best) ms_best = ms;
+        const float ms_best = graph_best_ms(s, g, 7);
+        if (ms_best < 0) {
+            fprintf(stderr, "bench_mmvq: %s: graph replay failed: %s\n", sh->what, cudaGetErrorString(cudaGetLastError()));
+            exit(1);
         }
         const double us = ms_best * 1e3 / L, gbs = bytes / (us * 1e-6) / 1e9;
         printf("%-22s %6d %7d %9.2f %8.2f %8.0f %6.1f%%\n", sh->what, sh->k, sh->n * sh->nseg, bytes / 1e6, us, gbs,
                100.0 * gbs / copy_gbs);
-        cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
+        cudaGraphDestroy(g);
         cudaFree(w), cudaFree(x), cudaFree(out), cudaFree(q.q), cudaFree(q.d), cudaFree(q.s);
     }
     return 0;
