@@ -515,7 +515,7 @@ static void x16_tests(void) {
     x16_case(f16, 2, 200, nf16, &r);
     const int nf16b[] = {32, 16};
     x16_case(f16, 2, 896, nf16b, &r);
-    /* BF16 panels too (14 rows from the groups' column pairs) */
+    /* BF16 panels too (8 or 4 rows from the groups' column pairs) */
     const mf_type bf16[] = {MF_TYPE_BF16, MF_TYPE_Q8_0};
     x16_case(bf16, 2, 200, nf16, &r);
     x16_case(bf16, 2, 896, nf16b, &r);

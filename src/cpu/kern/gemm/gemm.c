@@ -186,7 +186,7 @@ static void tile_q80(const block_q8_0 *y, int t, int nt, int64_t k, uint8_t *til
  * column entries of nt values in the F16 (L = 64) or BF16 (L = 32) column
  * order. 8 tokens x 8 columns at a time through an 8 x 8 transpose of
  * 16-bit values (SSE2, part of every x86-64). */
-static void tile_f16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile, const int L) {
+static void tile_16(const mf_fp16 *y, int nt, int64_t k, uint8_t *tile, const int L) {
     int64_t start[64]; /* first position of lane l */
     mf_gemm_lane_starts(k, L, start);
     int64_t c8 = 0;
@@ -250,7 +250,7 @@ void mf_gemm_tile_build(mf_gemm_act act, int nt, const float *x, size_t ld, int 
         const size_t row = (size_t)k * 2;
         for (int t = 0; t < ntok; t++) from_float(x + (size_t)t * ld, tmp + (size_t)t * row, k);
         memset(tmp + (size_t)ntok * row, 0, (size_t)(nt - ntok) * row);
-        tile_f16((const mf_fp16 *)tmp, nt, k, tile, act == MF_GEMM_ACT_F16 ? 64 : 32);
+        tile_16((const mf_fp16 *)tmp, nt, k, tile, act == MF_GEMM_ACT_F16 ? 64 : 32);
         return;
     }
     if (ntok < nt || act == MF_GEMM_ACT_BF16_AMX || act == MF_GEMM_ACT_F16HL_AMX)

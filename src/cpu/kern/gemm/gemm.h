@@ -52,7 +52,9 @@ typedef enum mf_gemm_act {
  * zero) of a weight whose rows are row_bytes apart, k columns, into panel. */
 typedef void (*mf_gemm_pack_fn)(const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel);
 /* The same panel from weights in the x16 layout (quant/interleave.h): rows
- * row0 .. row0 + nrows - 1 of the matrix whose groups start at x16. */
+ * row0 .. row0 + nrows - 1 of the matrix whose groups start at x16. row0
+ * is a multiple of the kind's panel_rows (matmul.c packs panel p of call u
+ * at u * rows_per_call + p * panel_rows). */
 typedef void (*mf_gemm_pack_x16_fn)(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel);
 
 /* out[t * ldo + r] for r < nrows, t < ntok: the products of the

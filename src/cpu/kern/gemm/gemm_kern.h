@@ -1253,29 +1253,17 @@ static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k
 #define BF16_PACK_X16 pack_bf16_x16
 #elif MF_GEMM_W == 256
 /* AVX2: the same lines, BF_R = 4 rows a panel. Panels start at multiples of
- * 4 rows, so a panel's rows are four adjacent dwords of one group's line:
- * one 16-byte load, a shift (even column) or mask (odd), one store. */
+ * 4 rows (gemm.h), so a panel's rows are four adjacent dwords of one
+ * group's line: one 16-byte load, a shift (even column) or mask (odd), one
+ * store. */
 static void pack_bf16_x16(const uint8_t *x16, int64_t row0, int nrows, int64_t k, uint8_t *panel) {
-    _Static_assert(BF_R == 4, "one 16-byte piece of a line per column");
+    _Static_assert(BF_R == 4, "one 16-byte piece of a line per column, never across two groups");
     float *o = (float *)panel;
     if (nrows <= 0) {
         memset(panel, 0, panel_bytes_bf16(k));
         return;
     }
     const int off = (int)(row0 % 16);
-    if (off > 16 - BF_R) { /* not reached by matmul.c's panels; kept exact for any caller */
-        int64_t start[32];
-        mf_gemm_lane_starts(k, 32, start);
-        for (int64_t c = 0; c < k; c++)
-            for (int r = 0; r < BF_R; r++) {
-                const int64_t row = row0 + r;
-                uint16_t h = 0;
-                if (r < nrows)
-                    memcpy(&h, x16 + (size_t)(row / 16) * 32 * (size_t)k + 64 * (size_t)(c / 2) + 4 * (row % 16) + 2 * (c % 2), 2);
-                o[(start[c % 32] + c / 32) * BF_R + r] = mf_bf16_to_fp32(h);
-            }
-        return;
-    }
     const uint8_t *a = x16 + (size_t)(row0 / 16) * 32 * (size_t)k + 4 * (size_t)off;
     const __m128i hi = _mm_set1_epi32((int)0xffff0000u);
     const __m128i valid = _mm_cmpgt_epi32(_mm_set1_epi32(nrows), _mm_setr_epi32(0, 1, 2, 3));
@@ -1358,7 +1346,8 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
         for (int t = 0; t < ntok; t++) out[(size_t)t * ldo + r] = (float)stk[0][(size_t)r * NT + t];
 }
 
-/* the same crossover as F16's (both pay a float panel and 32-token tiles) */
+/* F16's crossover (both pay a float panel; not re-measured for AVX-512's
+ * 16-token tiles) */
 static const mf_gemm_kind kind_bf16 = {"bf16 " STR(BF_R) "x" STR(BF_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_BF16, BF_TV * VL, BF_R, BF_R, 1,
                                        F_MIN_ROWS, panel_bytes_bf16, pack_bf16, kern_bf16, BF16_PACK_X16, NULL, 0};
 
