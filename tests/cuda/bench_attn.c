@@ -52,7 +52,7 @@ typedef struct {
     mfc_step_dev sd;
     mfc_attn p;
     void *kc[L], *vc[L];
-    float *q, *out, *part, *v;
+    float *q, *k, *v, *out, *part;
     mfc_q8 q8;
     int nsplit, nz;
     mfc_rope r;
@@ -65,8 +65,11 @@ static void attention(int l, void *arg) {
 
 static void rope_attention(int l, void *arg) {
     att *a = arg;
-    const mfc_rope_grp qg = {a->q, NULL, NH, false, 0.0f}, kg = {a->out, NULL, NKV, false, 0.0f};
-    mfc_rope_store(s, &a->sd, 1, &qg, &kg, HD, &a->r, a->v, a->kc[l], a->vc[l], NKV * HD, NKV * HD, MFC_KV_F16);
+    const mfc_rope_grp qg = {a->q, NULL, NH, false, 0.0f}, kg = {a->k, NULL, NKV, false, 0.0f};
+    if (!mfc_rope_store(s, &a->sd, 1, &qg, &kg, HD, &a->r, a->v, a->kc[l], a->vc[l], NKV * HD, NKV * HD, MFC_KV_F16)) {
+        fprintf(stderr, "bench_attn: the fused RoPE + store refused this shape\n");
+        exit(1);
+    }
     attention(l, arg);
 }
 
@@ -107,6 +110,8 @@ int main(void) {
         CK(cudaMalloc((void **)&a.q, sizeof(float) * NH * HD));
         CK(cudaMemset(a.q, 0, sizeof(float) * NH * HD));
         CK(cudaMalloc((void **)&a.out, sizeof(float) * NH * HD));
+        CK(cudaMalloc((void **)&a.k, sizeof(float) * NKV * HD));
+        CK(cudaMemset(a.k, 0, sizeof(float) * NKV * HD));
         CK(cudaMalloc((void **)&a.v, sizeof(float) * NKV * HD));
         CK(cudaMemset(a.v, 0, sizeof(float) * NKV * HD));
         CK(cudaMalloc((void **)&a.part, sizeof(float) * NH * a.nsplit * (HD + 2)));
@@ -114,7 +119,7 @@ int main(void) {
         CK(cudaMalloc((void **)&a.q8.d, NH * HD / 8));
         CK(cudaMalloc((void **)&a.q8.s, NH * HD / 8));
         /* one row at the last position: tok, pos, cell, rowseq, out_rows, seq_pg, pages */
-        int32_t h[6 + 80];
+        int32_t h[6 + 80]; /* the deepest context here has 67 pages */
         h[0] = 0, h[1] = ctx - 1, h[2] = ctx - 1, h[3] = 0, h[4] = 0, h[5] = 0;
         for (int i = 0; i < np; i++) h[6 + i] = i;
         int32_t *d;
@@ -124,7 +129,7 @@ int main(void) {
         printf("depth %4d (share %d, %d blocks along it): attention %6.2f us, RoPE + store + attention %6.2f us\n", ctx,
                share, a.nz, per_launch(attention, &a), per_launch(rope_attention, &a));
         for (int l = 0; l < L; l++) cudaFree(a.kc[l]), cudaFree(a.vc[l]);
-        cudaFree(a.q), cudaFree(a.out), cudaFree(a.v), cudaFree(a.part), cudaFree(d);
+        cudaFree(a.q), cudaFree(a.k), cudaFree(a.out), cudaFree(a.v), cudaFree(a.part), cudaFree(d);
         cudaFree(a.q8.q), cudaFree(a.q8.d), cudaFree(a.q8.s);
     }
     return 0;
