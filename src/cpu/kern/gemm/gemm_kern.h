@@ -1141,7 +1141,7 @@ static void kern_f16(const uint8_t *panels, size_t pb, const uint8_t *tile, int6
 /* F16 tiles are 32 (16) tokens wide and its panels are floats: it pays
  * only on long batches. AVX-512, synth llama-3.2-1b F16 at 2 threads
  * against the x16 decode kernel per token: 0.87-0.89x at 16 rows, 0.97x
- * at 18, 1.06-1.10x at 20, 1.22x at 24, 1.5x at 32 (2026-12-05). */
+ * at 18, 1.06-1.10x at 20, 1.22x at 24, 1.51-1.54x at 32 (2026-12-05). */
 #if MF_GEMM_W == 512
 #define F_MIN_ROWS 20
 #else
@@ -1349,9 +1349,9 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
 }
 
 /* AVX-512 (tiles of 16 tokens), synth llama-3.2-1b BF16 at 2 threads
- * against the x16 decode kernel per token: 0.31x at 4 rows, parity at 16,
- * 0.85x at 20 and 0.96-0.98x at 24 (a half tile), 1.07-1.20x at 28, 1.29x
- * at 32, 1.44x at 48 (2026-12-05). AVX2: F16's crossover, not re-measured. */
+ * against the x16 decode kernel per token: 0.31x at 4 rows, 0.95-0.99x at 16,
+ * 0.81-0.85x at 20 and 0.96-0.98x at 24 (a half tile), 1.07-1.20x at 28, 1.25-1.29x
+ * at 32, 1.38-1.44x at 48 (2026-12-05). AVX2: F16's crossover, not re-measured. */
 #if MF_GEMM_W == 512
 #define BF_MIN_ROWS 28
 #else
