@@ -1141,11 +1141,14 @@ static void kern_f16(const uint8_t *panels, size_t pb, const uint8_t *tile, int6
 /* F16 tiles are 32 (16) tokens wide and its panels are floats: it pays
  * only on long batches. AVX-512, synth llama-3.2-1b F16 at 2 threads
  * against the x16 decode kernel per token: 0.87-0.89x at 16 rows, 0.97x
- * at 18, 1.06-1.10x at 20, 1.22x at 24, 1.51-1.54x at 32 (2026-12-05). */
+ * at 18, 1.06-1.10x at 20, 1.22x at 24, 1.51-1.54x at 32 (2026-12-05).
+ * AVX2 (MINFER_NO_AVX512=1, same machine): 0.57-0.63x at 32, 0.84-0.85x
+ * at 48, 0.92-1.13x at 64, 0.99-1.09x at 72, 1.02-1.05x at 80, 1.10-1.18x
+ * at 88, 1.18-1.26x at 96 (2026-12-06). */
 #if MF_GEMM_W == 512
 #define F_MIN_ROWS 20
 #else
-#define F_MIN_ROWS 96
+#define F_MIN_ROWS 80
 #endif
 #if MF_GEMM_W == 512
 /* The F16 panel from the x16 layout: column c of 16 rows is one vcvtph2ps
@@ -1351,11 +1354,14 @@ static void kern_bf16(const uint8_t *panel, size_t pb, const uint8_t *tile, int6
 /* AVX-512 (tiles of 16 tokens), synth llama-3.2-1b BF16 at 2 threads
  * against the x16 decode kernel per token: 0.31x at 4 rows, 0.95-0.99x at 16,
  * 0.81-0.85x at 20 and 0.96-0.98x at 24 (a half tile), 1.07-1.20x at 28, 1.25-1.29x
- * at 32, 1.38-1.44x at 48 (2026-12-05). AVX2: F16's crossover, not re-measured. */
+ * at 32, 1.38-1.44x at 48 (2026-12-05). AVX2, where the x16 BF16 kernel is
+ * slower: 0.92-0.93x at 16, 1.11-1.15x at 20, 1.16-1.29x at 24, 0.91-0.93x
+ * at 28, 1.08-1.33x at 32, 1.31-1.38x at 40, 1.58-1.85x at 48-96 (2026-12-06;
+ * it had F16's 96 before). */
 #if MF_GEMM_W == 512
 #define BF_MIN_ROWS 28
 #else
-#define BF_MIN_ROWS F_MIN_ROWS
+#define BF_MIN_ROWS 20
 #endif
 static const mf_gemm_kind kind_bf16 = {"bf16 " STR(BF_R) "x" STR(BF_TV) "*" STR(VL) " " LVL_NAME, MF_GEMM_ACT_BF16, BF_TV * VL, BF_R, BF_R, 1,
                                        BF_MIN_ROWS, panel_bytes_bf16, pack_bf16, kern_bf16, BF16_PACK_X16, NULL, 0};
