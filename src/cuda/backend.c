@@ -842,6 +842,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     const char *prof = getenv("MINFER_OP_PROFILE");
     if (prof && strcmp(prof, "0")) c->graphs = false; /* the profiler times ops one by one */
     c->mmvq = !(getenv("MINFER_CUDA_MMVQ") && !mf_env_on("MINFER_CUDA_MMVQ"));
+    if (getenv("MINFER_CUDA_MMVQ_OCC")) mfc_mmvq_occ = mf_env_on("MINFER_CUDA_MMVQ_OCC");
     c->tc = !(getenv("MINFER_CUDA_TC") && !mf_env_on("MINFER_CUDA_TC"));
     cudaGetDevice(&c->device);
     /* int8 activations for the rows the dp4a and int8 tensor-core products

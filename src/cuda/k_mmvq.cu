@@ -313,8 +313,11 @@ struct mm_segs {
     int nseg;
 };
 
-template <int R, int W, int TS>
-__global__ void __launch_bounds__(128) mmvq_k(mm_segs S, int k, mfc_q8 q, int rows) {
+/* MINB: blocks a multiprocessor the register allocator must leave room
+ * for (launch bounds); it changes the registers and the schedule, not the
+ * arithmetic */
+template <int R, int W, int TS, int MINB = 1>
+__global__ void __launch_bounds__(128, MINB) mmvq_k(mm_segs S, int k, mfc_q8 q, int rows) {
     constexpr int RPB = 4 / W;
     int si = 0;
     while (si + 1 < S.nseg && (int)blockIdx.x >= S.blk0[si + 1]) si++;
@@ -381,8 +384,24 @@ extern "C" int mfc_mmvq_team(int k) {
     return nsb <= 16 ? 1 : nsb <= 32 ? 2 : 4;
 }
 
+/* One-row Q4_K/Q6_K products of a grid too large to be resident at once
+ * (1024 blocks or more: QKV, gate+up and the head of a 4B model) take a
+ * variant held to 64 registers, 8 blocks a multiprocessor where the plain
+ * one (90 registers) fits 5. ncu found the one-row products latency-bound
+ * (long-scoreboard stalls, 37% of warps resident); on an H100 the variant
+ * took QKV from 7.62 to 7.01 us, gate+up from 17.48 to 15.41 and the head
+ * from 198.7 to 164.1, but O (640 blocks, all resident either way) from
+ * 4.03 to 4.46 and down (teams of 4) from 10.00 to 10.33, hence the
+ * condition. MINFER_CUDA_MMVQ_OCC=0 keeps the plain kernel (A/B). */
+int mfc_mmvq_occ = 1;
+
 template <int W, int TS>
 static void mmvq_launch_r(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
+    if constexpr (W == 1 && TS == S_K46)
+        if (rows == 1 && nb >= 1024 && mfc_mmvq_occ) {
+            launch_k(mmvq_k<1, 1, S_K46, 8>, nb, 128, 0, s, S, k, *q, rows);
+            return;
+        }
     if (rows == 1) launch_k(mmvq_k<1, W, TS>, nb, 128, 0, s, S, k, *q, rows);
     else if (rows == 2) launch_k(mmvq_k<2, W, TS>, nb, 128, 0, s, S, k, *q, rows);
     else if (rows <= 4) launch_k(mmvq_k<4, W, TS>, nb, 128, 0, s, S, k, *q, rows);

@@ -113,6 +113,8 @@ bool mfc_mmq_tile(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const 
  * only); mfc_mmvq_w = 1, 2 or 4 forces it (benchmarks; 0: by k) */
 int mfc_mmvq_team(int k);
 extern int mfc_mmvq_w;
+/* the 64-register variant for large one-row K-quant grids (k_mmvq.cu); 0: off */
+extern int mfc_mmvq_occ;
 void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q);
 /* as mfc_matmul, over activations mfc_quant_x wrote into q */
 void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const mfc_q8 *q, int rows,

@@ -11,6 +11,8 @@
  *        of k_mmq_tile.cu (1, the default; from 65 rows)
  *     -W 1|2|4: warps per 8 weight rows in k_mmq.cu's kernel (0: by k)
  *     -tr N: the fewest rows the shared-memory tiles take (default 65)
+ *     -o 0|1: one row, the 64-register variant for large K-quant grids
+ *        off (0) or on (1, the default)
  *
  * Each shape's weights are constant bytes in several copies (over 256 MB in
  * all, beyond the L2), cycled through so every launch reads from HBM; 64
@@ -75,8 +77,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-t")) mfc_mmq_tile_on = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "-W")) mfc_mmq_w = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-tr")) mfc_mmq_tile_rows = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-o")) mfc_mmvq_occ = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-c 16|32|64] [-t 0|1] [-tr rows]\n");
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1]\n");
             return 2;
         }
     }

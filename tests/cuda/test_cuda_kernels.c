@@ -18,7 +18,9 @@
  * against a reference over the activations rounded as they round them
  * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
  * is checked exactly up to float rounding. The embedding lookup
- * (get_rows) against to_float, 1e-6 relative. The tensor-core prefill
+ * (get_rows) against to_float, 1e-6 relative. The 64-register variant of
+ * the one-row K-quant products (grids of 1024 blocks or more) is compared
+ * with the plain kernel bit for bit. The tensor-core prefill
  * kernel rounds weights and activations to f16 (2^-11 relative each):
  * 2e-3 of sum |w||x|. Rows of 172 elements (F32,
  * F16) cover the one-element paths; IQ4_NL rows of 1056 (33 blocks, not a
@@ -254,6 +256,61 @@ static void check_mixed(int k, int n) {
     free(x), free(xr), free(out), free(one);
 }
 
+/* The 64-register variant of the one-row products (k_mmvq.cu, grids of
+ * 1024 blocks or more) against the plain kernel, bit for bit, and both
+ * against the reference: n rows of k, one activation row. */
+static void check_occ(int type, int k, int n) {
+    const mf_type_traits *tr = mf_type_traits_ref(type);
+    const size_t rb = mf_row_size(type, k);
+    float *wf = malloc(sizeof(float) * (size_t)k), *wd = malloc(sizeof(float) * (size_t)k * n);
+    uint8_t *wq = malloc(rb * (size_t)n);
+    for (int j = 0; j < n; j++) {
+        for (int i = 0; i < k; i++) wf[i] = frand();
+        tr->from_float_ref(wf, wq + (size_t)j * rb, k);
+        tr->to_float(wq + (size_t)j * rb, wd + (size_t)j * k, k);
+    }
+    float *x = malloc(sizeof(float) * (size_t)k), *xr = malloc(sizeof(float) * (size_t)k);
+    for (int i = 0; i < k; i++) x[i] = frand() * 3.0f;
+    q8_round(x, k, xr);
+    void *dw = dup_dev(wq, rb * (size_t)n);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)k), *dout = NULL;
+    cudaMalloc((void **)&dout, sizeof(float) * (size_t)n * 2);
+    mfc_q8 q8 = {0};
+    cudaMalloc((void **)&q8.q, (size_t)k);
+    cudaMalloc((void **)&q8.d, (size_t)k / 8);
+    cudaMalloc((void **)&q8.s, (size_t)k / 8);
+    mfc_quant_x(0, dx, k, 1, &q8);
+    float *got[2] = {malloc(sizeof(float) * (size_t)n), malloc(sizeof(float) * (size_t)n)};
+    const int occ0 = mfc_mmvq_occ;
+    for (int v = 0; v < 2; v++) {
+        mfc_mmvq_occ = v;
+        cudaMemset(dout, 0, sizeof(float) * (size_t)n);
+        mfc_mmvq(0, type, dw, rb, k, n, &q8, 1, dout, NULL, NULL);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s occ %d: %s", mf_type_name(type), v,
+              cudaGetErrorString(cudaGetLastError()));
+        cudaMemcpy(got[v], dout, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost);
+    }
+    mfc_mmvq_occ = occ0;
+    CHECK(memcmp(got[0], got[1], sizeof(float) * (size_t)n) == 0,
+          "%s k %d n %d: the 64-register one-row variant differs from the plain kernel", mf_type_name(type), k, n);
+    int bad = 0;
+    double worst = 0;
+    for (int j = 0; j < n; j++) {
+        double ref = 0, mag = 0;
+        for (int i = 0; i < k; i++) {
+            ref += (double)wd[(size_t)j * k + i] * xr[i];
+            mag += fabs((double)wd[(size_t)j * k + i] * xr[i]);
+        }
+        const double d = fabs(got[1][j] - ref) / (mag > 0 ? mag : 1);
+        if (!(d <= 1e-5)) bad++;
+        if (d > worst || d != d) worst = d;
+    }
+    CHECK(bad == 0, "%s k %d n %d one row, 64-register variant: %d of %d outputs off (worst %.2e of sum |w||x|)",
+          mf_type_name(type), k, n, bad, n, worst);
+    free(wf), free(wd), free(wq), free(x), free(xr), free(got[0]), free(got[1]);
+    cudaFree(dw), cudaFree(dx), cudaFree(dout), cudaFree(q8.q), cudaFree(q8.d), cudaFree(q8.s);
+}
+
 int main(void) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
@@ -284,6 +341,9 @@ int main(void) {
         check_type(lowbit[i], 9728, 5);
     }
     check_type(MF_TYPE_IQ4_NL, 1056, 13);
+    /* 4100 rows: 1025 blocks of 4, the 64-register variant's grids, the last block partial */
+    check_occ(MF_TYPE_Q4_K, 2560, 4100);
+    check_occ(MF_TYPE_Q6_K, 2560, 4100);
     check_mixed(2560, 11);
     check_mixed(9728, 6);
     check_type(MF_TYPE_F32, 172, 33);
