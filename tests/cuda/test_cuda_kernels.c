@@ -317,6 +317,9 @@ int main(void) {
         fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device\n");
         return 77;
     }
+    /* 4100 rows: 1025 blocks of 4, the 64-register variant's grids, the last block partial */
+    check_occ(MF_TYPE_Q4_K, 2560, 4100);
+    check_occ(MF_TYPE_Q6_K, 2560, 4100);
     static const int types[] = {MF_TYPE_F32,  MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_Q4_0,   MF_TYPE_Q4_1,
                                 MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0, MF_TYPE_Q2_K,   MF_TYPE_Q3_K,
                                 MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS};
@@ -341,9 +344,6 @@ int main(void) {
         check_type(lowbit[i], 9728, 5);
     }
     check_type(MF_TYPE_IQ4_NL, 1056, 13);
-    /* 4100 rows: 1025 blocks of 4, the 64-register variant's grids, the last block partial */
-    check_occ(MF_TYPE_Q4_K, 2560, 4100);
-    check_occ(MF_TYPE_Q6_K, 2560, 4100);
     check_mixed(2560, 11);
     check_mixed(9728, 6);
     check_type(MF_TYPE_F32, 172, 33);
