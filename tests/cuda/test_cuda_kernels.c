@@ -307,6 +307,10 @@ static void check_occ(int type, int k, int n) {
     }
     CHECK(bad == 0, "%s k %d n %d one row, 64-register variant: %d of %d outputs off (worst %.2e of sum |w||x|)",
           mf_type_name(type), k, n, bad, n, worst);
+    printf("test_cuda_kernels: %s k %d n %d, one row: the 64-register variant %s the plain kernel, worst %.2e\n",
+           mf_type_name(type), k, n, memcmp(got[0], got[1], sizeof(float) * (size_t)n) ? "differs from" : "bitwise",
+           worst);
+    fflush(stdout);
     free(wf), free(wd), free(wq), free(x), free(xr), free(got[0]), free(got[1]);
     cudaFree(dw), cudaFree(dx), cudaFree(dout), cudaFree(q8.q), cudaFree(q8.d), cudaFree(q8.s);
 }
