@@ -274,7 +274,7 @@ static void check_occ(int type, int k, int n) {
     q8_round(x, k, xr);
     void *dw = dup_dev(wq, rb * (size_t)n);
     float *dx = dup_dev(x, sizeof(float) * (size_t)k), *dout = NULL;
-    cudaMalloc((void **)&dout, sizeof(float) * (size_t)n * 2);
+    cudaMalloc((void **)&dout, sizeof(float) * (size_t)n);
     mfc_q8 q8 = {0};
     cudaMalloc((void **)&q8.q, (size_t)k);
     cudaMalloc((void **)&q8.d, (size_t)k / 8);
