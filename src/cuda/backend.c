@@ -91,6 +91,9 @@ static void cu_destroy(mf_backend *be) {
         cudaFree(c->q8b[i].d);
         cudaFree(c->q8b[i].s);
     }
+    cudaFree(c->xh.h);
+    cudaFree(c->xh.s);
+    cudaFree(c->xh.part);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->verbose && (c->n_captures || c->n_replays))
         mf_log(MF_LOG_INFO, "minfer: cuda decode graphs: %d captured, %d replays\n", c->n_captures, c->n_replays);
@@ -453,9 +456,23 @@ static mfc_mm_seg seg_of(mf_weight w, float *out, mf_weight b, float *res) {
     return (mfc_mm_seg){w->dev, mf_row_size(w->type, w->ne[0]), (int)w->type, (int)w->ne[1], out, wf(b), res};
 }
 
+/* a prompt's product on the f16 tensor cores (k_gemm_h.cu) */
+static bool gemm_h_ok(const mf_cuda *c, mf_weight w, int rows) {
+    const int k = (int)w->ne[0];
+    return c->tc && c->xh.h && mfc_gemm_h_takes((int)w->type, k, rows) && (size_t)rows * (size_t)k <= c->xh_cap;
+}
+
 /* fresh: x may have changed since the last product quantized it */
 static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf_weight b, float *res, bool fresh) {
     const int k = (int)w->ne[0];
+    if (gemm_h_ok(c, w, rows)) {
+        flush(c);
+        const mfc_mm_seg g = seg_of(w, out, b, res);
+        if (mfc_gemm_h(c->stream, &g, 1, k, x, rows, &c->xh)) {
+            check(c, "matmul");
+            return;
+        }
+    }
     if (mmvq_ok(c, w, rows)) {
         quant_for(c, x, k, rows, fresh);
         const mfc_mm_seg g = seg_of(w, out, b, res);
@@ -497,6 +514,21 @@ static void cu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, 
     MIX(c, nw), MIX(c, x), MIX(c, rows), MIX(c, res);
     if (!op_begin_x(c, 2, true)) return;
     const int k = (int)w[0]->ne[0];
+    bool h = nw >= 2 && nw <= MFC_MAX_SEGS;
+    for (int i = 0; i < nw && h; i++) h = gemm_h_ok(c, w[i], rows) && (int)w[i]->ne[0] == k;
+    if (h) {
+        /* a prompt: x in f16 once, every product in one launch where the
+         * types allow, else one launch each over the same conversion */
+        flush(c);
+        mfc_mm_seg g[MFC_MAX_SEGS];
+        for (int i = 0; i < nw; i++) g[i] = seg_of(w[i], out[i], b ? b[i] : NULL, i == 0 ? res : NULL);
+        if (!mfc_gemm_h(c->stream, g, nw, k, x, rows, &c->xh)) {
+            mfc_x_to_h(c->stream, x, k, rows, &c->xh);
+            for (int i = 0; i < nw; i++) mfc_gemm_h(c->stream, &g[i], 1, k, NULL, rows, &c->xh);
+        }
+        check(c, "matmul");
+        return;
+    }
     bool one = nw >= 2 && nw <= MFC_MAX_SEGS;
     for (int i = 0; i < nw && one; i++) one = mmvq_ok(c, w[i], rows) && (int)w[i]->ne[0] == k;
     if (one) {
@@ -868,6 +900,24 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
             cu_destroy(&c->base);
             return NULL;
         }
+    {
+        const char *hr = getenv("MINFER_CUDA_GEMM_H_ROWS");
+        if (hr && *hr) mfc_gemm_h_rows = atoi(hr);
+        const char *hs = getenv("MINFER_CUDA_GEMM_H_SPLIT");
+        if (hs && *hs) mfc_gemm_h_split = atoi(hs);
+    }
+    if (mfc_gemm_h_rows > 0 && cfg->max_rows >= mfc_gemm_h_rows) {
+        c->xh_cap = (size_t)cfg->max_rows * (size_t)(cfg->max_width + 256);
+        if (cudaMalloc(&c->xh.h, c->xh_cap * 2) != cudaSuccess ||
+            cudaMalloc((void **)&c->xh.s, (size_t)cfg->max_rows * sizeof(float)) != cudaSuccess ||
+            cudaMalloc((void **)&c->xh.part, (size_t)cfg->max_rows * MFC_H_PART_PER_ROW * sizeof(float)) !=
+                cudaSuccess) {
+            snprintf(why, why_len, "out of device memory for the activation buffers");
+            cudaGetLastError();
+            cu_destroy(&c->base);
+            return NULL;
+        }
+    }
     c->fuse = !(getenv("MINFER_CUDA_FUSE") && !mf_env_on("MINFER_CUDA_FUSE"));
     mfc_fattn_on = !(getenv("MINFER_CUDA_FA") && !mf_env_on("MINFER_CUDA_FA"));
     mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
@@ -903,6 +953,17 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                c->max_rows < mfc_mmq_rows ? c->max_rows : mfc_mmq_rows, c->mmvq ? "" : " (off: MINFER_CUDA_MMVQ=0)",
                mfc_mmq_tile_rows > 9 ? mfc_mmq_tile_rows : 9, mfc_mmq_tile_on ? "" : " (off: MINFER_CUDA_MMQ_TILE=0)",
                c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
+        if (c->xh.h && c->tc)
+            mf_log(MF_LOG_INFO, "minfer: cuda prompt products: from %d rows (Q8_0: %d), every quantized type and F16 by f16 "
+                                "tensor-core tiles of 128x128 (weights decoded to f16 in shared memory, activations "
+                                "in f16 scaled by a power of two per row; k split in up to %d parts where the weight "
+                                "tiles are few; MINFER_CUDA_GEMM_H_ROWS=0 turns this off), ahead of the kernels above\n",
+                   mfc_gemm_h_rows, mfc_gemm_h_rows_q8 > mfc_gemm_h_rows ? mfc_gemm_h_rows_q8 : mfc_gemm_h_rows,
+                   mfc_gemm_h_split);
+        else
+            mf_log(MF_LOG_INFO, "minfer: cuda prompt products: the kernels above (the f16 128x128 tiles are off: %s)\n",
+                   !c->tc ? "MINFER_CUDA_TC=0" : mfc_gemm_h_rows <= 0 ? "MINFER_CUDA_GEMM_H_ROWS=0"
+                                                                      : "steps hold fewer rows than they take");
         if (c->fuse)
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "

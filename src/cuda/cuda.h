@@ -60,6 +60,10 @@ typedef struct mf_cuda {
     } rp;
     bool mmvq; /* MINFER_CUDA_MMVQ=0 takes the f32 path for every type */
     bool tc;   /* MINFER_CUDA_TC=0: prefill on the f32 tiles for every type */
+    /* a prompt's activations in f16 for k_gemm_h.cu (none when max_rows is
+     * below mfc_gemm_h_rows) */
+    mfc_xh xh;
+    size_t xh_cap; /* halves */
     /* KV cache: per layer, one row per cell in f16 or f32 (k_attn.cu) */
     mf_kv_desc kv;
     void **k, **v;

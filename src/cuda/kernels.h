@@ -137,6 +137,33 @@ bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float
 /* prefill products (more than 8 rows) of the types the int8 kernels do not
  * take, on the tensor cores, f16 in, f32 accumulate (k_gemm_tc.cu);
  * mfc_matmul otherwise */
+/* A prompt's products on the f16 tensor cores (k_gemm_h.cu): activations
+ * in f16, each row scaled by a power of two (h: rows x k halves; s: the
+ * factor per row that undoes it), weights decoded to f16 in shared memory.
+ * mfc_gemm_h converts x into xh first when x is given (else xh already
+ * holds it), then runs the products in one launch; false for types, shapes
+ * or row counts it does not take, and for segments of types other than
+ * Q4_K/Q6_K unless all of one type (launch those one by one).
+ * mfc_gemm_h_rows: the fewest rows it takes (MINFER_CUDA_GEMM_H_ROWS; 0: none). */
+typedef struct mfc_xh {
+    void *h;
+    float *s;
+    float *part; /* partial sums of products split along k: rows x MFC_H_PART_PER_ROW
+                    floats (NULL: no product is split) */
+} mfc_xh;
+#define MFC_H_PART_PER_ROW 32768
+extern int mfc_gemm_h_rows;
+/* Q8_0 from this many rows (k_mmq.cu's int8 kernel below: on an H100 it
+ * took Q8_0's products of 128 rows in 0.65-1.0x the time of these tiles,
+ * of 512 rows in 1.45x) */
+extern int mfc_gemm_h_rows_q8;
+/* most parts a product's k is split into (MINFER_CUDA_GEMM_H_SPLIT; 1: none),
+ * and the parts a product of n rows of k gets */
+extern int mfc_gemm_h_split;
+int mfc_gemm_h_parts(int k, int n);
+bool mfc_gemm_h_takes(int type, int k, int rows);
+void mfc_x_to_h(cudaStream_t s, const float *x, int k, int rows, const mfc_xh *xh);
+bool mfc_gemm_h(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const float *x, int rows, const mfc_xh *xh);
 bool mfc_gemm_tc_takes(int type, int k, int rows);
 bool mfc_gemm_tc(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const float *x, int rows,
                  float *out, const float *b, float *res);

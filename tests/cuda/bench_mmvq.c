@@ -6,6 +6,11 @@
  *     -w  warps per weight row (0: the backend's choice by k)
  *     -r  activation rows: 1..8 dp4a, 9..512 int8 mma (chunks of 64)
  *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
+ *     -tc 2: the f16 prompt tiles of k_gemm_h.cu (65 rows and more by
+ *        default, Q8_0 256; -hr sets both), the activations' conversion
+ *        to f16 included in each launch's time; -hs N: at most N parts of
+ *        k (1: none)
+ *     -s NAME: that shape alone (for a profiler)
  *     -c 16|32|64: the int8 mma kernel's rows per chunk
  *     -t 0|1: over 8 rows, k_mmq.cu's kernel (0) or the shared-memory tiles
  *        of k_mmq_tile.cu (1, the default; from 65 rows)
@@ -69,6 +74,7 @@ static const shape shapes[] = {
 
 int main(int argc, char **argv) {
     int rows = 1, tc = 0;
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-w")) mfc_mmvq_w = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) rows = atoi(argv[i + 1]);
@@ -78,13 +84,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-W")) mfc_mmq_w = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-tr")) mfc_mmq_tile_rows = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-o")) mfc_mmvq_occ = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-hr")) mfc_gemm_h_rows = mfc_gemm_h_rows_q8 = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-hs")) mfc_gemm_h_split = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
         else {
-            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1]\n");
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1|2] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1] [-hr rows] [-hs parts] [-s name]\n");
             return 2;
         }
     }
-    if (rows < 1 || rows > 512 || (tc && rows <= 8)) {
-        fprintf(stderr, "bench_mmvq: -r takes 1..512 rows (with -tc 1: 9..512)\n");
+    if (rows < 1 || rows > 2048 || (tc && rows <= 8)) {
+        fprintf(stderr, "bench_mmvq: -r takes 1..2048 rows (with -tc: 9..2048)\n");
         return 2;
     }
     int nd = 0;
@@ -101,13 +110,15 @@ int main(int argc, char **argv) {
     /* the ceiling `minfer bench` sets decode against */
     const double copy_gbs = mf_cuda_copy_bandwidth((size_t)1 << 30);
     printf("copy: %.0f GB/s (read + write); rows %d, %s, warps per row %d (0: by k)\n", copy_gbs, rows,
-           tc ? "f16 tensor cores" : rows > 8 ? "int8 mma" : "dp4a", mfc_mmvq_w);
-    printf("%-22s %6s %7s %9s %8s %8s %7s\n", "product", "k", "n", "MB", "us", "GB/s", "%copy");
+           tc == 2 ? "f16 prompt tiles" : tc ? "f16 tensor cores" : rows > 8 ? "int8 mma" : "dp4a", mfc_mmvq_w);
+    printf("%-22s %6s %7s %9s %8s %8s %7s %8s\n", "product", "k", "n", "MB", "us", "GB/s", "%copy", "TFLOP/s");
 
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *sh = &shapes[si];
         /* types the int8 mma kernel has no path for (rows over 8) */
         if (!tc && !mfc_mmvq_takes(sh->type, sh->k, rows)) continue;
+        if (tc == 2 && !mfc_gemm_h_takes(sh->type, sh->k, rows)) continue;
+        if (only && strcmp(sh->what, only)) continue;
         const size_t rb = mf_row_size(sh->type, sh->k), seg_bytes = rb * (size_t)sh->n;
         const size_t bytes = seg_bytes * sh->nseg;
         int copies = (int)(((size_t)256 << 20) / bytes) + 2;
@@ -127,6 +138,10 @@ int main(int argc, char **argv) {
         CK(cudaMalloc((void **)&q.d, (size_t)sh->k * rt / 4));
         CK(cudaMalloc((void **)&q.s, (size_t)sh->k * rt / 8));
         mfc_quant_x(s, x, sh->k, rows, &q);
+        mfc_xh xh = {0};
+        CK(cudaMalloc(&xh.h, (size_t)sh->k * rows * 2));
+        CK(cudaMalloc((void **)&xh.s, sizeof(float) * rows));
+        CK(cudaMalloc((void **)&xh.part, sizeof(float) * rows * MFC_H_PART_PER_ROW));
         enum { L = 64 };
         cudaGraph_t g;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -136,7 +151,13 @@ int main(int argc, char **argv) {
             for (int i = 0; i < sh->nseg; i++)
                 seg[i] = (mfc_mm_seg){wl + i * seg_bytes, rb, sh->type, sh->n, out + (size_t)i * sh->n * rows, NULL,
                                       NULL};
-            if (tc)
+            if (tc == 2) {
+                if (!mfc_gemm_h(s, seg, sh->nseg, sh->k, x, rows, &xh)) { /* as the backend: one by one */
+                    mfc_x_to_h(s, x, sh->k, rows, &xh);
+                    for (int i = 0; i < sh->nseg; i++) mfc_gemm_h(s, &seg[i], 1, sh->k, NULL, rows, &xh);
+                }
+            }
+            else if (tc)
                 for (int i = 0; i < sh->nseg; i++)
                     mfc_gemm_tc(s, sh->type, seg[i].w, rb, sh->k, sh->n, x, rows, seg[i].out, NULL, NULL);
             else mfc_mmvq_n(s, seg, sh->nseg, sh->k, &q, rows);
@@ -148,10 +169,12 @@ int main(int argc, char **argv) {
             exit(1);
         }
         const double us = ms_best * 1e3 / L, gbs = bytes / (us * 1e-6) / 1e9;
-        printf("%-22s %6d %7d %9.2f %8.2f %8.0f %6.1f%%\n", sh->what, sh->k, sh->n * sh->nseg, bytes / 1e6, us, gbs,
-               100.0 * gbs / copy_gbs);
+        const double tflops = 2.0 * rows * (double)sh->k * sh->n * sh->nseg / (us * 1e-6) / 1e12;
+        printf("%-22s %6d %7d %9.2f %8.2f %8.0f %6.1f%% %8.1f\n", sh->what, sh->k, sh->n * sh->nseg, bytes / 1e6, us, gbs,
+               100.0 * gbs / copy_gbs, tflops);
         cudaGraphDestroy(g);
         cudaFree(w), cudaFree(x), cudaFree(out), cudaFree(q.q), cudaFree(q.d), cudaFree(q.s);
+        cudaFree(xh.h), cudaFree(xh.s), cudaFree(xh.part);
     }
     return 0;
 }

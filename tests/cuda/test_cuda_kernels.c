@@ -22,7 +22,11 @@
  * the one-row K-quant products (grids of 1024 blocks or more) is compared
  * with the plain kernel bit for bit. The tensor-core prefill
  * kernel rounds weights and activations to f16 (2^-11 relative each):
- * 2e-3 of sum |w||x|. Rows of 172 elements (F32,
+ * 2e-3 of sum |w||x|; so do the f16 prompt tiles of k_gemm_h.cu (every
+ * type they take, 65 to 150 rows, each row's outputs bit for bit the same
+ * at every row count; Q4_K and Q6_K in one launch bitwise each alone, over
+ * rows of magnitudes 2^-40..2^40 that f16 holds only after each row's
+ * power-of-two scaling). Rows of 172 elements (F32,
  * F16) cover the one-element paths; IQ4_NL rows of 1056 (33 blocks, not a
  * multiple of 256) the types' generic paths only. Exits 77 (skipped)
  * without a device. */
@@ -86,14 +90,22 @@ static void check_type(int type, int k, int n) {
     /* the int8 tensor-core rows (over 8): each row's outputs bit for bit
      * the same at every row count (in chunks of 64 past 64 rows) */
     float *first_mq = malloc(sizeof(float) * (size_t)R * n), *first_tl = malloc(sizeof(float) * (size_t)R * n);
-    int first_rows = 0, first_tile = 0;
+    float *first_h = malloc(sizeof(float) * (size_t)R * n);
+    int first_rows = 0, first_tile = 0, first_hr = 0;
+    mfc_xh xh = {0};
+    cudaMalloc(&xh.h, (size_t)R * k * 2);
+    cudaMalloc((void **)&xh.s, sizeof(float) * R);
+    cudaMalloc((void **)&xh.part, sizeof(float) * R * MFC_H_PART_PER_ROW);
     const int chunk0 = mfc_mmq_chunk;
-    for (int mode = 0; mode < 3; mode++) {
+    for (int mode = 0; mode < 4; mode++) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
-            const bool q = mode == 1, tc = mode == 2;
+            const bool q = mode == 1, tc = mode == 2, hg = mode == 3;
             if (q && !mfc_mmvq_takes(type, k, rows)) continue;
-            if (!q && rows > 20) continue; /* the f32 and f16 tiles: 20 rows cover their paths */
+            if (hg) {
+                mfc_gemm_h_rows_q8 = 65; /* Q8_0's tiles too at every row count they may take */
+                if (!mfc_gemm_h_takes(type, k, rows)) continue; /* prompts: 65 rows and more */
+            } else if (!q && rows > 20) continue; /* the f32 and f16 tiles: 20 rows cover their paths */
             if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
             /* the dp4a products with each team size (warps per row), not
              * just the one k picks */
@@ -114,6 +126,10 @@ static void check_type(int type, int k, int n) {
                 CHECK(mfc_gemm_tc(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: tensor-core gemm refused",
                       mf_type_name(type));
                 memcpy(xr, x, sizeof(float) * (size_t)rows * k);
+            } else if (hg) {
+                const mfc_mm_seg sg = {dw, rb, type, n, dout, NULL, NULL};
+                CHECK(mfc_gemm_h(0, &sg, 1, k, dx, rows, &xh), "%s: f16 prompt gemm refused", mf_type_name(type));
+                memcpy(xr, x, sizeof(float) * (size_t)rows * k);
             } else {
                 CHECK(mfc_matmul(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: matmul refused",
                       mf_type_name(type));
@@ -132,13 +148,23 @@ static void check_type(int type, int k, int n) {
                         mag += fabs((double)wd[(size_t)j * k + i] * xr[(size_t)r * k + i]);
                     }
                     const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
-                    if (!(d <= (tc ? 2e-3 : 1e-5))) bad++;
+                    if (!(d <= (tc || hg ? 2e-3 : 1e-5))) bad++;
                     if (d > worst || d != d) worst = d;
                 }
             CHECK(bad == 0, "%s k %d rows %d%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
-                  mf_type_name(type), k, rows, q ? (rows > 8 ? (tile ? " int8 tiles" : " int8 mma") : " dp4a") : tc ? " tensor cores" : "",
+                  mf_type_name(type), k, rows,
+                  q ? (rows > 8 ? (tile ? " int8 tiles" : " int8 mma") : " dp4a") : tc ? " tensor cores" : hg ? " f16 prompt tiles" : "",
                   rows > 8 && q ? mfc_mmq_team(k) : mfc_mmvq_team(k), bad, rows * n, worst);
-            if (tile) { /* k_mmq_tile.cu */
+            if (hg) { /* k_gemm_h.cu: a row's outputs the same at every row count */
+                if (!first_hr) {
+                    memcpy(first_h, out, sizeof(float) * (size_t)rows * n);
+                    first_hr = rows;
+                } else {
+                    CHECK(memcmp(first_h, out, sizeof(float) * (size_t)first_hr * n) == 0,
+                          "%s k %d: f16 prompt tiles rows 0..%d differ between steps of %d and %d rows",
+                          mf_type_name(type), k, first_hr - 1, first_hr, rows);
+                }
+            } else if (tile) { /* k_mmq_tile.cu */
                 if (!first_tile) {
                     memcpy(first_tl, out, sizeof(float) * (size_t)rows * n);
                     first_tile = rows;
@@ -166,6 +192,8 @@ static void check_type(int type, int k, int n) {
     }
     free(first_mq);
     free(first_tl);
+    free(first_h);
+    cudaFree(xh.h), cudaFree(xh.s), cudaFree(xh.part);
     /* embedding rows */
     int32_t ids[3] = {n - 1, 0, n / 2};
     int32_t *did = dup_dev(ids, sizeof ids);
@@ -315,6 +343,77 @@ static void check_occ(int type, int k, int n) {
     cudaFree(dw), cudaFree(dx), cudaFree(dout), cudaFree(q8.q), cudaFree(q8.d), cudaFree(q8.s);
 }
 
+/* k_gemm_h.cu with Q4_K and Q6_K segments in one launch, over rows whose
+ * magnitudes span 2^-40..2^40 (f16 alone holds 2^-24..65504: the per-row
+ * power of two must bring each into range): each segment against the
+ * reference at the kernel's 2e-3, and bit for bit a launch of that segment
+ * alone over the same f16 rows (mfc_gemm_h with x NULL reuses them). */
+static void check_h_mixed(int k, int n, int rows) {
+    static const int ty[2] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K};
+    float *x = malloc(sizeof(float) * (size_t)rows * k);
+    for (int r = 0; r < rows; r++) {
+        const float f = ldexpf(1.0f, (r * 7) % 81 - 40);
+        for (int i = 0; i < k; i++) x[(size_t)r * k + i] = frand() * f;
+    }
+    float *dx = dup_dev(x, sizeof(float) * (size_t)rows * k), *dout[2], *dsolo;
+    mfc_xh xh = {0};
+    cudaMalloc(&xh.h, (size_t)rows * k * 2);
+    cudaMalloc((void **)&xh.s, sizeof(float) * rows);
+    cudaMalloc((void **)&xh.part, sizeof(float) * rows * MFC_H_PART_PER_ROW);
+    cudaMalloc((void **)&dsolo, sizeof(float) * (size_t)rows * n);
+    mfc_mm_seg sg[2];
+    float *wd[2];
+    void *dw[2];
+    for (int t = 0; t < 2; t++) {
+        const mf_type_traits *tr = mf_type_traits_ref(ty[t]);
+        const size_t rb = mf_row_size(ty[t], k);
+        float *wf = malloc(sizeof(float) * (size_t)k * n);
+        uint8_t *wq = malloc(rb * (size_t)n);
+        wd[t] = malloc(sizeof(float) * (size_t)k * n);
+        for (size_t i = 0; i < (size_t)k * n; i++) wf[i] = frand();
+        for (int j = 0; j < n; j++) {
+            tr->from_float_ref(wf + (size_t)j * k, wq + (size_t)j * rb, k);
+            tr->to_float(wq + (size_t)j * rb, wd[t] + (size_t)j * k, k);
+        }
+        dw[t] = dup_dev(wq, rb * (size_t)n);
+        cudaMalloc((void **)&dout[t], sizeof(float) * (size_t)rows * n);
+        sg[t] = (mfc_mm_seg){dw[t], rb, ty[t], n, dout[t], NULL, NULL};
+        free(wf), free(wq);
+    }
+    CHECK(mfc_gemm_h(0, sg, 2, k, dx, rows, &xh), "f16 prompt gemm refused Q4_K + Q6_K");
+    float *out = malloc(sizeof(float) * (size_t)rows * n), *solo = malloc(sizeof(float) * (size_t)rows * n);
+    for (int t = 0; t < 2; t++) {
+        mfc_mm_seg one = sg[t];
+        one.out = dsolo;
+        CHECK(mfc_gemm_h(0, &one, 1, k, NULL, rows, &xh), "f16 prompt gemm refused one segment");
+        cudaError_t e = cudaDeviceSynchronize();
+        CHECK(e == cudaSuccess, "f16 prompt gemm: %s", cudaGetErrorString(e));
+        cudaMemcpy(out, dout[t], sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(solo, dsolo, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
+        int bad = 0;
+        double worst = 0;
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++) {
+                double ref = 0, mag = 0;
+                for (int i = 0; i < k; i++) {
+                    ref += (double)wd[t][(size_t)j * k + i] * x[(size_t)r * k + i];
+                    mag += fabs((double)wd[t][(size_t)j * k + i] * x[(size_t)r * k + i]);
+                }
+                const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
+                if (!(d <= 2e-3)) bad++;
+                if (d > worst || d != d) worst = d;
+            }
+        CHECK(bad == 0, "%s k %d rows %d f16 prompt tiles, mixed launch, rows of 2^-40..2^40: %d of %d off (worst %.2e)",
+              mf_type_name(ty[t]), k, rows, bad, rows * n, worst);
+        CHECK(memcmp(out, solo, sizeof(float) * (size_t)rows * n) == 0,
+              "%s k %d: f16 prompt tiles differ between the mixed launch and the segment alone", mf_type_name(ty[t]), k);
+        cudaFree(dw[t]), cudaFree(dout[t]);
+        free(wd[t]);
+    }
+    cudaFree(dx), cudaFree(dsolo), cudaFree(xh.h), cudaFree(xh.s), cudaFree(xh.part);
+    free(x), free(out), free(solo);
+}
+
 int main(void) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
@@ -349,6 +448,7 @@ int main(void) {
     }
     check_type(MF_TYPE_IQ4_NL, 1056, 13);
     check_mixed(2560, 11);
+    check_h_mixed(2560, 300, 200);
     check_mixed(9728, 6);
     check_type(MF_TYPE_F32, 172, 33);
     check_type(MF_TYPE_F16, 172, 33);
