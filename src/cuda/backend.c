@@ -954,12 +954,11 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                mfc_mmq_tile_rows > 9 ? mfc_mmq_tile_rows : 9, mfc_mmq_tile_on ? "" : " (off: MINFER_CUDA_MMQ_TILE=0)",
                c->tc ? "" : " (off: MINFER_CUDA_TC=0)");
         if (c->xh.h && c->tc)
-            mf_log(MF_LOG_INFO, "minfer: cuda prompt products: from %d rows (Q8_0: %d), every quantized type and F16 by f16 "
+            mf_log(MF_LOG_INFO, "minfer: cuda prompt products: from %d rows, every quantized type and F16 by f16 "
                                 "tensor-core tiles of 128x128 (weights decoded to f16 in shared memory, activations "
                                 "in f16 scaled by a power of two per row; k split in up to %d parts where the weight "
                                 "tiles are few; MINFER_CUDA_GEMM_H_ROWS=0 turns this off), ahead of the kernels above\n",
-                   mfc_gemm_h_rows, mfc_gemm_h_rows_q8 > mfc_gemm_h_rows ? mfc_gemm_h_rows_q8 : mfc_gemm_h_rows,
-                   mfc_gemm_h_split);
+                   mfc_gemm_h_rows, mfc_gemm_h_split);
         else
             mf_log(MF_LOG_INFO, "minfer: cuda prompt products: the kernels above (the f16 128x128 tiles are off: %s)\n",
                    !c->tc ? "MINFER_CUDA_TC=0" : mfc_gemm_h_rows <= 0 ? "MINFER_CUDA_GEMM_H_ROWS=0"

@@ -23,10 +23,11 @@
  * m16n8k16 per 16 of k, fragments by ldmatrix from rows padded to 144
  * bytes (8 lanes' 16-byte reads fall in distinct banks).
  *
- * Decoding to f16: Q4_K and Q6_K in pairs of levels (a level's bits or'ed
- * into the mantissa of 1024.0, 1024 subtracted exactly, then one f16 fma
- * with the block's scale and min, each rounded once from f32); other types
- * through dq8 (dequant.cuh) in f32, rounded to f16 and clamped to its range. */
+ * Decoding to f16: Q4_K, Q6_K and Q8_0 in pairs of levels (a level's bits
+ * or'ed into the mantissa of 1024.0, 1024 and the level's offset
+ * subtracted exactly, then one f16 fma or multiply with the block's scale
+ * and min, each rounded once from f32); other types through dq8
+ * (dequant.cuh) in f32, rounded to f16 and clamped to its range. */
 #include <cuda_fp16.h>
 
 #include "cuda/dequant.cuh"
@@ -105,20 +106,34 @@ __device__ __forceinline__ void mma_h(float *c, const uint32_t *a, uint32_t b0, 
 __device__ __forceinline__ uint32_t h2u(__half2 h) { return *(const uint32_t *)&h; }
 __device__ __forceinline__ __half2 u2h(uint32_t u) { return *(const __half2 *)&u; }
 
-/* 16 bytes at p, 2-byte aligned */
+/* 16 bytes at p, 2-byte aligned (reads up to 2 bytes past p + 16: for
+ * bytes inside a block that goes on) */
 __device__ __forceinline__ uint4 ld128_2(const uint8_t *p) {
     const uint2 a = ld64_2(p), b = ld64_2(p + 8);
     return make_uint4(a.x, a.y, b.x, b.y);
 }
 
+/* 16 bytes at p, 2-byte aligned, never reading past p + 16 (the end of a
+ * Q8_0 block may be the end of the tensor) */
+__device__ __forceinline__ uint4 ld128_2e(const uint8_t *p) {
+    if (((uintptr_t)p & 3) == 0) {
+        const uint32_t *w = (const uint32_t *)p;
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    const uint32_t *w = (const uint32_t *)(p - 2);
+    const uint32_t a = w[0], b = w[1], c = w[2], d = w[3], e = *(const uint16_t *)(p + 14);
+    return make_uint4(__funnelshift_r(a, b, 16), __funnelshift_r(b, c, 16), __funnelshift_r(c, d, 16),
+                      __funnelshift_r(d, e, 16));
+}
+
 /* ---- one thread's weights of a stage: row n of the tile, half h of
  * each 32-wide block of the stage (16 columns of each) ---- */
 template <int T> struct hb_raw {
-    uint4 q;  /* Q4_K: 16 level bytes; Q6_K: low bits of the first 32 */
-    uint4 q2; /* Q6_K: low bits of the second 32 */
+    uint4 q;  /* Q4_K: 16 level bytes; Q6_K: low bits of the first 32; Q8_0: 16 levels of the first block */
+    uint4 q2; /* Q6_K: low bits of the second 32; Q8_0: of the second block */
     uint4 qh; /* Q6_K: high bits */
     uint4 hd; /* Q4_K: d, dmin and the scale bytes */
-    float s0, s1; /* Q6_K: d times the two scales */
+    float s0, s1; /* Q6_K: d times the two scales; Q8_0: the two blocks' d */
 };
 
 template <int T>
@@ -138,6 +153,12 @@ __device__ __forceinline__ void hb_load(hb_raw<T> &r, const uint8_t *__restrict_
         const float d = ld_h(b + 208);
         r.s0 = d * (float)(int8_t)b[192 + 8 * hh + h + 4 * p];
         r.s1 = d * (float)(int8_t)b[192 + 8 * hh + h + 2 + 4 * p];
+    } else if constexpr (T == T_Q8_0) {
+        const uint8_t *b = row + (size_t)(k0 >> 5) * 34;
+        r.q = ld128_2e(b + 2 + 16 * h);
+        r.q2 = ld128_2e(b + 36 + 16 * h);
+        r.s0 = ld_h(b);
+        r.s1 = ld_h(b + 34);
     }
 }
 
@@ -191,6 +212,19 @@ __device__ __forceinline__ void hb_store(const hb_raw<T> &r, __half *br, bool ok
             lo[2 * i + 1] = h2u(__hmul2(__hsub2(u2h(spread(la, 0x4342) | 0x64006400u), k1056), s0));
             hi[2 * i] = h2u(__hmul2(__hsub2(u2h(spread(lb, 0x4140) | 0x64006400u), k1056), s1));
             hi[2 * i + 1] = h2u(__hmul2(__hsub2(u2h(spread(lb, 0x4342) | 0x64006400u), k1056), s1));
+        }
+    } else if constexpr (T == T_Q8_0) {
+        /* levels + 128 as unsigned bytes, 1152 = 1024 + 128 subtracted
+         * exactly, then one rounding of level * d (d is f16 in the file) */
+        const __half2 s0 = __float2half2_rn(r.s0), s1 = __float2half2_rn(r.s1), k1152 = u2h(0x64806480u);
+        const uint32_t qa[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, qb[4] = {r.q2.x, r.q2.y, r.q2.z, r.q2.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t a = qa[i] ^ 0x80808080u, b = qb[i] ^ 0x80808080u;
+            lo[2 * i] = h2u(__hmul2(__hsub2(u2h(spread(a, 0x4140) | 0x64006400u), k1152), s0));
+            lo[2 * i + 1] = h2u(__hmul2(__hsub2(u2h(spread(a, 0x4342) | 0x64006400u), k1152), s0));
+            hi[2 * i] = h2u(__hmul2(__hsub2(u2h(spread(b, 0x4140) | 0x64006400u), k1152), s1));
+            hi[2 * i + 1] = h2u(__hmul2(__hsub2(u2h(spread(b, 0x4342) | 0x64006400u), k1152), s1));
         }
     } else {
         /* other types: 8 elements at a time in f32 */
@@ -369,7 +403,6 @@ static void h_launch(cudaStream_t s, dim3 grid, const hb_segs &S, int k, const m
 }
 
 int mfc_gemm_h_rows = 65;
-int mfc_gemm_h_rows_q8 = 256;
 int mfc_gemm_h_split = 8;
 
 /* Parts of k for a product of n rows of k: enough blocks for the GPU when
@@ -401,8 +434,7 @@ static bool h_type(int type) {
 }
 
 extern "C" bool mfc_gemm_h_takes(int type, int k, int rows) {
-    if (mfc_gemm_h_rows <= 0 || rows < mfc_gemm_h_rows || (type == T_Q8_0 && rows < mfc_gemm_h_rows_q8)) return false;
-    return rows > 8 && k % 256 == 0 && h_type(type);
+    return mfc_gemm_h_rows > 0 && rows >= mfc_gemm_h_rows && rows > 8 && k % 256 == 0 && h_type(type);
 }
 
 extern "C" void mfc_x_to_h(cudaStream_t s, const float *x, int k, int rows, const mfc_xh *xh) {

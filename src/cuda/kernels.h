@@ -153,10 +153,6 @@ typedef struct mfc_xh {
 } mfc_xh;
 #define MFC_H_PART_PER_ROW 32768
 extern int mfc_gemm_h_rows;
-/* Q8_0 from this many rows (k_mmq.cu's int8 kernel below: on an H100 it
- * took Q8_0's products of 128 rows in 0.65-1.0x the time of these tiles,
- * of 512 rows in 1.45x) */
-extern int mfc_gemm_h_rows_q8;
 /* most parts a product's k is split into (MINFER_CUDA_GEMM_H_SPLIT; 1: none),
  * and the parts a product of n rows of k gets */
 extern int mfc_gemm_h_split;

@@ -7,7 +7,7 @@
  *     -r  activation rows: 1..8 dp4a, 9..512 int8 mma (chunks of 64)
  *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
  *     -tc 2: the f16 prompt tiles of k_gemm_h.cu (65 rows and more by
- *        default, Q8_0 256; -hr sets both), the activations' conversion
+ *        default; -hr sets their fewest rows), the activations' conversion
  *        to f16 included in each launch's time; -hs N: at most N parts of
  *        k (1: none)
  *     -s NAME: that shape alone (for a profiler)
@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-W")) mfc_mmq_w = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-tr")) mfc_mmq_tile_rows = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-o")) mfc_mmvq_occ = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-hr")) mfc_gemm_h_rows = mfc_gemm_h_rows_q8 = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-hr")) mfc_gemm_h_rows = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-hs")) mfc_gemm_h_split = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
         else {

@@ -103,7 +103,6 @@ static void check_type(int type, int k, int n) {
             const bool q = mode == 1, tc = mode == 2, hg = mode == 3;
             if (q && !mfc_mmvq_takes(type, k, rows)) continue;
             if (hg) {
-                mfc_gemm_h_rows_q8 = 65; /* Q8_0's tiles too at every row count they may take */
                 if (!mfc_gemm_h_takes(type, k, rows)) continue; /* prompts: 65 rows and more */
             } else if (!q && rows > 20) continue; /* the f32 and f16 tiles: 20 rows cover their paths */
             if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
