@@ -6,22 +6,24 @@
  * every 32-wide block's integer sum by the weight's and the activation's
  * block factors, about ten instructions per lane after each m16n8k32 mma,
  * which leaves the tensor cores mostly idle (gate+up of a 4B model at 512
- * rows: 122 TOP/s). Here the block factors go into the f16 weights while
+ * rows: 121 TOP/s on an H100). Here the block factors go into the f16 weights while
  * they are decoded (once per 128 activation rows), and the mma accumulates
  * in f32 across the whole row with nothing between two mmas.
  *
  * Activations: mfc_x_to_h writes each row in f16 scaled by a power of two
  * (the row's largest magnitude lands in [2^14, 2^15)), so no row overflows
- * f16 and no bits are lost to the scaling; outputs are multiplied back by
- * the same power. An output depends on its row, the weights and k only:
- * the same bits in any step that takes this kernel.
+ * f16 and the scaling itself is exact; outputs are multiplied back by the
+ * same power. An output depends on its row, the weights and k only: the
+ * same bits in any step that takes this kernel.
  *
  * Tiles: a block of 8 warps takes 128 activation rows x 128 weight rows,
  * k in stages of 64 held twice in shared memory (one multiplied while the
  * next is loaded: activations by cp.async, weights through registers and
  * decoded after the multiply); warp (wm, wn) owns 64 x 32 outputs, 16 mmas
  * m16n8k16 per 16 of k, fragments by ldmatrix from rows padded to 144
- * bytes (8 lanes' 16-byte reads fall in distinct banks).
+ * bytes (8 lanes' 16-byte reads fall in distinct banks). Products with few
+ * weight tiles split k between blocks (mfc_gemm_h_parts) and add the parts
+ * in order in hb_reduce_k.
  *
  * Decoding to f16: Q4_K, Q6_K and Q8_0 in pairs of levels (a level's bits
  * or'ed into the mantissa of 1024.0, 1024 and the level's offset
@@ -67,9 +69,9 @@ __global__ void x_to_h_k(const float *__restrict__ x, int k, __half *xh, float *
     /* e: the exponent that brings the largest magnitude into [2^14, 2^15);
      * zero and non-finite rows keep their values (a NaN stays a NaN) */
     int e = 0;
-    if (m > 0.0f && m <= 3.4e38f) {
-        e = 14 - ilogbf(m);
-        e = e < -100 ? -100 : e > 100 ? 100 : e;
+    if (m > 0.0f && isfinite(m)) {
+        e = 14 - ilogbf(m); /* -113 .. 163 */
+        if (e > 126) e = 126; /* 2^e and 2^-e stay normal floats; such rows stay below 2^14 */
     }
     if (threadIdx.x == 0) xs[blockIdx.x] = ldexpf(1.0f, -e);
     const float f = ldexpf(1.0f, e); /* a power of two: x * f is exact */
