@@ -59,7 +59,9 @@ static mf_status free_bytes(size_t *out) {
 
 /* What -ngl auto leaves free besides the weights: activation buffers, the
  * attention's split buffers, the step tables and the CUDA context's own
- * working memory (measured at 200-400 MiB for 8B shapes with n_batch 512). */
+ * working memory (measured at 200-400 MiB for 8B shapes with n_batch 512,
+ * before the f16 prompt tiles' buffers: 79 MiB more there, of which 64 MiB
+ * of partial sums, 128 KiB per row of n_batch). */
 #define AUTO_RESERVE ((size_t)768 << 20)
 /* ... and the KV cache it plans for per layer: 4096 positions in f16 (the
  * context size is not known at load; a larger cache that does not fit is
