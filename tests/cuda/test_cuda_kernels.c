@@ -61,6 +61,41 @@ static void q8_round(const float *x, int n, float *y) {
     }
 }
 
+/* rows x n outputs against a double-precision dot of wd (n rows of k) with
+ * x (rows of k): how many are off by more than tol of sum |w||x|, and the
+ * worst such fraction in *worst (NaN counts as off) */
+static int ref_off(const float *wd, const float *x, const float *out, int rows, int n, int k, double tol,
+                   double *worst) {
+    int bad = 0;
+    *worst = 0;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (int i = 0; i < k; i++) {
+                ref += (double)wd[(size_t)j * k + i] * x[(size_t)r * k + i];
+                mag += fabs((double)wd[(size_t)j * k + i] * x[(size_t)r * k + i]);
+            }
+            const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
+            if (!(d <= tol)) bad++;
+            if (d > *worst || d != d) *worst = d;
+        }
+    return bad;
+}
+
+/* A kernel's rows bit for bit the same at every row count: the first call
+ * keeps its rows x n outputs, later calls compare their first rows with them */
+static void same_rows(float *first, int *first_rows, const float *out, int rows, int n, const char *what, int type,
+                      int k) {
+    if (!*first_rows) {
+        memcpy(first, out, sizeof(float) * (size_t)rows * n);
+        *first_rows = rows;
+        return;
+    }
+    CHECK(memcmp(first, out, sizeof(float) * (size_t)*first_rows * n) == 0,
+          "%s k %d: %s rows 0..%d differ between steps of %d and %d rows", mf_type_name(type), k, what,
+          *first_rows - 1, *first_rows, rows);
+}
+
 static void check_type(int type, int k, int n) {
     const mf_type_traits *tr = mf_type_traits_ref(type);
     const size_t rb = mf_row_size(type, k);
@@ -137,51 +172,15 @@ static void check_type(int type, int k, int n) {
             cudaError_t e = cudaDeviceSynchronize();
             CHECK(e == cudaSuccess, "%s rows %d: %s", mf_type_name(type), rows, cudaGetErrorString(e));
             cudaMemcpy(out, dout, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
-            int bad = 0;
-            double worst = 0;
-            for (int r = 0; r < rows; r++)
-                for (int j = 0; j < n; j++) {
-                    double ref = 0, mag = 0;
-                    for (int i = 0; i < k; i++) {
-                        ref += (double)wd[(size_t)j * k + i] * xr[(size_t)r * k + i];
-                        mag += fabs((double)wd[(size_t)j * k + i] * xr[(size_t)r * k + i]);
-                    }
-                    const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
-                    if (!(d <= (tc || hg ? 2e-3 : 1e-5))) bad++;
-                    if (d > worst || d != d) worst = d;
-                }
+            double worst;
+            const int bad = ref_off(wd, xr, out, rows, n, k, tc || hg ? 2e-3 : 1e-5, &worst);
             CHECK(bad == 0, "%s k %d rows %d%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
                   mf_type_name(type), k, rows,
                   q ? (rows > 8 ? (tile ? " int8 tiles" : " int8 mma") : " dp4a") : tc ? " tensor cores" : hg ? " f16 prompt tiles" : "",
                   rows > 8 && q ? mfc_mmq_team(k) : mfc_mmvq_team(k), bad, rows * n, worst);
-            if (hg) { /* k_gemm_h.cu: a row's outputs the same at every row count */
-                if (!first_hr) {
-                    memcpy(first_h, out, sizeof(float) * (size_t)rows * n);
-                    first_hr = rows;
-                } else {
-                    CHECK(memcmp(first_h, out, sizeof(float) * (size_t)first_hr * n) == 0,
-                          "%s k %d: f16 prompt tiles rows 0..%d differ between steps of %d and %d rows",
-                          mf_type_name(type), k, first_hr - 1, first_hr, rows);
-                }
-            } else if (tile) { /* k_mmq_tile.cu */
-                if (!first_tile) {
-                    memcpy(first_tl, out, sizeof(float) * (size_t)rows * n);
-                    first_tile = rows;
-                } else {
-                    CHECK(memcmp(first_tl, out, sizeof(float) * (size_t)first_tile * n) == 0,
-                          "%s k %d: tiled int8 mma rows 0..%d differ between steps of %d and %d rows",
-                          mf_type_name(type), k, first_tile - 1, first_tile, rows);
-                }
-            } else if (q && rows > 8) {
-                if (!first_rows) {
-                    memcpy(first_mq, out, sizeof(float) * (size_t)rows * n);
-                    first_rows = rows;
-                } else {
-                    CHECK(memcmp(first_mq, out, sizeof(float) * (size_t)first_rows * n) == 0,
-                          "%s k %d: int8 mma rows 0..%d differ between steps of %d and %d rows", mf_type_name(type),
-                          k, first_rows - 1, first_rows, rows);
-                }
-            }
+            if (hg) same_rows(first_h, &first_hr, out, rows, n, "f16 prompt tiles", type, k); /* k_gemm_h.cu */
+            else if (tile) same_rows(first_tl, &first_tile, out, rows, n, "tiled int8 mma", type, k); /* k_mmq_tile.cu */
+            else if (q && rows > 8) same_rows(first_mq, &first_rows, out, rows, n, "int8 mma", type, k);
             }
             mfc_mmvq_w = 0;
             mfc_mmq_chunk = chunk0;
@@ -320,18 +319,8 @@ static void check_occ(int type, int k, int n) {
     mfc_mmvq_occ = occ0;
     CHECK(memcmp(got[0], got[1], sizeof(float) * (size_t)n) == 0,
           "%s k %d n %d: the 64-register one-row variant differs from the plain kernel", mf_type_name(type), k, n);
-    int bad = 0;
-    double worst = 0;
-    for (int j = 0; j < n; j++) {
-        double ref = 0, mag = 0;
-        for (int i = 0; i < k; i++) {
-            ref += (double)wd[(size_t)j * k + i] * xr[i];
-            mag += fabs((double)wd[(size_t)j * k + i] * xr[i]);
-        }
-        const double d = fabs(got[1][j] - ref) / (mag > 0 ? mag : 1);
-        if (!(d <= 1e-5)) bad++;
-        if (d > worst || d != d) worst = d;
-    }
+    double worst;
+    const int bad = ref_off(wd, xr, got[1], 1, n, k, 1e-5, &worst);
     CHECK(bad == 0, "%s k %d n %d one row, 64-register variant: %d of %d outputs off (worst %.2e of sum |w||x|)",
           mf_type_name(type), k, n, bad, n, worst);
     printf("test_cuda_kernels: %s k %d n %d, one row: the 64-register variant %s the plain kernel, worst %.2e\n",
@@ -389,19 +378,8 @@ static void check_h_mixed(int k, int n, int rows) {
         CHECK(e == cudaSuccess, "f16 prompt gemm: %s", cudaGetErrorString(e));
         cudaMemcpy(out, dout[t], sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
         cudaMemcpy(solo, dsolo, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
-        int bad = 0;
-        double worst = 0;
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                double ref = 0, mag = 0;
-                for (int i = 0; i < k; i++) {
-                    ref += (double)wd[t][(size_t)j * k + i] * x[(size_t)r * k + i];
-                    mag += fabs((double)wd[t][(size_t)j * k + i] * x[(size_t)r * k + i]);
-                }
-                const double d = fabs(out[(size_t)r * n + j] - ref) / (mag > 0 ? mag : 1);
-                if (!(d <= 2e-3)) bad++;
-                if (d > worst || d != d) worst = d;
-            }
+        double worst;
+        const int bad = ref_off(wd[t], x, out, rows, n, k, 2e-3, &worst);
         CHECK(bad == 0, "%s k %d rows %d f16 prompt tiles, mixed launch, rows of 2^-40..2^40: %d of %d off (worst %.2e)",
               mf_type_name(ty[t]), k, rows, bad, rows * n, worst);
         CHECK(memcmp(out, solo, sizeof(float) * (size_t)rows * n) == 0,
