@@ -108,15 +108,9 @@ __device__ __forceinline__ void mma_h(float *c, const uint32_t *a, uint32_t b0, 
 __device__ __forceinline__ uint32_t h2u(__half2 h) { return *(const uint32_t *)&h; }
 __device__ __forceinline__ __half2 u2h(uint32_t u) { return *(const __half2 *)&u; }
 
-/* 16 bytes at p, 2-byte aligned (reads up to 2 bytes past p + 16: for
- * bytes inside a block that goes on) */
-__device__ __forceinline__ uint4 ld128_2(const uint8_t *p) {
-    const uint2 a = ld64_2(p), b = ld64_2(p + 8);
-    return make_uint4(a.x, a.y, b.x, b.y);
-}
-
 /* 16 bytes at p, 2-byte aligned, never reading past p + 16 (the end of a
- * Q8_0 block may be the end of the tensor) */
+ * Q8_0 block may be the end of the tensor): four aligned words, or five
+ * loads and funnel shifts */
 __device__ __forceinline__ uint4 ld128_2e(const uint8_t *p) {
     if (((uintptr_t)p & 3) == 0) {
         const uint32_t *w = (const uint32_t *)p;
@@ -149,9 +143,9 @@ __device__ __forceinline__ void hb_load(hb_raw<T> &r, const uint8_t *__restrict_
     } else if constexpr (T == T_Q6_K) {
         const uint8_t *b = row + (size_t)sb * 210;
         const int hh = j >> 1, p = j & 1;
-        r.q = ld128_2(b + 64 * hh + 16 * h);
-        r.q2 = ld128_2(b + 64 * hh + 32 + 16 * h);
-        r.qh = ld128_2(b + 128 + 32 * hh + 16 * h);
+        r.q = ld128_2e(b + 64 * hh + 16 * h);
+        r.q2 = ld128_2e(b + 64 * hh + 32 + 16 * h);
+        r.qh = ld128_2e(b + 128 + 32 * hh + 16 * h);
         const float d = ld_h(b + 208);
         r.s0 = d * (float)(int8_t)b[192 + 8 * hh + h + 4 * p];
         r.s1 = d * (float)(int8_t)b[192 + 8 * hh + h + 2 + 4 * p];
