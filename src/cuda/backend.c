@@ -885,6 +885,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         if (mr && *mr) mfc_mmq_rows = atoi(mr);
         const char *mc = getenv("MINFER_CUDA_MMQ_CHUNK");
         if (mc && *mc) mfc_mmq_chunk = atoi(mc);
+        if (getenv("MINFER_CUDA_MMQ_STAGE")) mfc_mmq_stage = mf_env_on("MINFER_CUDA_MMQ_STAGE");
     }
     int q8_rows = cfg->max_rows < mfc_mmq_rows ? cfg->max_rows : mfc_mmq_rows;
     if (q8_rows < 8) q8_rows = 8;

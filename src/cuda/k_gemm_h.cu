@@ -83,14 +83,7 @@ __global__ void x_to_h_k(const float *__restrict__ x, int k, __half *xh, float *
     }
 }
 
-/* ---- cp.async, ldmatrix, mma ---- */
-__device__ __forceinline__ void cp16(void *sm, const void *g, bool ok) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(sm);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
+/* ---- ldmatrix, mma (cp.async in mmq.cuh) ---- */
 __device__ __forceinline__ void ldm4(uint32_t *r, const void *sm) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(sm);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

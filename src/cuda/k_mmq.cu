@@ -143,14 +143,35 @@ __device__ __forceinline__ mq_a a_load(const int8_t *__restrict__ xq, const floa
     return a;
 }
 
+/* A staged in shared memory: one super-block's units (8 blocks of 32) of
+ * each of the chunk's tiles, a warp's own copy, two of them (the next
+ * super-block's loaded by cp.async while this one multiplies) */
+template <int MT> struct mq_stage {
+    uint4 q[MT][8][32];   /* a unit's 512 bytes, lane order */
+    float2 d[MT][8][16];  /* its 16 (d, s) pairs */
+};
+
+template <bool STG, int MT>
+__device__ __forceinline__ mq_a a_get(const int8_t *__restrict__ xq, const float2 *__restrict__ xd, size_t unit,
+                                      const mq_stage<MT> *st, int m, int j, int lane, int g) {
+    if constexpr (STG) {
+        mq_a a;
+        a.q = st->q[m][j][lane];
+        a.da = st->d[m][j][g], a.db = st->d[m][j][g + 8];
+        return a;
+    } else {
+        return a_load(xq, xd, unit, lane, g);
+    }
+}
+
 /* acc[u][m][0..3] += the super-block's products of weight tile u (rows 2t,
  * 2t + 1 of it) with activation tile m (rows g, g + 8); tiles from mt0 (the
  * chunk's first), nr rows. Each activation fragment is loaded once for
  * the NT weight tiles. */
-template <int T, int MT, int NT>
+template <int T, int MT, int NT, bool STG>
 __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, const int8_t *__restrict__ xq,
-                                     const float2 *__restrict__ xd, int mt0, int nr, int lane, int g, int t,
-                                     float (*acc)[MT][4]) {
+                                     const float2 *__restrict__ xd, const mq_stage<MT> *st, int mt0, int nr,
+                                     int lane, int g, int t, float (*acc)[MT][4]) {
     if constexpr (T == T_Q4_K) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -166,7 +187,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 if (16 * m >= nr) break;
-                const mq_a a = a_load(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, lane, g);
+                const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, st, m, j, lane, g);
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     int c[4] = {0, 0, 0, 0};
@@ -205,7 +226,8 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
                     if (16 * m >= nr) break;
-                    const mq_a a = a_load(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + 4 * h + qq, lane, g);
+                    const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + 4 * h + qq, st, m, 4 * h + qq,
+                                                    lane, g);
 #pragma unroll
                     for (int u = 0; u < NT; u++) {
                         int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
@@ -224,7 +246,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 if (16 * m >= nr) break;
-                const mq_a a = a_load(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, lane, g);
+                const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, st, m, j, lane, g);
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     int c[4] = {0, 0, 0, 0};
@@ -245,24 +267,58 @@ struct mq_rows {
     const uint8_t *b, *e0, *e1;
 };
 
+/* super-block sb's units of the chunk's tiles into st (cp.async, one group) */
+template <int MT>
+__device__ __forceinline__ void stage_load(mq_stage<MT> *st, const mfc_q8 &q, int kb, int sb, int mt0, int nr,
+                                           int lane) {
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        if (16 * m >= nr) break;
+        const size_t u0 = (size_t)(mt0 + m) * kb + (size_t)sb * 8;
+        const uint8_t *qs = (const uint8_t *)q.q + u0 * 512, *ds = (const uint8_t *)q.d + u0 * 128;
+#pragma unroll
+        for (int i = 0; i < 8; i++) cp16((uint8_t *)st->q[m] + (lane + 32 * i) * 16, qs + (lane + 32 * i) * 16, true);
+#pragma unroll
+        for (int i = 0; i < 2; i++) cp16((uint8_t *)st->d[m] + (lane + 32 * i) * 16, ds + (lane + 32 * i) * 16, true);
+    }
+    cp_commit();
+}
+
 /* this warp's share of super-blocks (tw, tw + W, ...), the next one's
  * weights loaded while the current one multiplies; the first before
- * pdl_enter (weights are never written by a step) */
-template <int T, int MT, int W, int NT>
-__device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc_q8 &q, int mt0, int nr, int tw,
-                                       int lane, int g, int t, float (*acc)[MT][4]) {
-    const int nsb = k / 256;
+ * pdl_enter (weights are never written by a step). With STG the
+ * activations come through st (two stages, the next super-block's on its
+ * way while this one multiplies): each unit's loads are then issued a
+ * super-block ahead, where a_load's wait at every mma. */
+template <int T, int MT, int W, int NT, bool STG>
+__device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc_q8 &q, mq_stage<MT> *st, int mt0,
+                                       int nr, int tw, int lane, int g, int t, float (*acc)[MT][4]) {
+    const int nsb = k / 256, kb = k / 32;
     mq_w<T> cur[NT];
 #pragma unroll
     for (int u = 0; u < NT; u++)
         if (tw < nsb) wload<T>(cur[u], wr[u].b, wr[u].e0, wr[u].e1, tw, t);
     pdl_enter();
+    if constexpr (STG)
+        if (tw < nsb) stage_load<MT>(st, q, kb, tw, mt0, nr, lane);
+    int buf = 0;
     for (int sb = tw; sb < nsb; sb += W) {
         mq_w<T> nxt[NT];
 #pragma unroll
         for (int u = 0; u < NT; u++)
             if (sb + W < nsb) wload<T>(nxt[u], wr[u].b, wr[u].e0, wr[u].e1, sb + W, t);
-        wmma<T, MT, NT>(cur, sb, k / 32, q.q, (const float2 *)q.d, mt0, nr, lane, g, t, acc);
+        if constexpr (STG) {
+            if (sb + W < nsb) {
+                stage_load<MT>(st + (buf ^ 1), q, kb, sb + W, mt0, nr, lane);
+                cp_wait_1();
+            } else {
+                cp_wait_all();
+            }
+            __syncwarp();
+        }
+        wmma<T, MT, NT, STG>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc);
+        if constexpr (STG) __syncwarp(); /* every lane done with st[buf] before it is loaded again */
+        buf ^= 1;
 #pragma unroll
         for (int u = 0; u < NT; u++) cur[u] = nxt[u];
     }
@@ -270,8 +326,9 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
 
 /* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
  * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
-template <int MT, int W, int TS, int NT>
+template <int MT, int W, int TS, int NT, bool STG>
 __global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch, int crow) {
+    extern __shared__ uint4 mq_dyn[]; /* STG: two mq_stage<MT> a warp */
     constexpr int GPB = 4 / W;
     const int ch = (int)blockIdx.x % nch, wblk = (int)blockIdx.x / nch;
     int si = 0;
@@ -296,10 +353,12 @@ __global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int row
 #pragma unroll
         for (int m = 0; m < MT; m++) acc[u][m][0] = acc[u][m][1] = acc[u][m][2] = acc[u][m][3] = 0.0f;
     const int mt0 = r0 / 16;
+    mq_stage<MT> *st = STG ? (mq_stage<MT> *)mq_dyn + 2 * warp : NULL;
     if (n0 >= sg.n) pdl_enter();
-    else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0)) mq_run<T_Q8_0, MT, W, NT>(wr, k, q, mt0, nr, tw, lane, g, t, acc);
-    else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT>(wr, k, q, mt0, nr, tw, lane, g, t, acc);
-    else if (TS != 1) mq_run<T_Q6_K, MT, W, NT>(wr, k, q, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0))
+        mq_run<T_Q8_0, MT, W, NT, STG>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT, STG>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1) mq_run<T_Q6_K, MT, W, NT, STG>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     if constexpr (W > 1) { /* the team's warps summed in warp order */
         __shared__ float red[4][NT * MT * 4][32];
 #pragma unroll
@@ -349,6 +408,31 @@ extern "C" int mfc_mmq_team(int k) {
     return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
 }
 
+/* Activations staged in shared memory (mq_stage) for Q4_K/Q6_K in chunks
+ * of up to 32 rows (MINFER_CUDA_MMQ_STAGE=0: read per mma, the A/B). Where
+ * the activations come from changes nothing in the arithmetic. On an H100
+ * (bench_mmvq, qwen3-4b shapes) staging took 16 rows' QKV / O / gate+up /
+ * down Q4_K from 13.8 / 10.8 / 27.8 / 24.4 us to 12.7 / 7.6 / 23.8 / 16.2,
+ * and 64 rows' from 37.5 / 23.5 / 96.6 / 48.4 to 27.9 / 18.8 / 80.3 / 41.3;
+ * but Q8_0 (13.9 -> 15.5 us at 16 rows) and the 64-row chunks of an output
+ * head (259 -> 279) lost, so those read per mma. Larger chunks would leave
+ * one block a multiprocessor. */
+int mfc_mmq_stage = 1;
+
+template <int MT, int W, int TS, int NT, bool STG>
+static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const mfc_q8 *q, int rows, int nch,
+                     int crow) {
+    const size_t smem = STG ? 4 * 2 * sizeof(mq_stage<MT>) : 0;
+    if (smem > 48 * 1024) {
+        static bool attr;
+        if (!attr) {
+            cudaFuncSetAttribute(mmq_k<MT, W, TS, NT, STG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            attr = true;
+        }
+    }
+    launch_k(mmq_k<MT, W, TS, NT, STG>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
+}
+
 template <int MT, int W, int NT>
 static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows, int nch,
                          int crow) {
@@ -356,9 +440,18 @@ static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const 
     for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0;
     const int TS = n8 == 0 ? 0 : n8 == S.nseg ? 1 : 2;
     const dim3 grid((unsigned)(nb * nch));
-    if (TS == 0) launch_k(mmq_k<MT, W, 0, NT>, grid, 128, 0, s, S, k, *q, rows, nch, crow);
-    else if (TS == 1) launch_k(mmq_k<MT, W, 1, NT>, grid, 128, 0, s, S, k, *q, rows, nch, crow);
-    else launch_k(mmq_k<MT, W, 2, NT>, grid, 128, 0, s, S, k, *q, rows, nch, crow);
+    constexpr bool CAN = MT <= 2;
+    const bool stg = CAN && mfc_mmq_stage && TS != 1 && crow < MQ_ROWS;
+    if (TS == 0) {
+        if (stg) mmq_go_t<MT, W, 0, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
+        else mmq_go_t<MT, W, 0, NT, false>(s, grid, S, k, q, rows, nch, crow);
+    } else if (TS == 1) {
+        if (stg) mmq_go_t<MT, W, 1, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
+        else mmq_go_t<MT, W, 1, NT, false>(s, grid, S, k, q, rows, nch, crow);
+    } else {
+        if (stg) mmq_go_t<MT, W, 2, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
+        else mmq_go_t<MT, W, 2, NT, false>(s, grid, S, k, q, rows, nch, crow);
+    }
 }
 
 template <int W, int NT>

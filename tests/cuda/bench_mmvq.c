@@ -15,6 +15,8 @@
  *     -t 0|1: over 8 rows, k_mmq.cu's kernel (0) or the shared-memory tiles
  *        of k_mmq_tile.cu (1, the default; from 65 rows)
  *     -W 1|2|4: warps per 8 weight rows in k_mmq.cu's kernel (0: by k)
+ *     -st 0|1: k_mmq.cu's activations read per mma (0) or staged in shared
+ *        memory a super-block ahead (1, the default)
  *     -tr N: the fewest rows the shared-memory tiles take (default 65)
  *     -o 0|1: one row, the 64-register variant for large K-quant grids
  *        off (0) or on (1, the default)
@@ -86,9 +88,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-o")) mfc_mmvq_occ = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-hr")) mfc_gemm_h_rows = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-hs")) mfc_gemm_h_split = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-st")) mfc_mmq_stage = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
         else {
-            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1|2] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1] [-hr rows] [-hs parts] [-s name]\n");
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1|2] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1] [-hr rows] [-hs parts] [-st 0|1] [-s name]\n");
             return 2;
         }
     }

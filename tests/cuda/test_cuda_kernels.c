@@ -143,10 +143,15 @@ static void check_type(int type, int k, int n) {
             if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
             /* the dp4a products with each team size (warps per row), not
              * just the one k picks */
-            static const int teams[] = {0, 1, 2, 4};
-            for (int ti = 0; ti < (q ? 4 : 1); ti++) {
+            static const int teams[] = {0, 1, 2, 4, 0};
+            for (int ti = 0; ti < (q ? 5 : 1); ti++) {
+            if (ti == 4 && rows <= 8) continue;
             mfc_mmvq_w = teams[ti];
-            mfc_mmq_chunk = ti == 1 ? 16 : ti == 2 ? 32 : 64; /* the int8 mma kernel's chunks of 16, 32, 64 rows */
+            /* the int8 mma kernel's chunks of 16, 32, 64 rows (chunks of up
+             * to 32 stage K-quant activations in shared memory), then 16
+             * without the staging */
+            mfc_mmq_chunk = ti == 1 || ti == 4 ? 16 : ti == 2 ? 32 : 64;
+            mfc_mmq_stage = ti != 4;
             /* over 8 rows: k_mmq.cu's kernel at each chunk size, then the shared-memory tiles */
             const bool tile = q && rows > 8 && ti == 3;
             mfc_mmq_tile_on = tile;
@@ -184,6 +189,7 @@ static void check_type(int type, int k, int n) {
             }
             mfc_mmvq_w = 0;
             mfc_mmq_chunk = chunk0;
+            mfc_mmq_stage = 1;
             mfc_mmq_tile_on = true;
             mfc_mmq_tile_rows = 65;
         }
@@ -332,15 +338,15 @@ static void check_occ(int type, int k, int n) {
 }
 
 /* k_gemm_h.cu with Q4_K and Q6_K segments in one launch, over rows whose
- * magnitudes span 2^-40..2^40 (f16 alone holds 2^-24..65504: the per-row
- * power of two must bring each into range): each segment against the
- * reference at the kernel's 2e-3, and bit for bit a launch of that segment
- * alone over the same f16 rows (mfc_gemm_h with x NULL reuses them). */
-static void check_h_mixed(int k, int n, int rows) {
+ * magnitudes span 2^-span..2^span (f16 alone holds 2^-24..65504: the
+ * per-row power of two must bring each into range): each segment against
+ * the reference at the kernel's 2e-3, and bit for bit a launch of that
+ * segment alone over the same f16 rows (mfc_gemm_h with x NULL reuses them). */
+static void check_h_mixed(int k, int n, int rows, int span) {
     static const int ty[2] = {MF_TYPE_Q4_K, MF_TYPE_Q6_K};
     float *x = malloc(sizeof(float) * (size_t)rows * k);
     for (int r = 0; r < rows; r++) {
-        const float f = ldexpf(1.0f, (r * 7) % 81 - 40);
+        const float f = ldexpf(1.0f, (r * 7) % (2 * span + 1) - span);
         for (int i = 0; i < k; i++) x[(size_t)r * k + i] = frand() * f;
     }
     float *dx = dup_dev(x, sizeof(float) * (size_t)rows * k), *dout[2], *dsolo;
@@ -380,8 +386,8 @@ static void check_h_mixed(int k, int n, int rows) {
         cudaMemcpy(solo, dsolo, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
         double worst;
         const int bad = ref_off(wd[t], x, out, rows, n, k, 2e-3, &worst);
-        CHECK(bad == 0, "%s k %d rows %d f16 prompt tiles, mixed launch, rows of 2^-40..2^40: %d of %d off (worst %.2e)",
-              mf_type_name(ty[t]), k, rows, bad, rows * n, worst);
+        CHECK(bad == 0, "%s k %d rows %d f16 prompt tiles, mixed launch, rows of 2^-%d..2^%d: %d of %d off (worst %.2e)",
+              mf_type_name(ty[t]), k, rows, span, span, bad, rows * n, worst);
         CHECK(memcmp(out, solo, sizeof(float) * (size_t)rows * n) == 0,
               "%s k %d: f16 prompt tiles differ between the mixed launch and the segment alone", mf_type_name(ty[t]), k);
         cudaFree(dw[t]), cudaFree(dout[t]);
@@ -425,7 +431,9 @@ int main(void) {
     }
     check_type(MF_TYPE_IQ4_NL, 1056, 13);
     check_mixed(2560, 11);
-    check_h_mixed(2560, 300, 200);
+    check_h_mixed(2560, 300, 200, 40);
+    /* rows up to 2^118 (a row scale's exponent past 2^114), k small enough that no sum overflows f32 */
+    check_h_mixed(256, 300, 100, 118);
     check_mixed(9728, 6);
     check_type(MF_TYPE_F32, 172, 33);
     check_type(MF_TYPE_F16, 172, 33);
