@@ -45,17 +45,20 @@
 /* rows per chunk, 16, 32 or 64 (MINFER_CUDA_MMQ_CHUNK; the values do not
  * depend on it): smaller chunks give the grid more blocks and each warp
  * fewer accumulators, and read the weights once per chunk (from L2 after
- * the first). 0, the default: 16, or 64 for weights larger than the L2
+ * the first). 0, the default: 32, or 64 for weights larger than the L2
  * (an output head), which every chunk would read from memory again. At 64
- * rows on an H100 (bench_mmvq -r 64, qwen3-4b Q4_K shapes) chunks of 16
- * took 23.5-96.5 us where chunks of 64 took 33-122 (down: 48 against 78) */
+ * rows on an H100 (bench_mmvq -r 64, qwen3-4b Q4_K shapes), with the
+ * activations read per mma, chunks of 16 took 23.5-96.5 us where chunks of
+ * 64 took 33-122 (down: 48 against 78); with them staged in halves of a
+ * super-block (below), chunks of 32 took 16.8-63.8 us where chunks of 16
+ * took 18.9-79.3, and 64 sequences decoded at 6100 t/s against 5445 */
 int mfc_mmq_chunk = 0;
 
 static int chunk_rows(const mfc_mm_seg *seg, int nseg) {
     if (mfc_mmq_chunk == 16 || mfc_mmq_chunk == 32 || mfc_mmq_chunk == 64) return mfc_mmq_chunk;
     size_t bytes = 0;
     for (int i = 0; i < nseg; i++) bytes += seg[i].row_bytes * (size_t)seg[i].n;
-    return bytes > ((size_t)48 << 20) ? MQ_ROWS : 16;
+    return bytes > ((size_t)48 << 20) ? MQ_ROWS : 32;
 }
 
 /* the most rows these kernels take (MINFER_CUDA_MMQ_ROWS): every count by
@@ -143,12 +146,12 @@ __device__ __forceinline__ mq_a a_load(const int8_t *__restrict__ xq, const floa
     return a;
 }
 
-/* A staged in shared memory: one super-block's units (8 blocks of 32) of
- * each of the chunk's tiles, a warp's own copy, two of them (the next
- * super-block's loaded by cp.async while this one multiplies) */
+/* A staged in shared memory: half a super-block's units (4 blocks of 32)
+ * of each of the chunk's tiles, a warp's own copy, two of them (the next
+ * half's loaded by cp.async while this one multiplies) */
 template <int MT> struct mq_stage {
-    uint4 q[MT][8][32];   /* a unit's 512 bytes, lane order */
-    float2 d[MT][8][16];  /* its 16 (d, s) pairs */
+    uint4 q[MT][4][32];   /* a unit's 512 bytes, lane order */
+    float2 d[MT][4][16];  /* its 16 (d, s) pairs */
 };
 
 template <bool STG, int MT>
@@ -156,8 +159,8 @@ __device__ __forceinline__ mq_a a_get(const int8_t *__restrict__ xq, const float
                                       const mq_stage<MT> *st, int m, int j, int lane, int g) {
     if constexpr (STG) {
         mq_a a;
-        a.q = st->q[m][j][lane];
-        a.da = st->d[m][j][g], a.db = st->d[m][j][g + 8];
+        a.q = st->q[m][j & 3][lane];
+        a.da = st->d[m][j & 3][g], a.db = st->d[m][j & 3][g + 8];
         return a;
     } else {
         return a_load(xq, xd, unit, lane, g);
@@ -167,14 +170,16 @@ __device__ __forceinline__ mq_a a_get(const int8_t *__restrict__ xq, const float
 /* acc[u][m][0..3] += the super-block's products of weight tile u (rows 2t,
  * 2t + 1 of it) with activation tile m (rows g, g + 8); tiles from mt0 (the
  * chunk's first), nr rows. Each activation fragment is loaded once for
- * the NT weight tiles. */
-template <int T, int MT, int NT, bool STG>
+ * the NT weight tiles. With STG only half HF of the super-block (blocks
+ * 4 HF .. 4 HF + 3 of 32), whose units st holds. */
+template <int T, int MT, int NT, bool STG, int HF>
 __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, const int8_t *__restrict__ xq,
                                      const float2 *__restrict__ xd, const mq_stage<MT> *st, int mt0, int nr,
                                      int lane, int g, int t, float (*acc)[MT][4]) {
     if constexpr (T == T_Q4_K) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
+            if (STG && (j >> 2) != HF) continue;
             const int sh = 4 * (j & 1);
             uint32_t b0[NT], b1[NT];
             float dw[NT][2], mw[NT][2];
@@ -205,6 +210,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int qq = 0; qq < 4; qq++) {
+                if (STG && h != HF) continue;
                 const int ns = 4 * (qq >> 1), hs = 2 * qq;
                 const int gi = 8 * h + 2 * qq; /* the scales of the block's two 16-weight groups: gi, gi + 1 */
                 uint32_t bx[NT], by[NT];
@@ -243,6 +249,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
     } else {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
+            if (STG && (j >> 2) != HF) continue;
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 if (16 * m >= nr) break;
@@ -267,19 +274,19 @@ struct mq_rows {
     const uint8_t *b, *e0, *e1;
 };
 
-/* super-block sb's units of the chunk's tiles into st (cp.async, one group) */
+/* half hf of super-block sb's units of the chunk's tiles into st
+ * (cp.async, one group) */
 template <int MT>
-__device__ __forceinline__ void stage_load(mq_stage<MT> *st, const mfc_q8 &q, int kb, int sb, int mt0, int nr,
+__device__ __forceinline__ void stage_load(mq_stage<MT> *st, const mfc_q8 &q, int kb, int sb, int hf, int mt0, int nr,
                                            int lane) {
 #pragma unroll
     for (int m = 0; m < MT; m++) {
         if (16 * m >= nr) break;
-        const size_t u0 = (size_t)(mt0 + m) * kb + (size_t)sb * 8;
+        const size_t u0 = (size_t)(mt0 + m) * kb + (size_t)sb * 8 + 4 * hf;
         const uint8_t *qs = (const uint8_t *)q.q + u0 * 512, *ds = (const uint8_t *)q.d + u0 * 128;
 #pragma unroll
-        for (int i = 0; i < 8; i++) cp16((uint8_t *)st->q[m] + (lane + 32 * i) * 16, qs + (lane + 32 * i) * 16, true);
-#pragma unroll
-        for (int i = 0; i < 2; i++) cp16((uint8_t *)st->d[m] + (lane + 32 * i) * 16, ds + (lane + 32 * i) * 16, true);
+        for (int i = 0; i < 4; i++) cp16((uint8_t *)st->q[m] + (lane + 32 * i) * 16, qs + (lane + 32 * i) * 16, true);
+        cp16((uint8_t *)st->d[m] + lane * 16, ds + lane * 16, true);
     }
     cp_commit();
 }
@@ -287,9 +294,9 @@ __device__ __forceinline__ void stage_load(mq_stage<MT> *st, const mfc_q8 &q, in
 /* this warp's share of super-blocks (tw, tw + W, ...), the next one's
  * weights loaded while the current one multiplies; the first before
  * pdl_enter (weights are never written by a step). With STG the
- * activations come through st (two stages, the next super-block's on its
- * way while this one multiplies): each unit's loads are then issued a
- * super-block ahead, where a_load's wait at every mma. */
+ * activations come through st in halves of a super-block (two stages, the
+ * next half's on its way while this one multiplies): each unit's loads are
+ * then issued half a super-block ahead, where a_load's wait at every mma. */
 template <int T, int MT, int W, int NT, bool STG>
 __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc_q8 &q, mq_stage<MT> *st, int mt0,
                                        int nr, int tw, int lane, int g, int t, float (*acc)[MT][4]) {
@@ -300,7 +307,7 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
         if (tw < nsb) wload<T>(cur[u], wr[u].b, wr[u].e0, wr[u].e1, tw, t);
     pdl_enter();
     if constexpr (STG)
-        if (tw < nsb) stage_load<MT>(st, q, kb, tw, mt0, nr, lane);
+        if (tw < nsb) stage_load<MT>(st, q, kb, tw, 0, mt0, nr, lane);
     int buf = 0;
     for (int sb = tw; sb < nsb; sb += W) {
         mq_w<T> nxt[NT];
@@ -308,17 +315,25 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
         for (int u = 0; u < NT; u++)
             if (sb + W < nsb) wload<T>(nxt[u], wr[u].b, wr[u].e0, wr[u].e1, sb + W, t);
         if constexpr (STG) {
+            stage_load<MT>(st + (buf ^ 1), q, kb, sb, 1, mt0, nr, lane);
+            cp_wait_1();
+            __syncwarp();
+            wmma<T, MT, NT, true, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc);
+            __syncwarp(); /* every lane done with st[buf] before it is loaded again */
+            buf ^= 1;
             if (sb + W < nsb) {
-                stage_load<MT>(st + (buf ^ 1), q, kb, sb + W, mt0, nr, lane);
+                stage_load<MT>(st + (buf ^ 1), q, kb, sb + W, 0, mt0, nr, lane);
                 cp_wait_1();
             } else {
                 cp_wait_all();
             }
             __syncwarp();
+            wmma<T, MT, NT, true, 1>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc);
+            __syncwarp();
+            buf ^= 1;
+        } else {
+            wmma<T, MT, NT, false, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st, mt0, nr, lane, g, t, acc);
         }
-        wmma<T, MT, NT, STG>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc);
-        if constexpr (STG) __syncwarp(); /* every lane done with st[buf] before it is loaded again */
-        buf ^= 1;
 #pragma unroll
         for (int u = 0; u < NT; u++) cur[u] = nxt[u];
     }
@@ -408,15 +423,17 @@ extern "C" int mfc_mmq_team(int k) {
     return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
 }
 
-/* Activations staged in shared memory (mq_stage) for Q4_K/Q6_K in chunks
- * of up to 32 rows (MINFER_CUDA_MMQ_STAGE=0: read per mma, the A/B). Where
- * the activations come from changes nothing in the arithmetic. On an H100
- * (bench_mmvq, qwen3-4b shapes) staging took 16 rows' QKV / O / gate+up /
- * down Q4_K from 13.8 / 10.8 / 27.8 / 24.4 us to 12.7 / 7.6 / 23.8 / 16.2,
- * and 64 rows' from 37.5 / 23.5 / 96.6 / 48.4 to 27.9 / 18.8 / 80.3 / 41.3;
- * but Q8_0 (13.9 -> 15.5 us at 16 rows) and the 64-row chunks of an output
- * head (259 -> 279) lost, so those read per mma. Larger chunks would leave
- * one block a multiprocessor. */
+/* Activations staged in shared memory (mq_stage, halves of a super-block,
+ * 10 KiB a warp per 16 rows) for Q4_K/Q6_K in chunks of up to 32 rows
+ * (MINFER_CUDA_MMQ_STAGE=0: read per mma, the A/B). Where the activations
+ * come from changes nothing in the arithmetic. On an H100 (bench_mmvq,
+ * qwen3-4b shapes) whole super-blocks staged took 16 rows' QKV / O /
+ * gate+up / down Q4_K from 13.8 / 10.8 / 27.8 / 24.4 us to 12.7 / 7.6 /
+ * 23.8 / 16.2, and 64 rows' from 37.5 / 23.5 / 96.6 / 48.4 to 27.9 / 18.8 /
+ * 80.3 / 41.3; but Q8_0 (13.9 -> 15.5 us at 16 rows) and the 64-row chunks
+ * of an output head (259 -> 279) lost, so those read per mma. Halves of a
+ * super-block kept chunks of 32 rows at 40 KiB a block, where they beat
+ * chunks of 16 (above). */
 int mfc_mmq_stage = 1;
 
 template <int MT, int W, int TS, int NT, bool STG>
