@@ -94,6 +94,8 @@ static void cu_destroy(mf_backend *be) {
     cudaFree(c->xh.h);
     cudaFree(c->xh.s);
     cudaFree(c->xh.part);
+    for (int i = 0; i < c->n_ev; i++) cudaEventDestroy(c->ev[i]);
+    free(c->ev);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->verbose && (c->n_captures || c->n_replays))
         mf_log(MF_LOG_INFO, "minfer: cuda decode graphs: %d captured, %d replays\n", c->n_captures, c->n_replays);
@@ -189,6 +191,7 @@ static mf_status cu_begin_step(mf_backend *be, const mf_step *st) {
     c->rp.n = 0;
     c->hash = 0xcbf29ce484222325ull;
     c->n_dl = 0;
+    c->n_mark = 0;
     if (st->n_tok > c->max_rows) return mf_err(MF_ERR_INVALID_ARG, "step of %d rows: at most %d", st->n_tok, c->max_rows);
     /* pack: tok, pos, cell, rowseq, out_rows, seq_pg, pages */
     const size_t R = (size_t)st->n_tok;
@@ -816,6 +819,31 @@ static void cu_kv_copy_page(mf_backend *be, int32_t src, int32_t dst) {
     }
 }
 
+/* The profiler's timestamps: events on the stream, the held-back ops
+ * launched first so that each op's kernels fall between its two marks.
+ * Profiling turns the graphs off, so every op is queued as it comes. */
+static int cu_mark(mf_backend *be) {
+    mf_cuda *c = CU(be);
+    if (c->mode == MFC_REPLAY || c->err || !c->step) return -1;
+    flush(c);
+    if (c->n_mark == c->n_ev) {
+        cudaEvent_t *ev = realloc(c->ev, (size_t)(c->n_ev + 64) * sizeof *ev);
+        if (!ev) return -1;
+        c->ev = ev;
+        for (int i = 0; i < 64; i++, c->n_ev++)
+            if (cudaEventCreate(&c->ev[c->n_ev]) != cudaSuccess) return -1;
+    }
+    if (cudaEventRecord(c->ev[c->n_mark], c->stream) != cudaSuccess) return -1;
+    return c->n_mark++;
+}
+
+static double cu_mark_ms(mf_backend *be, int a, int b) {
+    mf_cuda *c = CU(be);
+    float ms = 0.0f;
+    if (a < 0 || b < 0 || a >= c->n_mark || b >= c->n_mark) return -1.0;
+    return cudaEventElapsedTime(&ms, c->ev[a], c->ev[b]) == cudaSuccess ? (double)ms : -1.0;
+}
+
 static const mf_backend_ops g_cuda_ops = {
     .name = "cuda",
     .host_memory = false,
@@ -852,6 +880,8 @@ static const mf_backend_ops g_cuda_ops = {
     .upload = cu_upload,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
+    .mark = cu_mark,
+    .mark_ms = cu_mark_ms,
 };
 
 mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t why_len) {

@@ -94,6 +94,9 @@ typedef struct mf_cuda {
     float *h_ul; /* pinned staging of uploads (a split model's residual stream) */
     size_t ul_cap;
     int n_captures, n_replays;
+    /* the op profiler's timestamps in this step (cu_mark), events reused */
+    cudaEvent_t *ev;
+    int n_ev, n_mark;
 } mf_cuda;
 
 mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t why_len);

@@ -185,6 +185,14 @@ typedef struct mf_backend_ops {
      * the engine uses malloc and free. */
     void *(*host_alloc)(mf_backend *be, size_t bytes);
     void (*host_free)(mf_backend *be, void *p);
+    /* Device time for the op profiler (MINFER_OP_PROFILE=1); both NULL
+     * where ops run on the host. Inside a step, mark queues a timestamp
+     * behind every op queued so far (held-back fusions launched first) and
+     * returns its number in the step (-1 if none was queued); once end_step
+     * has returned, mark_ms gives the device time between marks a and b in
+     * milliseconds (negative if unknown). Numbers restart at begin_step. */
+    int (*mark)(mf_backend *be);
+    double (*mark_ms)(mf_backend *be, int a, int b);
 } mf_backend_ops;
 
 struct mf_backend {

@@ -1,7 +1,12 @@
 /* profile.c - MINFER_OP_PROFILE=1: a backend decorator that times every op
  * (matrix products also by weight kind: attn_q, ffn_down, output, ...) and
  * prints a table (count, total ms, % of op time) when the context is freed.
- * The forward pass is unchanged: the context just talks to the wrapper. */
+ * Ops inside a step are named by its kind: "(decode)" when every sequence
+ * has one row in it, "(prompt)" otherwise. A device backend with marks
+ * (backend.h) is timed on the device, between timestamps queued around each
+ * op; other backends by the host clock around the op with the queue
+ * drained on both sides. The forward pass is unchanged: the context just
+ * talks to the wrapper. */
 #include "engine/profile.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -10,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ROWS 64
+#define MAX_ROWS 128
 
 typedef struct prof_row {
     char name[48];
@@ -18,12 +23,21 @@ typedef struct prof_row {
     int64_t ns;
 } prof_row;
 
+/* an op of the running step timed on the device: its row, its two marks */
+typedef struct prof_pend {
+    int row, a, b;
+} prof_pend;
+
 typedef struct prof_backend {
     mf_backend base;
     mf_backend *inner;
     mf_backend_ops ops;
     prof_row rows[MAX_ROWS];
     int n_rows;
+    const char *kind; /* the running step's kind, NULL between steps */
+    prof_pend *pend;
+    int n_pend, cap_pend;
+    bool device; /* some op was timed on the device */
 } prof_backend;
 
 static int64_t now_ns(void) {
@@ -32,18 +46,43 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void account(prof_backend *p, const char *name, int64_t ns) {
+/* the row of name, made if new; -1 when the table is full */
+static int row_of(prof_backend *p, const char *name) {
     for (int i = 0; i < p->n_rows; i++)
-        if (!strcmp(p->rows[i].name, name)) {
-            p->rows[i].count++;
-            p->rows[i].ns += ns;
-            return;
-        }
-    if (p->n_rows == MAX_ROWS) return;
-    prof_row *r = &p->rows[p->n_rows++];
+        if (!strcmp(p->rows[i].name, name)) return i;
+    if (p->n_rows == MAX_ROWS) return -1;
+    prof_row *r = &p->rows[p->n_rows];
     snprintf(r->name, sizeof r->name, "%s", name);
-    r->count = 1;
-    r->ns = ns;
+    r->count = 0;
+    r->ns = 0;
+    return p->n_rows++;
+}
+
+static void account(prof_backend *p, const char *name, int64_t ns) {
+    const int i = row_of(p, name);
+    if (i < 0) return;
+    p->rows[i].count++;
+    p->rows[i].ns += ns;
+}
+
+/* name, with the running step's kind */
+static void label(const prof_backend *p, const char *name, char *buf, size_t cap) {
+    if (p->kind) snprintf(buf, cap, "%s (%s)", name, p->kind);
+    else snprintf(buf, cap, "%s", name);
+}
+
+/* an op between marks a and b, timed when the step ends */
+static void defer(prof_backend *p, const char *name, int a, int b) {
+    const int i = row_of(p, name);
+    if (i < 0 || a < 0 || b < 0) return;
+    if (p->n_pend == p->cap_pend) {
+        const int cap = p->cap_pend ? 2 * p->cap_pend : 256;
+        prof_pend *np = realloc(p->pend, (size_t)cap * sizeof *np);
+        if (!np) return;
+        p->pend = np;
+        p->cap_pend = cap;
+    }
+    p->pend[p->n_pend++] = (prof_pend){i, a, b};
 }
 
 /* "blk.12.attn_q.weight" -> "matmul attn_q" */
@@ -67,13 +106,23 @@ static void settle(mf_backend *be) {
     if (!in->ops->host_memory) in->ops->synchronize(in);
 }
 
-#define TIMED(be, name, call)                         \
-    do {                                              \
-        settle(be);                                   \
-        int64_t t0_ = now_ns();                       \
-        call;                                         \
-        settle(be);                                   \
-        account((prof_backend *)(be), name, now_ns() - t0_); \
+#define TIMED(be, name, call)                                                  \
+    do {                                                                       \
+        prof_backend *p_ = (prof_backend *)(be);                               \
+        mf_backend *in_ = p_->inner;                                           \
+        char nm_[96];                                                          \
+        label(p_, name, nm_, sizeof nm_);                                      \
+        if (p_->kind && in_->ops->mark) {                                      \
+            const int a_ = in_->ops->mark(in_);                                \
+            call;                                                              \
+            defer(p_, nm_, a_, in_->ops->mark(in_));                           \
+        } else {                                                               \
+            settle(be);                                                        \
+            int64_t t0_ = now_ns();                                            \
+            call;                                                              \
+            settle(be);                                                        \
+            account(p_, nm_, now_ns() - t0_);                                  \
+        }                                                                      \
     } while (0)
 
 static void p_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *out) {
@@ -143,8 +192,28 @@ static void p_matmul_id(mf_backend *be, mf_weight ex, int ne, const float *x, bo
 static void p_scale_rows(mf_backend *be, float *x, const float *sc, bool sig, int rows, int n) {
     TIMED(be, "scale_rows", INNER(be)->ops->scale_rows(INNER(be), x, sc, sig, rows, n));
 }
-static mf_status p_begin_step(mf_backend *be, const mf_step *st) { return INNER(be)->ops->begin_step(INNER(be), st); }
-static mf_status p_end_step(mf_backend *be) { return INNER(be)->ops->end_step(INNER(be)); }
+static mf_status p_begin_step(mf_backend *be, const mf_step *st) {
+    prof_backend *p = (prof_backend *)be;
+    const mf_status s = p->inner->ops->begin_step(p->inner, st);
+    p->n_pend = 0;
+    p->kind = s == MF_OK ? (st->n_tok == st->n_seq ? "decode" : "prompt") : NULL;
+    return s;
+}
+/* the step's device times, once end_step has waited for them */
+static mf_status p_end_step(mf_backend *be) {
+    prof_backend *p = (prof_backend *)be;
+    const mf_status s = p->inner->ops->end_step(p->inner);
+    for (int i = 0; i < p->n_pend; i++) {
+        const double ms = p->inner->ops->mark_ms(p->inner, p->pend[i].a, p->pend[i].b);
+        if (ms < 0) continue;
+        p->rows[p->pend[i].row].count++;
+        p->rows[p->pend[i].row].ns += (int64_t)(ms * 1e6);
+        p->device = true;
+    }
+    p->n_pend = 0;
+    p->kind = NULL;
+    return s;
+}
 static void p_synchronize(mf_backend *be) { INNER(be)->ops->synchronize(INNER(be)); }
 static int p_n_threads(mf_backend *be) { return INNER(be)->ops->n_threads(INNER(be)); }
 static mf_status p_set_threads(mf_backend *be, int n) { return INNER(be)->ops->set_threads(INNER(be), n); }
@@ -171,12 +240,15 @@ static void p_destroy(mf_backend *be) {
     int64_t total = 0;
     for (int i = 0; i < p->n_rows; i++) total += p->rows[i].ns;
     qsort(p->rows, (size_t)p->n_rows, sizeof p->rows[0], cmp_rows);
-    mf_log(MF_LOG_INFO, "\nop profile (%s backend): %.3f ms in ops\n", p->inner->ops->name, total * 1e-6);
-    mf_log(MF_LOG_INFO, "%-32s %10s %12s %8s\n", "op", "count", "total ms", "%");
+    mf_log(MF_LOG_INFO, "\nop profile (%s backend%s): %.3f ms in ops\n", p->inner->ops->name,
+           p->device ? ", device time between timestamps" : "", total * 1e-6);
+    mf_log(MF_LOG_INFO, "%-40s %10s %12s %8s\n", "op", "count", "total ms", "%");
     for (int i = 0; i < p->n_rows; i++)
-        mf_log(MF_LOG_INFO, "%-32s %10ld %12.3f %7.2f%%\n", p->rows[i].name, p->rows[i].count, p->rows[i].ns * 1e-6,
-                total ? 100.0 * (double)p->rows[i].ns / (double)total : 0.0);
+        if (p->rows[i].count)
+            mf_log(MF_LOG_INFO, "%-40s %10ld %12.3f %7.2f%%\n", p->rows[i].name, p->rows[i].count,
+                   p->rows[i].ns * 1e-6, total ? 100.0 * (double)p->rows[i].ns / (double)total : 0.0);
     p->inner->ops->destroy(p->inner);
+    free(p->pend);
     free(p);
 }
 

@@ -57,6 +57,25 @@ int main(void) {
         rows++;
     }
     CHECK(rows == 2, "bench --batch printed %d rows for 2 levels", rows);
+    /* MINFER_OP_PROFILE=1: ops counted by step kind. stories260K has 5
+     * layers; "Once upon a time" is one prompt step, then 7 decode steps
+     * for 8 tokens */
+    snprintf(cmd, sizeof cmd,
+             "MINFER_OP_PROFILE=1 %s run -m ../shared/models/stories260K.gguf -p 'Once upon a time' -n 8 --temp 0 -t 2 "
+             "2>&1 >/dev/null", test_minfer_bin());
+    rc = test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "op profile (cpu backend): "), "op profile missing: rc %d, '%s'", rc, out);
+    static const struct {
+        const char *op;
+        long count;
+    } prof[] = {{"matmul attn_output (prompt)", 5}, {"matmul attn_output (decode)", 35}, {"matmul output (prompt)", 1},
+                {"matmul output (decode)", 7},      {"attention (decode)", 35},          {"kv_store (prompt)", 5}};
+    for (size_t i = 0; i < sizeof prof / sizeof prof[0]; i++) {
+        const char *at = strstr(out, prof[i].op);
+        long n = -1;
+        if (at) sscanf(at + strlen(prof[i].op), "%ld", &n);
+        CHECK(n == prof[i].count, "op profile: %s counted %ld, want %ld", prof[i].op, n, prof[i].count);
+    }
     snprintf(cmd, sizeof cmd, "%s bench -m ../shared/models/stories260K.gguf --batch 1,x 2>&1", test_minfer_bin());
     rc = test_run(cmd, out, sizeof out);
     CHECK(rc == 2 && strstr(out, "--batch wants a list of sequence counts"), "bad --batch: rc %d, '%s'", rc, out);
