@@ -423,8 +423,9 @@ extern "C" int mfc_mmq_team(int k) {
     return nsb >= 16 ? 4 : nsb >= 8 ? 2 : 1;
 }
 
-/* Activations staged in shared memory (mq_stage, halves of a super-block,
- * 10 KiB a warp per 16 rows) for Q4_K/Q6_K in chunks of up to 32 rows
+/* Activations staged in shared memory (mq_stage, halves of a super-block:
+ * two stages of 2.5 KiB a warp per 16 rows) for Q4_K/Q6_K in chunks of up
+ * to 32 rows
  * (MINFER_CUDA_MMQ_STAGE=0: read per mma, the A/B). Where the activations
  * come from changes nothing in the arithmetic. On an H100 (bench_mmvq,
  * qwen3-4b shapes) whole super-blocks staged took 16 rows' QKV / O /
@@ -463,8 +464,7 @@ static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const 
         if (stg) mmq_go_t<MT, W, 0, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
         else mmq_go_t<MT, W, 0, NT, false>(s, grid, S, k, q, rows, nch, crow);
     } else if (TS == 1) {
-        if (stg) mmq_go_t<MT, W, 1, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
-        else mmq_go_t<MT, W, 1, NT, false>(s, grid, S, k, q, rows, nch, crow);
+        mmq_go_t<MT, W, 1, NT, false>(s, grid, S, k, q, rows, nch, crow);
     } else {
         if (stg) mmq_go_t<MT, W, 2, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
         else mmq_go_t<MT, W, 2, NT, false>(s, grid, S, k, q, rows, nch, crow);

@@ -4,7 +4,8 @@
  *
  *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-tr rows]
  *     -w  warps per weight row (0: the backend's choice by k)
- *     -r  activation rows: 1..8 dp4a, 9..512 int8 mma (chunks of 64)
+ *     -r  activation rows: 1..8 dp4a, 9..2048 int8 mma (chunks of 32, 64
+ *         for weights beyond the L2)
  *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
  *     -tc 2: the f16 prompt tiles of k_gemm_h.cu (65 rows and more by
  *        default; -hr sets their fewest rows), the activations' conversion
@@ -16,7 +17,7 @@
  *        of k_mmq_tile.cu (1, the default; from 65 rows)
  *     -W 1|2|4: warps per 8 weight rows in k_mmq.cu's kernel (0: by k)
  *     -st 0|1: k_mmq.cu's activations read per mma (0) or staged in shared
- *        memory a super-block ahead (1, the default)
+ *        memory half a super-block ahead (1, the default)
  *     -tr N: the fewest rows the shared-memory tiles take (default 65)
  *     -o 0|1: one row, the 64-register variant for large K-quant grids
  *        off (0) or on (1, the default)
