@@ -26,7 +26,8 @@
  * checked against mfc_mmvq's within 1e-4 of their largest magnitude (the
  * sums run in another order).
  *
- *   <build>/tests/bench_persist [layers] */
+ *   <build>/tests/bench_persist [layers [stages [stage KiB]]]
+ * (14 layers, 8 stages of 16 KiB: the most the ring holds) */
 #include "cuda/kernels.h"
 #include "graph_time.h"
 
@@ -41,8 +42,8 @@
 
 #define PB_WARPS 16              /* warp 0 produces, the rest consume */
 #define PB_CW (PB_WARPS - 1)     /* consumer warps */
-#define PB_STAGES 8
-#define PB_STAGE (16 * 1024)     /* bytes a stage holds */
+#define PB_STAGES 8               /* ring slots; a run may use fewer */
+#define PB_STAGE (16 * 1024)     /* bytes a slot holds; a run may fill less */
 #define PB_MAXP 64
 #define MFT_Q4_K 12              /* mf_type Q4_K */
 
@@ -59,6 +60,7 @@ struct pb_args {
     const int8_t *xq; /* one row of activations, int8 blocks of 32 (mfc_quant_x) */
     const float *xd, *xs;
     unsigned *bar; /* grid barrier counter, zero at launch; NULL: no barriers */
+    int stages, stage_bytes; /* of the ring, this run: at most PB_STAGES, PB_STAGE */
 };
 
 struct pb_smem {
@@ -99,11 +101,11 @@ __device__ __forceinline__ void bulk_in(void *dst, const void *src, unsigned byt
 }
 
 /* the block's rows of product p, and its rows per stage */
-__device__ __forceinline__ void rows_of(const pb_prod &p, int &r0, int &r1, int &rps) {
+__device__ __forceinline__ void rows_of(const pb_prod &p, int stage_bytes, int &r0, int &r1, int &rps) {
     r0 = (int)((long)p.n * blockIdx.x / gridDim.x);
     r1 = (int)((long)p.n * (blockIdx.x + 1) / gridDim.x);
-    rps = PB_STAGE / p.row_bytes;
-    if (rps < 1) rps = 1;
+    rps = stage_bytes / p.row_bytes;
+    if (rps < 1) rps = 1; /* a row larger than a stage: one row, up to PB_STAGE */
 }
 
 /* Q4_K scale j (0..7) and min from the 12 packed bytes */
@@ -171,10 +173,10 @@ __global__ void __launch_bounds__(PB_WARPS * 32, 1) persist_k(pb_args a) {
         for (int pi = 0; pi < a.np; pi++) {
             const pb_prod &p = a.p[pi];
             int r0, r1, rps;
-            rows_of(p, r0, r1, rps);
+            rows_of(p, a.stage_bytes, r0, r1, rps);
             for (int r = r0; r < r1; r += rps, i++) {
-                const int slot = i % PB_STAGES;
-                if (i >= PB_STAGES) mb_wait(&sm.empty[slot], ((i / PB_STAGES) - 1) & 1);
+                const int slot = i % a.stages;
+                if (i >= a.stages) mb_wait(&sm.empty[slot], ((i / a.stages) - 1) & 1);
                 const unsigned bytes = (unsigned)(min(rps, r1 - r) * p.row_bytes);
                 mb_expect(&sm.full[slot], bytes);
                 bulk_in(sm.ring[slot], p.w + (size_t)r * p.row_bytes, bytes, &sm.full[slot]);
@@ -199,12 +201,12 @@ __global__ void __launch_bounds__(PB_WARPS * 32, 1) persist_k(pb_args a) {
             asm volatile("bar.sync 1, %0;" ::"r"(PB_CW * 32) : "memory");
         }
         int r0, r1, rps;
-        rows_of(p, r0, r1, rps);
+        rows_of(p, a.stage_bytes, r0, r1, rps);
         const int nsb = p.k / 256;
         for (int r = r0; r < r1; r += rps, i++) {
-            const int slot = i % PB_STAGES, rows = min(rps, r1 - r);
+            const int slot = i % a.stages, rows = min(rps, r1 - r);
             const int team = rows >= PB_CW ? 1 : PB_CW / rows;
-            mb_wait(&sm.full[slot], (i / PB_STAGES) & 1);
+            mb_wait(&sm.full[slot], (i / a.stages) & 1);
             /* warp cw: row cw / team of the stage, member cw % team; one
              * pass per PB_CW / team rows */
             const int per = PB_CW / team;
@@ -269,8 +271,11 @@ static float run_persist(cudaStream_t s, const pb_args &a0, bool barriers, int g
 
 int main(int argc, char **argv) {
     const int L = argc > 1 ? atoi(argv[1]) : 14; /* 14 layers: 800 MB, far past the L2 */
-    if (L < 1 || 4 * L > PB_MAXP) {
-        fprintf(stderr, "usage: bench_persist [layers 1..%d]\n", PB_MAXP / 4);
+    const int stages = argc > 2 ? atoi(argv[2]) : PB_STAGES, skib = argc > 3 ? atoi(argv[3]) : PB_STAGE / 1024;
+    /* the down product's rows (5472 bytes) must fit a stage */
+    if (L < 1 || 4 * L > PB_MAXP || stages < 2 || stages > PB_STAGES || skib < 6 || skib * 1024 > PB_STAGE) {
+        fprintf(stderr, "usage: bench_persist [layers 1..%d [stages 2..%d [stage KiB 6..%d]]]\n", PB_MAXP / 4,
+                PB_STAGES, PB_STAGE / 1024);
         return 2;
     }
     int nd = 0;
@@ -339,6 +344,7 @@ int main(int argc, char **argv) {
     pb_args a = {};
     a.np = 4 * L;
     a.xq = q.q, a.xd = q.d, a.xs = q.s;
+    a.stages = stages, a.stage_bytes = skib * 1024;
     size_t wo = 0, yo = 0;
     for (int l = 0; l < L; l++)
         for (int j = 0; j < 4; j++) {
@@ -381,9 +387,9 @@ int main(int argc, char **argv) {
     free(hy), free(hr);
     const float ms_free = run_persist(s, a, false, grid, bar, 5);
     const double copy = mf_cuda_copy_bandwidth((size_t)1 << 30), bytes = (double)layer * L;
-    printf("bench_persist: %d layers of qwen3-4b's Q4_K products (%.1f MB a layer), %d blocks of %d warps, %zu bytes of "
-           "shared memory, copy %.0f GB/s; outputs %s\n",
-           L, layer / 1e6, grid, PB_WARPS, sizeof(pb_smem), copy, bad ? "DIFFER from mfc_mmvq's" : "match mfc_mmvq's");
+    printf("bench_persist: %d layers of qwen3-4b's Q4_K products (%.1f MB a layer), %d blocks of %d warps, %d stages "
+           "of %d KiB, copy %.0f GB/s; outputs %s\n",
+           L, layer / 1e6, grid, PB_WARPS, stages, skib, copy, bad ? "DIFFER from mfc_mmvq's" : "match mfc_mmvq's");
     printf("%-44s %10s %8s %7s\n", "", "us/layer", "GB/s", "%copy");
     const struct {
         const char *what;
