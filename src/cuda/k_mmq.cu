@@ -1,5 +1,5 @@
 /* k_mmq.cu - products of more than 8 activation rows (batched decode of
- * several sequences, prefill in chunks of 64) for Q4_K, Q6_K and Q8_0 on
+ * several sequences, prefill in chunks) for Q4_K, Q6_K and Q8_0 on
  * the int8 tensor cores: mma.sync m16n8k32 of the weights' integer levels
  * with the activations' int8 blocks (mfc_quant_x), each 32-wide product
  * scaled in f32 (Q6_K's 16-wide scales: two products, each with the other
@@ -16,7 +16,7 @@
  * the bound: about 48 L1 wavefronts per mma).
  *
  * A warp takes 8 weight rows (the mma's n) and every activation row of
- * its chunk of 64 (up to four m16 tiles); a team of W warps splits the
+ * its chunk (16, 32 or 64 rows: up to four m16 tiles; chunk_rows); a team of W warps splits the
  * super-blocks of k between them (W a function of k alone) and sums in warp
  * order, so an output's value depends only on its own activation row, the
  * weights and k: never on how many rows the step has, nor on which chunk or
