@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # gpu-check.sh - the CUDA backend checked in one go on a machine with an
 # NVIDIA GPU: a Release build with the backend, the ctest tests labelled
-# `cuda`, then `minfer bench -ngl all` (pp512 / tg128, decode as a share of
-# the device copy bandwidth the bench measures itself) on synthetic models of
-# real shapes, and one summary at the end.
+# `cuda`, the kernel benchmarks (bench_mmvq, bench_attn, bench_persist),
+# then `minfer bench -ngl all` (pp512 / tg128, decode as a share of the
+# device copy bandwidth the bench measures itself) on synthetic models of
+# real shapes, many sequences at once with a 64-sequence op profile, and one
+# summary at the end.
 #
 #   scripts/gpu-check.sh
 # Environment:
@@ -18,7 +20,7 @@
 #   LLAMA_BENCH=path   also run llama.cpp's llama-bench on the same files (pp512,
 #                      tg128, tg128 at depth 4096, flash attention on)
 #   LLAMA_BATCHED_BENCH=path  also run llama-batched-bench beside the aggregate
-#                      decode of 1, 16 and 64 sequences (first preset)
+#                      decode of 1, 16, 32 and 64 sequences (first preset)
 #   DEPS=dir           .deb files of the build's libraries for a machine
 #                      without them (scripts/offline-deps.sh fetch dir), unpacked
 #                      into dir/root and built against
@@ -81,6 +83,11 @@ if [ -x "$BUILD/tests/bench_attn" ]; then
     say "decode attention alone, and an empty kernel (bench_attn):"
     sed 's/^/  /' "$BUILD/bench-attn.log" | tee -a "$SUMMARY"
 fi
+if [ -x "$BUILD/tests/bench_persist" ]; then
+    "$BUILD/tests/bench_persist" >"$BUILD/bench-persist.log" 2>&1
+    say "a layer's products in one persistent kernel against the step's launches (bench_persist, rc $?):"
+    sed 's/^/  /' "$BUILD/bench-persist.log" | tee -a "$SUMMARY"
+fi
 
 MINFER=$BUILD/bin/minfer
 for pt in $PRESETS; do
@@ -109,13 +116,17 @@ done
 pt=${PRESETS%% *}
 f=$MODELS/${pt%%:*}-${pt##*:}.gguf
 if [ -s "$f" ]; then
-    say "aggregate decode, $pt (minfer bench --batch 1,16,64 -p 128 -n 128):"
-    "$MINFER" bench -m "$f" -ngl all --batch 1,16,64 -p 128 -n 128 -r 2 2>&1 | grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
+    say "aggregate decode, $pt (minfer bench --batch 1,16,32,64 -p 128 -n 128):"
+    "$MINFER" bench -m "$f" -ngl all --batch 1,16,32,64 -p 128 -n 128 -r 2 2>&1 | grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
     if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
         say "llama-batched-bench, same file:"
-        "$LLAMA_BATCHED_BENCH" -m "$f" -ngl 99 -fa 1 -c 17408 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16,64 2>&1 |
+        "$LLAMA_BATCHED_BENCH" -m "$f" -ngl 99 -fa 1 -c 17408 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16,32,64 2>&1 |
             grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
     fi
+    # where a 64-sequence step goes: each op's device time (CUDA events), decode steps only
+    MINFER_OP_PROFILE=1 "$MINFER" bench -m "$f" -ngl all --batch 64 -p 128 -n 64 -r 1 >"$BUILD/profile-64.log" 2>&1
+    say "op profile, 64 sequences, decode steps (MINFER_OP_PROFILE=1; log $BUILD/profile-64.log):"
+    grep -E "^op profile|\(decode\)" "$BUILD/profile-64.log" | head -16 | sed 's/^/  /' | tee -a "$SUMMARY"
 fi
 # partial offload: the first layers on the CPU (-t all host cores)
 if [ "${SPLIT:-0}" = 1 ] && [ -s "$f" ]; then
