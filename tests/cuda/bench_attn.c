@@ -9,6 +9,7 @@
  *   <build>/tests/bench_attn */
 #include "cuda/cuda.h"
 #include "cuda/kernels.h"
+#define BENCH_NAME "bench_attn"
 #include "graph_time.h"
 
 #include <math.h>
@@ -16,15 +17,6 @@
 #include <stdlib.h>
 
 #include <cuda_runtime_api.h>
-
-#define CK(x)                                                                                                         \
-    do {                                                                                                              \
-        cudaError_t e_ = (x);                                                                                         \
-        if (e_ != cudaSuccess) {                                                                                      \
-            fprintf(stderr, "bench_attn: %s: %s\n", #x, cudaGetErrorString(e_));                                      \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
 
 enum { L = 64, NH = 32, NKV = 8, HD = 128, PAGE = 64 };
 

@@ -31,6 +31,7 @@
  * test_cuda_kernels. */
 #include "cuda/cuda.h"
 #include "cuda/kernels.h"
+#define BENCH_NAME "bench_mmvq"
 #include "graph_time.h"
 #include "quant/types.h"
 
@@ -65,15 +66,6 @@ static const shape shapes[] = {
     {"qwen3-4b gate+up iq4_xs", MF_TYPE_IQ4_XS, 2560, 9728, 2},
     {"qwen3-4b down iq4_xs", MF_TYPE_IQ4_XS, 9728, 2560, 1},
 };
-
-#define CK(x)                                                                                                         \
-    do {                                                                                                              \
-        cudaError_t e_ = (x);                                                                                         \
-        if (e_ != cudaSuccess) {                                                                                      \
-            fprintf(stderr, "bench_mmvq: %s: %s\n", #x, cudaGetErrorString(e_));                                      \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
 
 int main(int argc, char **argv) {
     int rows = 1, tc = 0;

@@ -29,6 +29,7 @@
  *   <build>/tests/bench_persist [layers [stages [stage KiB]]]
  * (14 layers, 8 stages of 16 KiB: the most the ring holds) */
 #include "cuda/kernels.h"
+#define BENCH_NAME "bench_persist"
 #include "graph_time.h"
 
 #include <math.h>
@@ -238,15 +239,6 @@ __global__ void __launch_bounds__(PB_WARPS * 32, 1) persist_k(pb_args a) {
         }
     }
 }
-
-#define CK(x)                                                                                                         \
-    do {                                                                                                              \
-        cudaError_t e_ = (x);                                                                                         \
-        if (e_ != cudaSuccess) {                                                                                      \
-            fprintf(stderr, "bench_persist: %s: %s\n", #x, cudaGetErrorString(e_));                                   \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
 
 static float run_persist(cudaStream_t s, const pb_args &a0, bool barriers, int grid, unsigned *bar, int reps) {
     pb_args a = a0;

@@ -1,10 +1,25 @@
-/* graph_time.h - the benchmarks' timing of a captured CUDA graph: the graph
- * instantiated, replayed once to warm up, then the best of `reps` replays
- * in milliseconds (negative when CUDA failed; the caller says where). */
+/* graph_time.h - the CUDA benchmarks' shared pieces: a checked CUDA call
+ * (CK), and the timing of a captured CUDA graph: the graph instantiated,
+ * replayed once to warm up, then the best of `reps` replays in
+ * milliseconds (negative when CUDA failed; the caller says where). */
 #ifndef MF_TESTS_CUDA_GRAPH_TIME_H
 #define MF_TESTS_CUDA_GRAPH_TIME_H
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <cuda_runtime_api.h>
+
+/* a CUDA call that must succeed: else the benchmark (BENCH_NAME, defined
+ * before this header) says which call and why, and exits 1 */
+#define CK(x)                                                                   \
+    do {                                                                        \
+        cudaError_t e_ = (x);                                                   \
+        if (e_ != cudaSuccess) {                                                \
+            fprintf(stderr, BENCH_NAME ": %s: %s\n", #x, cudaGetErrorString(e_)); \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
 
 static inline float graph_best_ms(cudaStream_t s, cudaGraph_t g, int reps) {
     cudaGraphExec_t ge;
