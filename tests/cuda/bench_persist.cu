@@ -29,6 +29,7 @@
  *   <build>/tests/bench_persist [layers [stages [stage KiB]]]
  * (14 layers, 8 stages of 16 KiB: the most the ring holds) */
 #include "cuda/kernels.h"
+#include "cuda/mmq.cuh"
 #define BENCH_NAME "bench_persist"
 #include "graph_time.h"
 
@@ -109,16 +110,6 @@ __device__ __forceinline__ void rows_of(const pb_prod &p, int stage_bytes, int &
     if (rps < 1) rps = 1; /* a row larger than a stage: one row, up to PB_STAGE */
 }
 
-/* Q4_K scale j (0..7) and min from the 12 packed bytes */
-__device__ __forceinline__ void sc_min(const uint8_t *s, int j, int &sc, int &mn) {
-    if (j < 4) {
-        sc = s[j] & 63, mn = s[j + 4] & 63;
-    } else {
-        sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-        mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 /* a team member's share of one row's dot (row bytes in shared memory):
  * super-blocks m*4 + lane/8, + 4*team, ...; 8 lanes a super-block as mmvq */
 __device__ float row_dot(const uint8_t *row, int nsb, int member, int team, const int8_t *__restrict__ xq,
@@ -127,11 +118,10 @@ __device__ float row_dot(const uint8_t *row, int nsb, int member, int team, cons
     float acc = 0.0f;
     for (int sb = member * 4 + (lane >> 3); sb < nsb; sb += 4 * team) {
         const uint8_t *blk = row + (size_t)sb * 144;
-        const __half2 dm = *(const __half2 *)blk;
-        const float d = __low2float(dm), dmin = __high2float(dm);
-        int sc0, m0, sc1, m1;
-        sc_min(blk + 4, 2 * kk, sc0, m0);
-        sc_min(blk + 4, 2 * kk + 1, sc1, m1);
+        const uint4 hd = *(const uint4 *)blk; /* d, dmin, the 12 scale bytes */
+        float dw0, mw0, dw1, mw1;             /* d * scale, dmin * min of the lane's two sub-blocks */
+        k4_sm(hd, 2 * kk, dw0, mw0);
+        k4_sm(hd, 2 * kk + 1, dw1, mw1);
         const uint4 qv = *(const uint4 *)(blk + 16 + 32 * kk + 16 * h);
         const int8_t *xr = xq + sb * 256 + 64 * kk + 16 * h;
         const int4 a4 = __ldg((const int4 *)xr), b4 = __ldg((const int4 *)(xr + 32));
@@ -144,8 +134,8 @@ __device__ float row_dot(const uint8_t *row, int nsb, int member, int team, cons
             s1 = __dp4a((int)((q[i] >> 4) & 0x0F0F0F0Fu), xb[i], s1);
         }
         const int xb0 = sb * 8 + 2 * kk;
-        float v = d * (float)sc0 * __ldg(xd + xb0) * (float)s0 + d * (float)sc1 * __ldg(xd + xb0 + 1) * (float)s1;
-        if (h == 0) v -= dmin * ((float)m0 * __ldg(xs + xb0) + (float)m1 * __ldg(xs + xb0 + 1));
+        float v = dw0 * __ldg(xd + xb0) * (float)s0 + dw1 * __ldg(xd + xb0 + 1) * (float)s1;
+        if (h == 0) v -= mw0 * __ldg(xs + xb0) + mw1 * __ldg(xs + xb0 + 1);
         acc += v;
     }
 #pragma unroll
