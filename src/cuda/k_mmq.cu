@@ -440,14 +440,10 @@ int mfc_mmq_stage = 1;
 template <int MT, int W, int TS, int NT, bool STG>
 static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const mfc_q8 *q, int rows, int nch,
                      int crow) {
+    /* two stages a warp; the staged chunks (MT <= 2) stay within the 48 KiB
+     * a launch gets without opting in */
+    static_assert(!STG || 4 * 2 * sizeof(mq_stage<MT>) <= 48 * 1024, "mmq stages past 48 KiB");
     const size_t smem = STG ? 4 * 2 * sizeof(mq_stage<MT>) : 0;
-    if (smem > 48 * 1024) {
-        static bool attr;
-        if (!attr) {
-            cudaFuncSetAttribute(mmq_k<MT, W, TS, NT, STG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            attr = true;
-        }
-    }
     launch_k(mmq_k<MT, W, TS, NT, STG>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
 }
 
