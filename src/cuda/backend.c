@@ -144,15 +144,14 @@ static mf_status cu_kv_init(mf_backend *be, const mf_kv_desc *d) {
         cudaMemset(c->k[l], 0, cells * c->k_row_bytes);
         cudaMemset(c->v[l], 0, cells * c->v_row_bytes);
     }
-    /* flash-decoding shares of att_share keys: at least 32 (short contexts
-     * at one row want many blocks: 336 tok/s at 256 cells with 32, 299 with
-     * 128), at most 64 shares at a full context;
-     * decode steps always go through the share buffers (one share is the
-     * grouped kernel plus a merge). The share size is the context's, so a
-     * row's result never depends on the rest of the step. */
-    c->att_share = (int)((c->max_ctx + 63) / 64);
-    if (c->att_share < 32) c->att_share = 32;
-    c->att_split = (int)((c->max_ctx + (uint32_t)c->att_share - 1) / (uint32_t)c->att_share);
+    /* flash-decoding: a decode row's keys in shares (mfc_att_share: 32
+     * keys while that makes at most 64 of them; short rows at one row want
+     * many blocks), merged by a second kernel; decode steps always go
+     * through the share buffers (one share is a share kernel plus a
+     * merge). The share size follows the row's own key count, so a row's
+     * result never depends on the rest of the step. */
+    c->att_split = (int)((c->max_ctx + 31) / 32); /* the most shares a row of up to max_ctx keys has */
+    if (c->att_split > MFC_ATT_MAX_SHARES) c->att_split = MFC_ATT_MAX_SHARES;
     if (c->att_split < 1) c->att_split = 1;
     {
         const size_t heads = (size_t)c->max_width / (d->head_dim_v ? d->head_dim_v : 1) + 1;
@@ -715,8 +714,7 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     MIX(c, layer), MIX(c, q), MIX(c, *p), MIX(c, out);
     if (!op_begin(c, 13)) return;
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
-                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, kvt_of(c),
-                  c->att_share};
+                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, kvt_of(c)};
     const mf_step *st = c->step;
     const bool split = st->n_tok <= ATT_SPLIT_ROWS && st->n_tok <= c->max_rows && p->n_head <= c->att_heads;
     /* blocks along the shares: the most any row has (a captured step: the
@@ -727,7 +725,7 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
         for (int i = 0; i < st->n_tok; i++) {
             const int pos = st->pos[i];
             const int first = p->window > 0 && pos >= p->window ? pos - p->window + 1 : 0;
-            const int n = (pos - first + c->att_share) / c->att_share;
+            const int n = mfc_att_n_shares(pos - first + 1);
             if (n > nz) nz = n;
         }
         if (nz > c->att_split) nz = c->att_split;
@@ -951,6 +949,10 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     }
     c->fuse = !(getenv("MINFER_CUDA_FUSE") && !mf_env_on("MINFER_CUDA_FUSE"));
     mfc_fattn_on = !(getenv("MINFER_CUDA_FA") && !mf_env_on("MINFER_CUDA_FA"));
+    {
+        const char *ak = getenv("MINFER_CUDA_ATT");
+        mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : 0;
+    }
     mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
     {
         const char *tr = getenv("MINFER_CUDA_MMQ_TILE_ROWS");

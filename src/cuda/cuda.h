@@ -69,9 +69,9 @@ typedef struct mf_cuda {
     void **k, **v;
     size_t k_row_bytes, v_row_bytes;
     /* flash-decoding: steps of up to ATT_SPLIT_ROWS rows split each query's
-     * keys in shares of att_share keys, at most att_split of them (at
+     * keys in shares (mfc_att_share), at most att_split of them (at
      * max_ctx); their states go to att_part */
-    int att_split, att_share;
+    int att_split;
     float *att_part;
     int att_heads; /* query heads att_part has room for */
     int max_width;

@@ -12,22 +12,28 @@
  * dimensions, a warp-wide sum), and keeps an online softmax (running max,
  * sum, and its lanes' share of the weighted V); the four partial states are
  * merged at the end. Decode steps (up to 64 rows) split each query's keys
- * into shares of p.share keys (fixed per context), merged by a second kernel
- * (flash-decoding), so a deep cache keeps every multiprocessor busy. A
- * row's shares depend only on its own position, never on the other rows of
- * the step, nor on how many blocks the launch has along z (nz: blocks past
- * a row's last share return at once), so a captured step launched with
- * the context's capacity replays at any depth. A share is taken by attn_dec_k, one
- * block for all the query heads of a KV head, or by attn_k per query head
- * for shapes attn_dec_k does not take. Every query reads only its own sequence's keys through
- * its own block table: rows of other sequences never enter its sums. */
+ * into shares (mfc_att_share: 32 keys, more only past 2048), merged by a
+ * second kernel (flash-decoding), so a deep cache keeps every
+ * multiprocessor busy. A row's shares depend only on its own position,
+ * never on the other rows of the step, nor on how many blocks the launch
+ * has along z, so a captured step launched with the context's capacity
+ * replays at any depth. A share is taken by attn_tile_k (f16 caches, heads
+ * of 64 or 128: K and V tiles in shared memory, blocks walking shares), by
+ * attn_dec_k (one block for all the query heads of a KV head; blocks past
+ * a row's last share return at once), or by attn_k per query head for
+ * shapes neither takes. Every query reads only its own sequence's keys
+ * through its own block table: rows of other sequences never enter its
+ * sums. */
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "cuda/cpasync.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 #include "cuda/rows.cuh"
 #include "cuda/kvcache.cuh"
+
+int mfc_att_kernel = 0;
 
 #define AW 4           /* warps per block */
 #define MAXD 256       /* largest head dimension */
@@ -55,9 +61,10 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     const int pos = st.pos[r];
     int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0, last = pos;
     if (part) {
-        first += blockIdx.z * p.share;
+        const int sk = mfc_att_share(pos - first + 1);
+        first += blockIdx.z * sk;
         if (first > pos) return; /* past the row's last share: the whole block */
-        last = min(pos, first + p.share - 1);
+        last = min(pos, first + sk - 1);
     }
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
     float m = -INFINITY, l = 0.0f, acc[DPL];
@@ -119,10 +126,10 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     }
 }
 
-/* the shares of p.share keys a row at pos has */
+/* the shares a row at pos has */
 __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
     const int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
-    return (pos - first + p.share) / p.share;
+    return mfc_att_n_shares(pos - first + 1);
 }
 
 /* merge the partial states of one (row, head), in share order, by the
@@ -131,7 +138,7 @@ __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
  * thread's loads of its dimension are issued 8 shares at a time, so a
  * 64-share merge (a 4096-key context) has 8 loads in flight per thread
  * rather than one. The sums keep the share order. */
-#define MAX_SHARES 64
+#define MAX_SHARES MFC_ATT_MAX_SHARES
 __device__ __forceinline__ void combine_head(const mfc_step_dev &st, const float *part, const mfc_attn &p, int nsplit,
                                              float *out, const mfc_q8 &qo, int qkb, int r, int h) {
     __shared__ float wm[MAX_SHARES], wl[MAX_SHARES], we[MAX_SHARES];
@@ -261,9 +268,10 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
 
     const int pos = st.pos[r];
     int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
-    first += z * p.share;
+    const int sk = mfc_att_share(pos - first + 1);
+    first += z * sk;
     if (first > pos) return; /* past the row's last share: the whole block, before any barrier */
-    const int last = min(pos, first + p.share - 1);
+    const int last = min(pos, first + sk - 1);
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
     float m[MAXG], l[MAXG], acc[MAXG][VPL];
 #pragma unroll
@@ -376,6 +384,195 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
     }
 }
 
+/* Decode attention over shares of the keys, in tiles of TK keys whose K
+ * and V rows are copied into shared memory by cp.async, the next tile's
+ * while the block works on the current one, so a block has a whole tile's
+ * loads in flight (attn_dec_k has each thread wait on its own K row, then
+ * each warp on its V rows). A block of four warps takes one row and one KV
+ * head; warp w owns query heads w and w + 4, each lane scores one key of the
+ * tile against them, the tile's softmax step is a warp's shuffles (no block
+ * barrier), and the V sums run over the tile's keys with the lanes split
+ * along the dimensions. A block walks shares blockIdx.z, + gridDim.z, ...
+ * of its row: a share's arithmetic never depends on which block takes it,
+ * so the grid is sized to fill the device (not to the deepest row) and the
+ * results do not depend on it. Every sum runs in an order fixed by the
+ * row's own keys: the dot products along the dimensions, a tile's
+ * exponentials by xor shuffles, V in key order. */
+#define TK 32 /* keys a tile: one a lane */
+#define TW 4  /* warps a block */
+
+template <int D, int HPW>
+__global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const float *__restrict__ q,
+                                                       const __half *kc, const __half *vc, mfc_attn p, int nsplit,
+                                                       float *part) {
+    constexpr int RS = D + 8;      /* row stride in halves: 16 bytes of padding, so the lanes' 16-byte
+                                    * reads of eight consecutive keys hit distinct banks */
+    constexpr int CPR = D / 8;     /* 16-byte pieces a row */
+    constexpr int KPP = TW * 32 / CPR; /* keys one pass of the block's copies covers */
+    constexpr int VPL = D / 32;    /* V dimensions a lane */
+    __shared__ __align__(16) __half ks[2][TK][RS];
+    __shared__ __align__(16) __half vs[2][TK][RS];
+    __shared__ __align__(16) float qs[TW * HPW][D];
+    pdl_enter();
+    const int r = blockIdx.x, hk = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int G = p.n_head / p.n_head_kv;
+    const int pos = st.pos[r];
+    const int first0 = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    const int n = pos - first0 + 1, sk = mfc_att_share(n), ns = (n + sk - 1) / sk;
+    if ((int)blockIdx.z >= ns) return; /* the whole block, before any barrier */
+    const float *qr = q + ((size_t)r * p.n_head + (size_t)hk * G) * D;
+    for (int i = tid; i < G * D; i += TW * 32) qs[i / D][i % D] = qr[i];
+    const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
+    const __half *kh = kc + (size_t)hk * D, *vh = vc + (size_t)hk * D;
+    const int piece = tid % CPR, key0 = tid / CPR;
+
+    /* the copies of tile keys t0.. (nt of them) into buffer b */
+    auto load = [&](int t0, int nt, int b) {
+#pragma unroll
+        for (int i = 0; i < TK / KPP; i++) {
+            const int j = key0 + i * KPP, t = t0 + j;
+            if (j < nt) {
+                const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
+                cp16(&ks[b][j][piece * 8], kh + cell * p.k_width + piece * 8, true);
+                cp16(&vs[b][j][piece * 8], vh + cell * p.v_width + piece * 8, true);
+            }
+        }
+        cp_commit();
+    };
+
+    for (int z = blockIdx.z; z < ns; z += gridDim.z) {
+        const int f = first0 + z * sk, last = min(pos, f + sk - 1), ntile = (last - f + TK) / TK;
+        float m[HPW], l[HPW], acc[HPW][VPL];
+#pragma unroll
+        for (int h = 0; h < HPW; h++) {
+            m[h] = -INFINITY, l[h] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < VPL; i++) acc[h][i] = 0.0f;
+        }
+        load(f, min(TK, last - f + 1), 0);
+        for (int it = 0; it < ntile; it++) {
+            const int t0 = f + it * TK, nt = min(TK, last - t0 + 1), b = it & 1;
+            if (it + 1 < ntile) {
+                load(t0 + TK, min(TK, last - t0 - TK + 1), b ^ 1);
+                cp_wait_1();
+            } else {
+                cp_wait_all();
+            }
+            __syncthreads(); /* the tile (and q) visible to every warp */
+            /* scores: lane = key, against this warp's heads */
+            float s[HPW];
+#pragma unroll
+            for (int h = 0; h < HPW; h++) s[h] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CPR; c++) {
+                const uint4 raw = *(const uint4 *)&ks[b][lane][c * 8];
+                const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+                float kf[8];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 f2 = __half22float2(u32_h2(w[j]));
+                    kf[2 * j] = f2.x, kf[2 * j + 1] = f2.y;
+                }
+#pragma unroll
+                for (int h = 0; h < HPW; h++) {
+                    const int g = warp + TW * h;
+                    if (g < G) {
+                        const float4 qa = *(const float4 *)&qs[g][c * 8], qb = *(const float4 *)&qs[g][c * 8 + 4];
+                        s[h] += qa.x * kf[0], s[h] += qa.y * kf[1], s[h] += qa.z * kf[2], s[h] += qa.w * kf[3];
+                        s[h] += qb.x * kf[4], s[h] += qb.y * kf[5], s[h] += qb.z * kf[6], s[h] += qb.w * kf[7];
+                    }
+                }
+            }
+            /* the tile's online-softmax step, per head, in the warp */
+            float e[HPW];
+#pragma unroll
+            for (int h = 0; h < HPW; h++) {
+                float x = s[h] * p.scale;
+                if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                x = lane < nt ? x : -INFINITY;
+                float mt = x;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+                const float mn = fmaxf(m[h], mt); /* finite: the tile has a key */
+                e[h] = lane < nt ? expf(x - mn) : 0.0f;
+                float ts = e[h];
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) ts += __shfl_xor_sync(0xffffffffu, ts, o);
+                const float c = expf(m[h] - mn);
+                l[h] = l[h] * c + ts;
+                m[h] = mn;
+#pragma unroll
+                for (int i = 0; i < VPL; i++) acc[h][i] *= c;
+            }
+            /* V: key by key, the lanes along the dimensions */
+            for (int j = 0; j < nt; j++) {
+                float v[VPL];
+                const __half *vr = &vs[b][j][lane * VPL];
+                if constexpr (VPL == 4) {
+                    const uint2 u = *(const uint2 *)vr;
+                    const float2 a = __half22float2(u32_h2(u.x)), c2 = __half22float2(u32_h2(u.y));
+                    v[0] = a.x, v[1] = a.y, v[2] = c2.x, v[3] = c2.y;
+                } else {
+                    const float2 a = __half22float2(u32_h2(*(const uint32_t *)vr));
+                    v[0] = a.x, v[1] = a.y;
+                }
+#pragma unroll
+                for (int h = 0; h < HPW; h++) {
+                    const float pj = __shfl_sync(0xffffffffu, e[h], j);
+#pragma unroll
+                    for (int i = 0; i < VPL; i++) acc[h][i] += pj * v[i];
+                }
+            }
+            __syncthreads(); /* buffer b is refilled two tiles on */
+        }
+#pragma unroll
+        for (int h = 0; h < HPW; h++) {
+            const int g = warp + TW * h;
+            if (g >= G) continue;
+            float *pp = part + (((size_t)r * p.n_head + (size_t)hk * G + g) * nsplit + z) * (D + 2);
+            if (lane == 0) pp[0] = m[h], pp[1] = l[h];
+#pragma unroll
+            for (int i = 0; i < VPL; i++) pp[2 + lane * VPL + i] = acc[h][i];
+        }
+    }
+}
+
+/* whether the tile kernel takes the shape: an f16 cache whose rows start
+ * on 16 bytes, K and V heads of 64 or 128, groups of up to 8 */
+static bool tile_takes(const mfc_attn *p, int nsplit, const float *part) {
+    const int G = p->n_head_kv ? p->n_head / p->n_head_kv : 0, d = p->head_dim_k;
+    return mfc_att_kernel == 0 && part && nsplit >= 1 && nsplit <= MAX_SHARES && p->kvt == MFC_KV_F16 && G >= 1 &&
+           p->n_head % p->n_head_kv == 0 && G <= 2 * TW && (d == 64 || d == 128) && p->head_dim_v == d &&
+           p->k_width % 8 == 0 && p->v_width % 8 == 0;
+}
+
+/* blocks along the shares: enough for about four resident blocks a
+ * multiprocessor over the step's rows and KV heads */
+static int tile_nz(int rows, int n_kv, int nz) {
+    static int n_sm;
+    if (!n_sm) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            n_sm = 132;
+    }
+    const int want = (4 * n_sm + rows * n_kv - 1) / (rows * n_kv);
+    return want < 1 ? 1 : want < nz ? want : nz;
+}
+
+static void tile_launch(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
+                        const void *vc, const mfc_attn *p, int nsplit, int nz, float *part) {
+    const dim3 grid(rows, p->n_head_kv, tile_nz(rows, p->n_head_kv, nz));
+    const bool two = p->n_head / p->n_head_kv > TW;
+    const __half *k = (const __half *)kc, *v = (const __half *)vc;
+    if (p->head_dim_k == 128) {
+        if (two) launch_k(attn_tile_k<128, 2>, grid, TW * 32, 0, s, *st, q, k, v, *p, nsplit, part);
+        else launch_k(attn_tile_k<128, 1>, grid, TW * 32, 0, s, *st, q, k, v, *p, nsplit, part);
+    } else {
+        if (two) launch_k(attn_tile_k<64, 2>, grid, TW * 32, 0, s, *st, q, k, v, *p, nsplit, part);
+        else launch_k(attn_tile_k<64, 1>, grid, TW * 32, 0, s, *st, q, k, v, *p, nsplit, part);
+    }
+}
+
 /* whether the grouped decode kernel takes the shape: heads of 32..256 (V),
  * K rows of whole 16-byte pieces, groups of up to 8 whose V sums fit its
  * buffer */
@@ -403,6 +600,11 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     mfc_q8 qo = {NULL, NULL, NULL};
     if (qout && p->head_dim_v % 32 == 0) qo = *qout;
     const int qkb = mfc_q8_tiled_kb(rows, p->n_head * p->head_dim_v);
+    if (tile_takes(p, nsplit, part)) {
+        tile_launch(s, st, rows, q, kc, vc, p, nsplit, nz, part);
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
+        return;
+    }
     if (dec_takes(p, nsplit, part)) {
         dec_launch(s, st, rows, q, kc, vc, p, nsplit, nz, part);
         launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);

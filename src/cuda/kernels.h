@@ -43,8 +43,26 @@ typedef struct mfc_attn {
     int page_size;
     int k_width, v_width; /* elements per cache row */
     int kvt;              /* cache type: MFC_KV_F32, MFC_KV_F16 or MFC_KV_Q8 */
-    int share;            /* keys per share of split (decode) attention */
 } mfc_attn;
+
+/* Split (decode) attention cuts a row's n visible keys into shares of
+ * mfc_att_share(n) keys: the smallest multiple of 32 that makes at most
+ * MFC_ATT_MAX_SHARES of them. It depends on the row's own key count only,
+ * never on the step's other rows or the context's size, so a row's result
+ * is the same in any batch; short rows get shares of 32 (many blocks at one
+ * row), long ones at most 64 shares to merge. */
+#define MFC_ATT_MAX_SHARES 64
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int mfc_att_share(int n) {
+    const int s = (n + 32 * MFC_ATT_MAX_SHARES - 1) / (32 * MFC_ATT_MAX_SHARES) * 32;
+    return s < 32 ? 32 : s;
+}
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int mfc_att_n_shares(int n) { return (n + mfc_att_share(n) - 1) / mfc_att_share(n); }
 
 typedef struct mfc_rope {
     int neox;
@@ -205,11 +223,15 @@ bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_
 void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float *k, const float *v, void *kc, void *vc,
                   int k_width, int v_width, int kvt);
 /* With part (rows x n_head x nsplit x (head_dim_v + 2) floats; decode
- * steps): each query's keys in shares of p->share (at most nsplit of them
- * per row), then merged; nz (1..nsplit) blocks along the shares, at least
- * the most any row of the step has. Without part: one block per query head
- * over all its keys (prefill). qout (or NULL): out also quantized there as
- * mfc_quant_x would (head_dim_v % 32 == 0). */
+ * steps): each query's keys in shares of mfc_att_share keys (at most nsplit
+ * of them per row), then merged; nz (1..nsplit) blocks along the shares, at
+ * least the most any row of the step has. Without part: one block per query
+ * head over all its keys (prefill). qout (or NULL): out also quantized there
+ * as mfc_quant_x would (head_dim_v % 32 == 0). */
+/* the decode kernel for shares: 0 the tile kernel where it takes the shape
+ * (f16 cache, heads of 64 or 128), 1 always the grouped one (A/B:
+ * MINFER_CUDA_ATT=grouped) */
+extern int mfc_att_kernel;
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                    const mfc_attn *p, float *out, int nsplit, int nz, float *part, const mfc_q8 *qout);
 /* Prompt rows on the f16 tensor cores (k_fattn.cu): f16 or q8_0 caches,

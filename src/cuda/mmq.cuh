@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "cuda/cpasync.cuh"
 #include "cuda/kernels.h"
 
 __device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -50,16 +51,6 @@ __device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &
     dw = __low2float(dm) * (float)sc;
     mw = __high2float(dm) * (float)mn;
 }
-
-/* cp.async of 16 bytes (zero-filled when !ok), its groups */
-__device__ __forceinline__ void cp16(void *sm, const void *g, bool ok) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(sm);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-/* all but the newest group complete */
-__device__ __forceinline__ void cp_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 struct mq_segs {
     mfc_mm_seg seg[MFC_MAX_SEGS];

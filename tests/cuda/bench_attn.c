@@ -1,6 +1,7 @@
 /* bench_attn.c - one layer's decode attention (qwen3-4b's shape: 32 query
  * heads over 8 KV heads of 128, f16 cache in pages of 64) at several
- * depths, as a decode step runs it: 64 layers' launches captured in a
+ * depths and for 1, 16 or 64 sequences, with the tile kernel and the
+ * grouped one, as a decode step runs it: 64 layers' launches captured in a
  * CUDA graph with programmatic dependent launch and replayed, so a figure
  * is one launch's share of the replay. Beside it, an empty kernel's, the
  * least a kernel boundary costs inside such a graph. Timing only:
@@ -46,19 +47,19 @@ typedef struct {
     void *kc[L], *vc[L];
     float *q, *k, *v, *out, *part;
     mfc_q8 q8;
-    int nsplit, nz;
+    int nsplit, nz, rows;
     mfc_rope r;
 } att;
 
 static void attention(int l, void *arg) {
     att *a = arg;
-    mfc_attention(s, &a->sd, 1, a->q, a->kc[l], a->vc[l], &a->p, a->out, a->nsplit, a->nz, a->part, &a->q8);
+    mfc_attention(s, &a->sd, a->rows, a->q, a->kc[l], a->vc[l], &a->p, a->out, a->nsplit, a->nz, a->part, &a->q8);
 }
 
 static void rope_attention(int l, void *arg) {
     att *a = arg;
     const mfc_rope_grp qg = {a->q, NULL, NH, false, 0.0f}, kg = {a->k, NULL, NKV, false, 0.0f};
-    if (!mfc_rope_store(s, &a->sd, 1, &qg, &kg, HD, &a->r, a->v, a->kc[l], a->vc[l], NKV * HD, NKV * HD, MFC_KV_F16)) {
+    if (!mfc_rope_store(s, &a->sd, a->rows, &qg, &kg, HD, &a->r, a->v, a->kc[l], a->vc[l], NKV * HD, NKV * HD, MFC_KV_F16)) {
         fprintf(stderr, "bench_attn: the fused RoPE + store refused this shape\n");
         exit(1);
     }
@@ -80,46 +81,62 @@ int main(void) {
         int b = blocks[i];
         printf("empty kernel, %4d blocks: %6.2f us\n", b, per_launch(empty, &b));
     }
-    /* contexts as minfer bench makes them: tg128 (128 cells), 4096 deep */
-    /* share 0: the backend's choice for the context */
-    static const int ctxs[][2] = {{128, 0}, {128, 16}, {128, 64}, {128, 128}, {1024, 0}, {4224, 0}, {4224, 132}};
-    for (int ci = 0; ci < 7; ci++) {
-        const int ctx = ctxs[ci][0];
+    /* rows (each its own sequence, at the same depth) and depths as minfer
+     * bench makes them: tg128 (128 cells), 1024 and 4096 deep, and the
+     * aggregate decode of 16 and 64 sequences (12288 cells of context);
+     * each with the tile kernel and the grouped one (mfc_att_kernel) */
+    static const int cfgs[][3] = {{1, 128, 256}, {1, 1024, 2048}, {1, 4224, 4352}, {16, 192, 12288}, {64, 192, 12288}};
+    for (int ci = 0; ci < 5; ci++) {
+        const int rows = cfgs[ci][0], ctx = cfgs[ci][1], cap = cfgs[ci][2];
         att a = {0};
-        const int share = ctxs[ci][1] ? ctxs[ci][1] : (ctx + 63) / 64 < 32 ? 32 : (ctx + 63) / 64;
-        a.nsplit = (ctx + share - 1) / share;
+        a.nsplit = (cap + 31) / 32 < MFC_ATT_MAX_SHARES ? (cap + 31) / 32 : MFC_ATT_MAX_SHARES;
         a.nz = a.nsplit; /* a captured step's: the context's capacity */
-        a.p = (mfc_attn){NH, NKV, HD, HD, 1.0f / sqrtf((float)HD), 0.0f, 0, PAGE, NKV * HD, NKV * HD, MFC_KV_F16, share};
+        a.p = (mfc_attn){NH, NKV, HD, HD, 1.0f / sqrtf((float)HD), 0.0f, 0, PAGE, NKV * HD, NKV * HD, MFC_KV_F16};
         a.r = (mfc_rope){1, HD, powf(1e6f, -2.0f / HD), 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, NULL};
-        const int np = ctx / PAGE + 1;
-        const size_t cells = (size_t)np * PAGE, row = (size_t)NKV * HD * 2;
+        a.rows = rows;
+        const int np = ctx / PAGE + 1; /* pages a row */
+        const size_t cells = (size_t)rows * np * PAGE, row = (size_t)NKV * HD * 2;
         for (int l = 0; l < L; l++) {
             CK(cudaMalloc(&a.kc[l], cells * row));
             CK(cudaMalloc(&a.vc[l], cells * row));
             CK(cudaMemset(a.kc[l], 0x22, cells * row));
             CK(cudaMemset(a.vc[l], 0x22, cells * row));
         }
-        CK(cudaMalloc((void **)&a.q, sizeof(float) * NH * HD));
-        CK(cudaMemset(a.q, 0, sizeof(float) * NH * HD));
-        CK(cudaMalloc((void **)&a.out, sizeof(float) * NH * HD));
-        CK(cudaMalloc((void **)&a.k, sizeof(float) * NKV * HD));
-        CK(cudaMemset(a.k, 0, sizeof(float) * NKV * HD));
-        CK(cudaMalloc((void **)&a.v, sizeof(float) * NKV * HD));
-        CK(cudaMemset(a.v, 0, sizeof(float) * NKV * HD));
-        CK(cudaMalloc((void **)&a.part, sizeof(float) * NH * a.nsplit * (HD + 2)));
-        CK(cudaMalloc((void **)&a.q8.q, NH * HD));
-        CK(cudaMalloc((void **)&a.q8.d, NH * HD / 8));
-        CK(cudaMalloc((void **)&a.q8.s, NH * HD / 8));
-        /* one row at the last position: tok, pos, cell, rowseq, out_rows, seq_pg, pages */
-        int32_t h[6 + 80]; /* the deepest context here has 67 pages */
-        h[0] = 0, h[1] = ctx - 1, h[2] = ctx - 1, h[3] = 0, h[4] = 0, h[5] = 0;
-        for (int i = 0; i < np; i++) h[6 + i] = i;
+        const size_t nq = (size_t)rows * NH * HD, nk = (size_t)rows * NKV * HD;
+        CK(cudaMalloc((void **)&a.q, sizeof(float) * nq));
+        CK(cudaMemset(a.q, 0, sizeof(float) * nq));
+        CK(cudaMalloc((void **)&a.out, sizeof(float) * nq));
+        CK(cudaMalloc((void **)&a.k, sizeof(float) * nk));
+        CK(cudaMemset(a.k, 0, sizeof(float) * nk));
+        CK(cudaMalloc((void **)&a.v, sizeof(float) * nk));
+        CK(cudaMemset(a.v, 0, sizeof(float) * nk));
+        CK(cudaMalloc((void **)&a.part, sizeof(float) * nq / HD * a.nsplit * (HD + 2)));
+        CK(cudaMalloc((void **)&a.q8.q, nq));
+        CK(cudaMalloc((void **)&a.q8.d, nq / 8));
+        CK(cudaMalloc((void **)&a.q8.s, nq / 8));
+        /* each row the last position of its own sequence: tok, pos, cell,
+         * rowseq, out_rows [rows each], seq_pg [rows], pages [rows x np] */
+        const size_t nh = 6 * (size_t)rows + (size_t)rows * np;
+        int32_t *h = malloc(nh * sizeof *h), *tok = h, *pos = h + rows, *cell = h + 2 * rows, *rs = h + 3 * rows,
+                *orow = h + 4 * rows, *spg = h + 5 * rows, *pg = h + 6 * rows;
+        for (int r = 0; r < rows; r++) {
+            tok[r] = 0, pos[r] = ctx - 1, cell[r] = r * np * PAGE + ctx - 1, rs[r] = r, orow[r] = r, spg[r] = r * np;
+            for (int i = 0; i < np; i++) pg[r * np + i] = r * np + i;
+        }
         int32_t *d;
-        CK(cudaMalloc((void **)&d, sizeof h));
-        CK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
-        a.sd = (mfc_step_dev){d, d + 1, d + 2, d + 3, d + 4, d + 5, d + 6};
-        printf("depth %4d (share %d, %d blocks along it): attention %6.2f us, RoPE + store + attention %6.2f us\n", ctx,
-               share, a.nz, per_launch(attention, &a), per_launch(rope_attention, &a));
+        CK(cudaMalloc((void **)&d, nh * sizeof *h));
+        CK(cudaMemcpy(d, h, nh * sizeof *h, cudaMemcpyHostToDevice));
+        free(h);
+        a.sd = (mfc_step_dev){d, d + rows, d + 2 * rows, d + 3 * rows, d + 4 * rows, d + 5 * rows, d + 6 * rows};
+        const double kv_mb = (double)rows * ctx * row * 2 / 1e6;
+        for (int k = 0; k < 2; k++) {
+            mfc_att_kernel = k;
+            const double us = per_launch(attention, &a), us2 = per_launch(rope_attention, &a);
+            printf("%2d rows, depth %4d (%5.1f MB of K and V), %-7s kernel: attention %7.2f us (%6.0f GB/s), "
+                   "RoPE + store + attention %7.2f us\n",
+                   rows, ctx, kv_mb, k ? "grouped" : "tile", us, kv_mb / us * 1e3, us2);
+        }
+        mfc_att_kernel = 0;
         for (int l = 0; l < L; l++) cudaFree(a.kc[l]), cudaFree(a.vc[l]);
         cudaFree(a.q), cudaFree(a.k), cudaFree(a.out), cudaFree(a.v), cudaFree(a.part), cudaFree(d);
         cudaFree(a.q8.q), cudaFree(a.q8.d), cudaFree(a.q8.s);

@@ -1,0 +1,237 @@
+/* test_cuda_attn.c - the decode attention kernels (k_attn.cu) against a
+ * double-precision softmax on the host, over a paged cache whose pages are
+ * shuffled between the sequences.
+ *
+ * Shapes: qwen3's (32 query heads over 8 KV heads of 128: the tile kernel,
+ * one head a warp), 16 over 2 of 64 (two heads a warp), 4 over 4 of 64
+ * (one query head a KV head), 12 over 4 of 128 with a sliding window and a
+ * soft cap, 8 over 2 of 256 (the grouped kernel's shape only), and an f32
+ * cache (the grouped kernel). Each with the tile kernel where it takes the
+ * shape, and the grouped one (mfc_att_kernel = 1).
+ *
+ * Rows at depths 1, 32, 33, 129, 2049 (33 shares of 64 keys) and 4224 (44
+ * shares of 96: mfc_att_share) in one step: |gpu - ref| <= 2e-5
+ * per output (values in [-1, 1]; the f32 sums' rounding). Each row's outputs
+ * are also the same bit for bit when it is the step's only row, and with
+ * blocks along the shares for the deepest row or for the capacity (a
+ * captured step's): a row's result depends on nothing else in the step.
+ * 64 rows at random depths likewise (the tile kernel then walks several
+ * shares a block). Exits 77 (skipped) without a device. */
+#include "testutil.h"
+#include "cuda/kernels.h"
+#include "quant/fp16.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+enum { PAGE = 64 };
+
+static uint32_t g_r = 777;
+static float frand(void) {
+    g_r = g_r * 1103515245u + 12345u;
+    return ((float)(g_r >> 8) / 16777216.0f - 0.5f) * 2.0f;
+}
+static uint32_t urand(uint32_t n) {
+    g_r = g_r * 1103515245u + 12345u;
+    return (g_r >> 8) % n;
+}
+
+typedef struct {
+    const char *name;
+    int nh, nkv, d, window;
+    float softcap;
+    int kvt;
+} shape;
+
+/* one test case: rows, each its own sequence with np pages (shuffled over
+ * the whole cache), at the given depth */
+typedef struct {
+    shape sh;
+    int rows, np, cap, nsplit;
+    int *depth, *pages;  /* [rows], [rows x np] */
+    float *q, *kf, *vf;  /* host: queries, the cache's values as floats */
+    void *dk, *dv;       /* device cache */
+    float *dq, *dout, *dpart;
+} tcase;
+
+static size_t cells_of(const tcase *c) { return (size_t)c->rows * c->np * PAGE; }
+static size_t width(const tcase *c) { return (size_t)c->sh.nkv * c->sh.d; }
+
+static void setup(tcase *c, const shape *sh, int rows, const int *depth, int cap) {
+    memset(c, 0, sizeof *c);
+    c->sh = *sh, c->rows = rows, c->cap = cap;
+    c->np = cap / PAGE + 1;
+    c->nsplit = (cap + 31) / 32 < MFC_ATT_MAX_SHARES ? (cap + 31) / 32 : MFC_ATT_MAX_SHARES;
+    c->depth = malloc(sizeof(int) * rows);
+    memcpy(c->depth, depth, sizeof(int) * rows);
+    const int tp = rows * c->np;
+    c->pages = malloc(sizeof(int) * tp);
+    for (int i = 0; i < tp; i++) c->pages[i] = i;
+    for (int i = tp - 1; i > 0; i--) {
+        const int j = (int)urand((uint32_t)i + 1), t = c->pages[i];
+        c->pages[i] = c->pages[j], c->pages[j] = t;
+    }
+    const size_t n = cells_of(c) * width(c), nq = (size_t)rows * sh->nh * sh->d;
+    c->kf = malloc(sizeof(float) * n), c->vf = malloc(sizeof(float) * n), c->q = malloc(sizeof(float) * nq);
+    const size_t es = sh->kvt == MFC_KV_F16 ? 2 : 4;
+    void *hk = malloc(es * n), *hv = malloc(es * n);
+    for (size_t i = 0; i < n; i++) {
+        float k = frand(), v = frand();
+        if (sh->kvt == MFC_KV_F16) {
+            ((mf_fp16 *)hk)[i] = mf_fp32_to_fp16(k), ((mf_fp16 *)hv)[i] = mf_fp32_to_fp16(v);
+            k = mf_fp16_to_fp32(((mf_fp16 *)hk)[i]), v = mf_fp16_to_fp32(((mf_fp16 *)hv)[i]);
+        } else {
+            ((float *)hk)[i] = k, ((float *)hv)[i] = v;
+        }
+        c->kf[i] = k, c->vf[i] = v;
+    }
+    for (size_t i = 0; i < nq; i++) c->q[i] = frand();
+    CHECK(cudaMalloc(&c->dk, es * n) == cudaSuccess && cudaMalloc(&c->dv, es * n) == cudaSuccess, "cudaMalloc");
+    cudaMemcpy(c->dk, hk, es * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(c->dv, hv, es * n, cudaMemcpyHostToDevice);
+    free(hk), free(hv);
+    cudaMalloc((void **)&c->dq, sizeof(float) * nq);
+    cudaMemcpy(c->dq, c->q, sizeof(float) * nq, cudaMemcpyHostToDevice);
+    cudaMalloc((void **)&c->dout, sizeof(float) * nq);
+    cudaMalloc((void **)&c->dpart, sizeof(float) * (size_t)rows * sh->nh * c->nsplit * (sh->d + 2));
+}
+
+static void teardown(tcase *c) {
+    free(c->depth), free(c->pages), free(c->q), free(c->kf), free(c->vf);
+    cudaFree(c->dk), cudaFree(c->dv), cudaFree(c->dq), cudaFree(c->dout), cudaFree(c->dpart);
+}
+
+/* rows r0..r0+n-1 of the case as one step; nz 0: the most shares any of
+ * them has (a replayed step's host choice), else nz blocks along them.
+ * Their outputs into out (n x nh x d). */
+static void run(tcase *c, int r0, int n, int nz, float *out) {
+    const shape *sh = &c->sh;
+    const int np = c->np;
+    const size_t nh = 6 * (size_t)n + (size_t)n * np;
+    int32_t *h = malloc(nh * sizeof *h), *tok = h, *pos = h + n, *cell = h + 2 * n, *rs = h + 3 * n, *orow = h + 4 * n,
+            *spg = h + 5 * n, *pg = h + 6 * n;
+    int most = 1;
+    for (int i = 0; i < n; i++) {
+        const int r = r0 + i, p = c->depth[r] - 1;
+        tok[i] = 0, pos[i] = p, rs[i] = i, orow[i] = i, spg[i] = i * np;
+        memcpy(pg + i * np, c->pages + (size_t)r * np, sizeof(int) * np);
+        cell[i] = c->pages[(size_t)r * np + p / PAGE] * PAGE + p % PAGE;
+        const int first = sh->window > 0 && p >= sh->window ? p - sh->window + 1 : 0;
+        const int ns = mfc_att_n_shares(p - first + 1);
+        if (ns > most) most = ns;
+    }
+    int32_t *d = NULL;
+    cudaMalloc((void **)&d, nh * sizeof *h);
+    cudaMemcpy(d, h, nh * sizeof *h, cudaMemcpyHostToDevice);
+    free(h);
+    const mfc_step_dev sd = {d, d + n, d + 2 * n, d + 3 * n, d + 4 * n, d + 5 * n, d + 6 * n};
+    const mfc_attn p = {sh->nh, sh->nkv, sh->d, sh->d, 1.0f / sqrtf((float)sh->d), sh->softcap, sh->window,
+                        PAGE, (int)width(c), (int)width(c), sh->kvt};
+    const size_t rq = (size_t)sh->nh * sh->d;
+    cudaMemset(c->dout, 0xff, sizeof(float) * n * rq); /* NaN where nothing is written */
+    mfc_attention(0, &sd, n, c->dq + (size_t)r0 * rq, c->dk, c->dv, &p, c->dout, c->nsplit, nz ? nz : most, c->dpart,
+                  NULL);
+    const cudaError_t e = cudaDeviceSynchronize();
+    CHECK(e == cudaSuccess, "%s: attention failed: %s", sh->name, cudaGetErrorString(e));
+    cudaMemcpy(out, c->dout, sizeof(float) * n * rq, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+}
+
+/* the host's attention for row r: how many outputs are off by more than tol */
+static int ref_off(const tcase *c, int r, const float *out, double tol, double *worst) {
+    const shape *sh = &c->sh;
+    const int G = sh->nh / sh->nkv, D = sh->d, p = c->depth[r] - 1;
+    const int first = sh->window > 0 && p >= sh->window ? p - sh->window + 1 : 0;
+    double *s = malloc(sizeof(double) * (p + 1));
+    int bad = 0;
+    for (int h = 0; h < sh->nh; h++) {
+        const float *qr = c->q + ((size_t)r * sh->nh + h) * D;
+        const int hk = h / G;
+        double mx = -INFINITY, sum = 0;
+        for (int t = first; t <= p; t++) {
+            const size_t cell = (size_t)c->pages[(size_t)r * c->np + t / PAGE] * PAGE + t % PAGE;
+            const float *k = c->kf + cell * width(c) + (size_t)hk * D;
+            double x = 0;
+            for (int i = 0; i < D; i++) x += (double)qr[i] * k[i];
+            x /= sqrt((double)D);
+            if (sh->softcap > 0) x = sh->softcap * tanh(x / sh->softcap);
+            s[t] = x;
+            if (x > mx) mx = x;
+        }
+        for (int t = first; t <= p; t++) sum += s[t] = exp(s[t] - mx);
+        for (int i = 0; i < D; i++) {
+            double a = 0;
+            for (int t = first; t <= p; t++) {
+                const size_t cell = (size_t)c->pages[(size_t)r * c->np + t / PAGE] * PAGE + t % PAGE;
+                a += s[t] * c->vf[cell * width(c) + (size_t)hk * D + i];
+            }
+            const double dd = fabs(out[(size_t)h * D + i] - a / sum);
+            if (!(dd <= tol)) bad++;
+            if (dd > *worst || dd != dd) *worst = dd;
+        }
+    }
+    free(s);
+    return bad;
+}
+
+static void check_case(const shape *sh, int rows, const int *depth, int cap, int kernel, bool all_alone) {
+    tcase c;
+    setup(&c, sh, rows, depth, cap);
+    mfc_att_kernel = kernel;
+    const size_t rq = (size_t)sh->nh * sh->d;
+    float *all = malloc(sizeof(float) * rows * rq), *cap_nz = malloc(sizeof(float) * rows * rq),
+          *one = malloc(sizeof(float) * rq);
+    run(&c, 0, rows, 0, all);
+    run(&c, 0, rows, c.nsplit, cap_nz);
+    const char *kn = kernel ? "grouped" : "tile";
+    CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
+          "%s (%s): outputs differ between %d blocks along the shares and the step's most", sh->name, kn, c.nsplit);
+    double worst = 0;
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        bad += ref_off(&c, r, all + r * rq, 2e-5, &worst);
+        if (all_alone || r % 13 == 0) {
+            run(&c, r, 1, 0, one);
+            CHECK(memcmp(one, all + r * rq, sizeof(float) * rq) == 0,
+                  "%s (%s): row %d at depth %d differs alone and in a step of %d rows", sh->name, kn, r, depth[r],
+                  rows);
+        }
+    }
+    CHECK(bad == 0, "%s (%s), %d rows: %d outputs off the host's by more than 2e-5 (worst %.3g)", sh->name, kn, rows,
+          bad, worst);
+    printf("test_cuda_attn: %s, %s kernel, %d rows: max|d| %.3g\n", sh->name, kn, rows, worst);
+    mfc_att_kernel = 0;
+    free(all), free(cap_nz), free(one);
+    teardown(&c);
+}
+
+int main(void) {
+    int nd = 0;
+    if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
+        fprintf(stderr, "test_cuda_attn: skipped: no CUDA device\n");
+        return 77;
+    }
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    mfc_pdl_on = major >= 9;
+    static const shape shapes[] = {
+        {"32/8 heads of 128", 32, 8, 128, 0, 0.0f, MFC_KV_F16},
+        {"16/2 heads of 64", 16, 2, 64, 0, 0.0f, MFC_KV_F16},
+        {"4/4 heads of 64", 4, 4, 64, 0, 0.0f, MFC_KV_F16},
+        {"12/4 heads of 128, window 50, soft cap 30", 12, 4, 128, 50, 30.0f, MFC_KV_F16},
+        {"8/2 heads of 256", 8, 2, 256, 0, 0.0f, MFC_KV_F16},
+        {"8/2 heads of 128, f32 cache", 8, 2, 128, 0, 0.0f, MFC_KV_F32},
+    };
+    static const int depths[] = {1, 32, 33, 129, 2049, 4224};
+    int many[64];
+    for (int i = 0; i < 64; i++) many[i] = 1 + (int)urand(300);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            check_case(&shapes[i], 6, depths, 4352, k, true);
+            if (i < 2) check_case(&shapes[i], 64, many, 320, k, false);
+        }
+    return test_summary("test_cuda_attn");
+}
