@@ -45,20 +45,19 @@
 /* rows per chunk, 16, 32 or 64 (MINFER_CUDA_MMQ_CHUNK; the values do not
  * depend on it): smaller chunks give the grid more blocks and each warp
  * fewer accumulators, and read the weights once per chunk (from L2 after
- * the first). 0, the default: 32, or 64 for weights larger than the L2
- * (an output head), which every chunk would read from memory again. At 64
- * rows on an H100 (bench_mmvq -r 64, qwen3-4b Q4_K shapes), with the
- * activations read per mma, chunks of 16 took 23.5-96.5 us where chunks of
- * 64 took 33-122 (down: 48 against 78); with them staged in halves of a
- * super-block (below), chunks of 32 took 16.8-63.8 us where chunks of 16
- * took 18.9-79.3, and 64 sequences decoded at 6100 t/s against 5445 */
+ * the first, except for an output head larger than the L2). 0, the
+ * default: 32. At 64 rows on an H100 (bench_mmvq -r 64, qwen3-4b Q4_K
+ * shapes), with the activations read per mma, chunks of 16 took 23.5-96.5
+ * us where chunks of 64 took 33-122 (down: 48 against 78); with them
+ * staged in halves of a super-block (below), chunks of 32 took 16.8-63.8
+ * us where chunks of 16 took 18.9-79.3, and 64 sequences decoded at 6100
+ * t/s against 5445. The output head (319 MB) in chunks of 32 rather than 64
+ * (read twice, but staged) then took 64 sequences from 6418 to 6532 t/s
+ * and 32 from 5232 to 5335, 16 unchanged (3551 against 3562). */
 int mfc_mmq_chunk = 0;
 
-static int chunk_rows(const mfc_mm_seg *seg, int nseg) {
-    if (mfc_mmq_chunk == 16 || mfc_mmq_chunk == 32 || mfc_mmq_chunk == 64) return mfc_mmq_chunk;
-    size_t bytes = 0;
-    for (int i = 0; i < nseg; i++) bytes += seg[i].row_bytes * (size_t)seg[i].n;
-    return bytes > ((size_t)48 << 20) ? MQ_ROWS : 32;
+static int chunk_rows(void) {
+    return mfc_mmq_chunk == 16 || mfc_mmq_chunk == 32 || mfc_mmq_chunk == 64 ? mfc_mmq_chunk : 32;
 }
 
 /* the most rows these kernels take (MINFER_CUDA_MMQ_ROWS): every count by
@@ -469,7 +468,7 @@ static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const 
 
 template <int W, int NT>
 static void mmq_launch(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
-    const int crow = chunk_rows(S.seg, S.nseg);
+    const int crow = chunk_rows();
     const int nch = (rows + crow - 1) / crow;
     const int mt = nch > 1 ? crow / 16 : (rows + 15) / 16;
     if (mt == 1) mmq_launch_t<1, W, NT>(s, S, nb, k, q, rows, nch, crow);
