@@ -714,8 +714,9 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     MIX(c, layer), MIX(c, q), MIX(c, *p), MIX(c, out);
     if (!op_begin(c, 13)) return;
     mfc_attn a = {p->n_head, p->n_head_kv, p->head_dim_k, p->head_dim_v, p->scale, p->softcap, p->window,
-                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, kvt_of(c)};
+                  (int)c->kv.page_size, (int)c->kv.k_width, (int)c->kv.v_width, kvt_of(c), 0};
     const mf_step *st = c->step;
+    a.early = c->att_early && st->n_tok == st->n_seq;
     const bool split = st->n_tok <= ATT_SPLIT_ROWS && st->n_tok <= c->max_rows && p->n_head <= c->att_heads;
     /* blocks along the shares: the most any row has (a captured step: the
      * context's capacity, for it replays at later positions) */
@@ -953,6 +954,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         const char *ak = getenv("MINFER_CUDA_ATT");
         mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : 0;
     }
+    c->att_early = !(getenv("MINFER_CUDA_ATT_EARLY") && !mf_env_on("MINFER_CUDA_ATT_EARLY"));
     mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
     {
         const char *tr = getenv("MINFER_CUDA_MMQ_TILE_ROWS");

@@ -132,44 +132,43 @@ __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
     return mfc_att_n_shares(pos - first + 1);
 }
 
-/* merge the partial states of one (row, head), in share order, by the
- * block's threads (whole warps over the dimensions). The shares'
- * maxima, sums and weights are staged in shared memory once, and each
- * thread's loads of its dimension are issued 8 shares at a time, so a
- * 64-share merge (a 4096-key context) has 8 loads in flight per thread
- * rather than one. The sums keep the share order. */
+/* merge the partial states of one (row, head) by the block's threads
+ * (whole warps over the dimensions), with no shared memory and no barrier:
+ * every warp finds the shares' maximum and weighted sum itself, a lane per
+ * share (s and s + 32: MAX_SHARES <= 64), by xor shuffles, and hands share
+ * s's weight to the dimension sums by a shuffle from lane s % 32. Each
+ * thread issues the loads of all its dimension's shares before it sums
+ * them, so a 44-share merge (a 4224-key row) waits on memory once, not
+ * once per eight shares. The dimension sums run in share order. */
 #define MAX_SHARES MFC_ATT_MAX_SHARES
 __device__ __forceinline__ void combine_head(const mfc_step_dev &st, const float *part, const mfc_attn &p, int nsplit,
                                              float *out, const mfc_q8 &qo, int qkb, int r, int h) {
-    __shared__ float wm[MAX_SHARES], wl[MAX_SHARES], we[MAX_SHARES];
-    const int n_head = p.n_head, dv = p.head_dim_v;
-    const float *pp = part + ((size_t)r * n_head + h) * nsplit * (dv + 2);
+    static_assert(MAX_SHARES <= 64, "a lane holds two shares' weights");
+    const int n_head = p.n_head, dv = p.head_dim_v, lane = threadIdx.x & 31, sd = dv + 2;
+    const float *pp = part + ((size_t)r * n_head + h) * nsplit * sd;
     const int ns = n_shares(p, st.pos[r]);
-    for (int s = threadIdx.x; s < ns; s += blockDim.x) {
-        wm[s] = pp[(size_t)s * (dv + 2)];
-        wl[s] = pp[(size_t)s * (dv + 2) + 1];
-    }
-    __syncthreads();
-    float M = -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, wm[s]);
-    for (int s = threadIdx.x; s < ns; s += blockDim.x) we[s] = wm[s] != -INFINITY ? expf(wm[s] - M) : 0.0f;
-    __syncthreads();
-    float L = 0.0f;
-    for (int s = 0; s < ns; s++)
-        if (wm[s] != -INFINITY) L += wl[s] * we[s];
+    const float m0 = lane < ns ? pp[(size_t)lane * sd] : -INFINITY;
+    const float m1 = lane + 32 < ns ? pp[(size_t)(lane + 32) * sd] : -INFINITY;
+    const float l0 = lane < ns ? pp[(size_t)lane * sd + 1] : 0.0f;
+    const float l1 = lane + 32 < ns ? pp[(size_t)(lane + 32) * sd + 1] : 0.0f;
+    float M = fmaxf(m0, m1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    /* a share with no keys (-inf) weighs nothing; M is finite (a share has a key) */
+    const float e0 = m0 == -INFINITY ? 0.0f : expf(m0 - M), e1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
+    float L = l0 * e0 + l1 * e1;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
     const size_t o0 = ((size_t)r * n_head + h) * dv;
     for (int d = threadIdx.x; d < dv; d += blockDim.x) {
-        float a = 0.0f;
         const float *pd = pp + 2 + d;
-        const int st = dv + 2;
-        for (int s0 = 0; s0 < ns; s0 += 8, pd += 8 * st) {
-            float x[8];
+        float x[MAX_SHARES];
 #pragma unroll
-            for (int u = 0; u < 8; u++) x[u] = s0 + u < ns ? pd[u * st] : 0.0f;
+        for (int s = 0; s < MAX_SHARES; s++) x[s] = s < ns ? pd[(size_t)s * sd] : 0.0f;
+        float a = 0.0f;
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-                if (s0 + u < ns && wm[s0 + u] != -INFINITY) a += x[u] * we[s0 + u];
-        }
+        for (int s = 0; s < MAX_SHARES; s++)
+            if (s < ns) a += x[s] * __shfl_sync(0xffffffffu, s < 32 ? e0 : e1, s & 31);
         out[o0 + d] = a / L;
         if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s, qkb); /* whole warps: dv % 32 == 0 */
     }
@@ -413,15 +412,14 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
     __shared__ __align__(16) __half ks[2][TK][RS];
     __shared__ __align__(16) __half vs[2][TK][RS];
     __shared__ __align__(16) float qs[TW * HPW][D];
-    pdl_enter();
+    /* the step's arrays are written before the step, never by its kernels:
+     * read before the wait */
     const int r = blockIdx.x, hk = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = p.n_head / p.n_head_kv;
     const int pos = st.pos[r];
     const int first0 = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
     const int n = pos - first0 + 1, sk = mfc_att_share(n), ns = (n + sk - 1) / sk;
     if ((int)blockIdx.z >= ns) return; /* the whole block, before any barrier */
-    const float *qr = q + ((size_t)r * p.n_head + (size_t)hk * G) * D;
-    for (int i = tid; i < G * D; i += TW * 32) qs[i / D][i % D] = qr[i];
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];
     const __half *kh = kc + (size_t)hk * D, *vh = vc + (size_t)hk * D;
     const int piece = tid % CPR, key0 = tid / CPR;
@@ -431,27 +429,37 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
      * too, so a block that walks several shorter shares still has the next
      * one's K and V on the way while it scores the current one. */
     int pz = blockIdx.z, pit = 0; /* the next tile to copy: share, tile */
-    auto issue = [&](int b) {
+    /* sel 0: the tile's keys; 1: those below pos only, the tile left open
+     * (copies before the wait); 2: the key at pos only, closing the tile */
+    auto issue = [&](int b, int sel) {
         if (pz < ns) {
             const int f = first0 + pz * sk, last = min(pos, f + sk - 1), t0 = f + pit * TK;
             const int nt = min(TK, last - t0 + 1);
 #pragma unroll
             for (int i = 0; i < TK / KPP; i++) {
                 const int j = key0 + i * KPP, t = t0 + j;
-                if (j < nt) {
+                if (j < nt && (sel == 0 || (sel == 1) == (t < pos))) {
                     const size_t cell = (size_t)pages[t / p.page_size] * p.page_size + t % p.page_size;
                     cp16(&ks[b][j][piece * 8], kh + cell * p.k_width + piece * 8, true);
                     cp16(&vs[b][j][piece * 8], vh + cell * p.v_width + piece * 8, true);
                 }
             }
-            if (t0 + TK > last) pz += gridDim.z, pit = 0;
-            else pit++;
+            if (sel != 1) {
+                if (t0 + TK > last) pz += gridDim.z, pit = 0;
+                else pit++;
+            }
         }
-        cp_commit(); /* an empty group past the last tile keeps the waits uniform */
+        if (sel != 1) cp_commit(); /* an empty group past the last tile keeps the waits uniform */
     };
 
+    /* With p.early the first tile's older keys are on their way while the
+     * kernel before (the RoPE + store that writes the key at pos) runs */
+    if (p.early) issue(0, 1);
+    pdl_enter();
+    const float *qr = q + ((size_t)r * p.n_head + (size_t)hk * G) * D;
+    for (int i = tid; i < G * D; i += TW * 32) qs[i / D][i % D] = qr[i];
     int b = 0;
-    issue(0);
+    issue(0, p.early ? 2 : 0);
     for (int z = blockIdx.z; z < ns; z += gridDim.z) {
         const int f = first0 + z * sk, last = min(pos, f + sk - 1), ntile = (last - f + TK) / TK;
         float m[HPW], l[HPW], acc[HPW][VPL];
@@ -463,7 +471,7 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
         }
         for (int it = 0; it < ntile; it++, b ^= 1) {
             const int t0 = f + it * TK, nt = min(TK, last - t0 + 1);
-            issue(b ^ 1); /* refills the buffer the previous tile used: every warp is past it */
+            issue(b ^ 1, 0); /* refills the buffer the previous tile used: every warp is past it */
             cp_wait_1();
             __syncthreads(); /* the tile (and q) visible to every warp */
             /* scores: lane = key, against this warp's heads; four partial

@@ -43,6 +43,10 @@ typedef struct mfc_attn {
     int page_size;
     int k_width, v_width; /* elements per cache row */
     int kvt;              /* cache type: MFC_KV_F32, MFC_KV_F16 or MFC_KV_Q8 */
+    /* each row's keys below its own position were written by earlier steps
+     * (every sequence has one row in the step), so the tile kernel may start
+     * copying them before the kernel before it completes */
+    int early;
 } mfc_attn;
 
 /* Split (decode) attention cuts a row's n visible keys into shares of

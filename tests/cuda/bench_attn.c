@@ -1,7 +1,8 @@
 /* bench_attn.c - one layer's decode attention (qwen3-4b's shape: 32 query
  * heads over 8 KV heads of 128, f16 cache in pages of 64) at several
- * depths and for 1, 16 or 64 sequences, with the tile kernel and the
- * grouped one, as a decode step runs it: 64 layers' launches captured in a
+ * depths and for 1, 16 or 64 sequences, with the tile kernel (with and
+ * without its copies before the wait) and the grouped one, as a decode
+ * step runs it: 64 layers' launches captured in a
  * CUDA graph with programmatic dependent launch and replayed, so a figure
  * is one launch's share of the replay. Beside it, an empty kernel's, the
  * least a kernel boundary costs inside such a graph. Timing only:
@@ -91,7 +92,7 @@ int main(void) {
         att a = {0};
         a.nsplit = (cap + 31) / 32 < MFC_ATT_MAX_SHARES ? (cap + 31) / 32 : MFC_ATT_MAX_SHARES;
         a.nz = a.nsplit; /* a captured step's: the context's capacity */
-        a.p = (mfc_attn){NH, NKV, HD, HD, 1.0f / sqrtf((float)HD), 0.0f, 0, PAGE, NKV * HD, NKV * HD, MFC_KV_F16};
+        a.p = (mfc_attn){NH, NKV, HD, HD, 1.0f / sqrtf((float)HD), 0.0f, 0, PAGE, NKV * HD, NKV * HD, MFC_KV_F16, 1};
         a.r = (mfc_rope){1, HD, powf(1e6f, -2.0f / HD), 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, NULL};
         a.rows = rows;
         const int np = ctx / PAGE + 1; /* pages a row */
@@ -129,12 +130,15 @@ int main(void) {
         free(h);
         a.sd = (mfc_step_dev){d, d + rows, d + 2 * rows, d + 3 * rows, d + 4 * rows, d + 5 * rows, d + 6 * rows};
         const double kv_mb = (double)rows * ctx * row * 2 / 1e6;
-        for (int k = 0; k < 2; k++) {
-            mfc_att_kernel = k;
+        /* the tile kernel with its early copies (as a decode step runs it), without, the grouped kernel */
+        static const char *kn[] = {"tile", "tile, no early copies", "grouped"};
+        for (int k = 0; k < 3; k++) {
+            mfc_att_kernel = k == 2;
+            a.p.early = k == 0;
             const double us = per_launch(attention, &a), us2 = per_launch(rope_attention, &a);
-            printf("%2d rows, depth %4d (%5.1f MB of K and V), %-7s kernel: attention %7.2f us (%6.0f GB/s), "
+            printf("%2d rows, depth %4d (%5.1f MB of K and V), %-21s: attention %7.2f us (%6.0f GB/s), "
                    "RoPE + store + attention %7.2f us\n",
-                   rows, ctx, kv_mb, k ? "grouped" : "tile", us, kv_mb / us * 1e3, us2);
+                   rows, ctx, kv_mb, kn[k], us, kv_mb / us * 1e3, us2);
         }
         mfc_att_kernel = 0;
         for (int l = 0; l < L; l++) cudaFree(a.kc[l]), cudaFree(a.vc[l]);

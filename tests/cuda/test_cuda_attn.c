@@ -14,7 +14,8 @@
  * per output (values in [-1, 1]; the f32 sums' rounding). Each row's outputs
  * are also the same bit for bit when it is the step's only row, and with
  * blocks along the shares for the deepest row or for the capacity (a
- * captured step's): a row's result depends on nothing else in the step.
+ * captured step's), and without the tile kernel's copies before its wait
+ * (mfc_attn.early): a row's result depends on nothing else in the step.
  * 64 rows at random depths likewise (the tile kernel then walks several
  * shares a block). Exits 77 (skipped) without a device. */
 #include "testutil.h"
@@ -107,7 +108,7 @@ static void teardown(tcase *c) {
 /* rows r0..r0+n-1 of the case as one step; nz 0: the most shares any of
  * them has (a replayed step's host choice), else nz blocks along them.
  * Their outputs into out (n x nh x d). */
-static void run(tcase *c, int r0, int n, int nz, float *out) {
+static void run(tcase *c, int r0, int n, int nz, int early, float *out) {
     const shape *sh = &c->sh;
     const int np = c->np;
     const size_t nh = 6 * (size_t)n + (size_t)n * np;
@@ -129,7 +130,7 @@ static void run(tcase *c, int r0, int n, int nz, float *out) {
     free(h);
     const mfc_step_dev sd = {d, d + n, d + 2 * n, d + 3 * n, d + 4 * n, d + 5 * n, d + 6 * n};
     const mfc_attn p = {sh->nh, sh->nkv, sh->d, sh->d, 1.0f / sqrtf((float)sh->d), sh->softcap, sh->window,
-                        PAGE, (int)width(c), (int)width(c), sh->kvt};
+                        PAGE, (int)width(c), (int)width(c), sh->kvt, early};
     const size_t rq = (size_t)sh->nh * sh->d;
     cudaMemset(c->dout, 0xff, sizeof(float) * n * rq); /* NaN where nothing is written */
     mfc_attention(0, &sd, n, c->dq + (size_t)r0 * rq, c->dk, c->dv, &p, c->dout, c->nsplit, nz ? nz : most, c->dpart,
@@ -184,17 +185,20 @@ static void check_case(const shape *sh, int rows, const int *depth, int cap, int
     const size_t rq = (size_t)sh->nh * sh->d;
     float *all = malloc(sizeof(float) * rows * rq), *cap_nz = malloc(sizeof(float) * rows * rq),
           *one = malloc(sizeof(float) * rq);
-    run(&c, 0, rows, 0, all);
-    run(&c, 0, rows, c.nsplit, cap_nz);
+    run(&c, 0, rows, 0, 1, all);
+    run(&c, 0, rows, c.nsplit, 1, cap_nz);
     const char *kn = kernel ? "grouped" : "tile";
     CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
           "%s (%s): outputs differ between %d blocks along the shares and the step's most", sh->name, kn, c.nsplit);
+    run(&c, 0, rows, 0, 0, cap_nz);
+    CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
+          "%s (%s): outputs differ with and without the copies before the wait", sh->name, kn);
     double worst = 0;
     int bad = 0;
     for (int r = 0; r < rows; r++) {
         bad += ref_off(&c, r, all + r * rq, 2e-5, &worst);
         if (all_alone || r % 13 == 0) {
-            run(&c, r, 1, 0, one);
+            run(&c, r, 1, 0, 1, one);
             CHECK(memcmp(one, all + r * rq, sizeof(float) * rq) == 0,
                   "%s (%s): row %d at depth %d differs alone and in a step of %d rows", sh->name, kn, r, depth[r],
                   rows);
