@@ -41,7 +41,7 @@ int mfc_att_kernel = 0;
 
 /* part == NULL: the block takes all of the query's keys and writes its
  * output. Otherwise (decode: flash-decoding) it takes share blockIdx.z (of
- * p.share keys) and writes its unnormalised state (max, sum, weighted V)
+ * mfc_att_share keys) and writes its unnormalised state (max, sum, weighted V)
  * to part (nsplit shares per head) for attn_combine_k. */
 __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *__restrict__ q, const void *kc,
                                                   const void *vc, mfc_attn p, float *out, int nsplit, float *part,
@@ -133,7 +133,8 @@ __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
 }
 
 /* merge the partial states of one (row, head) by the block's threads
- * (whole warps over the dimensions), with no shared memory and no barrier:
+ * (whole warps over the dimensions, lanes past dv idle but present for
+ * the shuffles), with no shared memory and no barrier:
  * every warp finds the shares' maximum and weighted sum itself, a lane per
  * share (s and s + 32: MAX_SHARES <= 64), by xor shuffles, and hands share
  * s's weight to the dimension sums by a shuffle from lane s % 32. Each
@@ -160,17 +161,22 @@ __device__ __forceinline__ void combine_head(const mfc_step_dev &st, const float
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
     const size_t o0 = ((size_t)r * n_head + h) * dv;
-    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+    /* the warp's dimensions d0 + lane: every lane of a warp runs the
+     * shuffles, also past dv (heads of 80 or 100) */
+    for (int d0 = threadIdx.x & ~31; d0 < dv; d0 += blockDim.x) {
+        const int d = d0 + lane;
+        const bool in = d < dv;
         const float *pd = pp + 2 + d;
         float x[MAX_SHARES];
 #pragma unroll
-        for (int s = 0; s < MAX_SHARES; s++) x[s] = s < ns ? pd[(size_t)s * sd] : 0.0f;
+        for (int s = 0; s < MAX_SHARES; s++) x[s] = in && s < ns ? pd[(size_t)s * sd] : 0.0f;
         float a = 0.0f;
 #pragma unroll
         for (int s = 0; s < MAX_SHARES; s++)
             if (s < ns) a += x[s] * __shfl_sync(0xffffffffu, s < 32 ? e0 : e1, s & 31);
+        if (!in) continue;
         out[o0 + d] = a / L;
-        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s, qkb); /* whole warps: dv % 32 == 0 */
+        if (qo.q) quant_block32(a / L, (o0 + d) / 32, qo.q, qo.d, qo.s, qkb); /* whole warps: qo only when dv % 32 == 0 */
     }
 }
 
@@ -189,7 +195,7 @@ __global__ void attn_combine_k(mfc_step_dev st, const float *__restrict__ part, 
  * of V (one coalesced row per key, eight keys' loads in flight). The warps'
  * sums are added in warp order at the end and the share's unnormalised
  * state written per head, as attn_k writes it, for attn_combine_k. The
- * order of every sum depends only on the row's own keys and p.share. */
+ * order of every sum depends only on the row's own keys. */
 #define DT 128
 #define MAXG 8
 #define RED (4 * 1024) /* the warps' V sums: G * dv <= 1024 */
@@ -393,8 +399,9 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
  * barrier), and the V sums run over the tile's keys with the lanes split
  * along the dimensions. A block walks shares blockIdx.z, + gridDim.z, ...
  * of its row: a share's arithmetic never depends on which block takes it,
- * so the grid is sized to fill the device (not to the deepest row) and the
- * results do not depend on it. Every sum runs in an order fixed by the
+ * so the grid is sized to fill the device (at most the step's most shares)
+ * and the results do not depend on it. A row has at most nsplit shares
+ * (the backend sizes att_split for its longest row). Every sum runs in an order fixed by the
  * row's own keys: the dot products along the dimensions, a tile's
  * exponentials by xor shuffles, V in key order. */
 #define TK 32 /* keys a tile: one a lane */
@@ -560,18 +567,21 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
 
 /* whether the tile kernel takes the shape: an f16 cache whose rows start
  * on 16 bytes, K and V heads of 64 or 128, groups of up to 8 */
-static bool tile_takes(const mfc_attn *p, int nsplit, const float *part) {
+static bool tile_takes(const mfc_attn *p, int nsplit, const float *part, const void *kc, const void *vc) {
     const int G = p->n_head_kv ? p->n_head / p->n_head_kv : 0, d = p->head_dim_k;
     return mfc_att_kernel == 0 && part && nsplit >= 1 && nsplit <= MAX_SHARES && p->kvt == MFC_KV_F16 && G >= 1 &&
            p->n_head % p->n_head_kv == 0 && G <= 2 * TW && (d == 64 || d == 128) && p->head_dim_v == d &&
-           p->k_width % 8 == 0 && p->v_width % 8 == 0;
+           p->k_width % 8 == 0 && p->v_width % 8 == 0 && ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
 }
 
 /* blocks along the shares: enough for about four resident blocks a
  * multiprocessor over the step's rows and KV heads (on an H100, 8 a
  * multiprocessor took 64 rows' attention from 38.9 to 35.6 us but 16 rows'
  * from 14.0 to 15.8; 2 gave 41.1 and 13.1) */
+int mfc_att_tile_nz = 0;
+
 static int tile_nz(int rows, int n_kv, int nz) {
+    if (mfc_att_tile_nz > 0) return mfc_att_tile_nz < nz ? mfc_att_tile_nz : nz;
     static int n_sm;
     if (!n_sm) {
         int dev = 0;
@@ -623,7 +633,7 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     mfc_q8 qo = {NULL, NULL, NULL};
     if (qout && p->head_dim_v % 32 == 0) qo = *qout;
     const int qkb = mfc_q8_tiled_kb(rows, p->n_head * p->head_dim_v);
-    if (tile_takes(p, nsplit, part)) {
+    if (tile_takes(p, nsplit, part, kc, vc)) {
         tile_launch(s, st, rows, q, kc, vc, p, nsplit, nz, part);
         launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
         return;

@@ -236,6 +236,8 @@ void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float 
  * (f16 cache, heads of 64 or 128), 1 always the grouped one (A/B:
  * MINFER_CUDA_ATT=grouped) */
 extern int mfc_att_kernel;
+/* tests: the tile kernel's blocks along the shares (0: sized to the device) */
+extern int mfc_att_tile_nz;
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                    const mfc_attn *p, float *out, int nsplit, int nz, float *part, const mfc_q8 *qout);
 /* Prompt rows on the f16 tensor cores (k_fattn.cu): f16 or q8_0 caches,

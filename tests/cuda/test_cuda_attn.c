@@ -5,19 +5,23 @@
  * Shapes: qwen3's (32 query heads over 8 KV heads of 128: the tile kernel,
  * one head a warp), 16 over 2 of 64 (two heads a warp), 4 over 4 of 64
  * (one query head a KV head), 12 over 4 of 128 with a sliding window and a
- * soft cap, 8 over 2 of 256 (the grouped kernel's shape only), and an f32
- * cache (the grouped kernel). Each with the tile kernel where it takes the
- * shape, and the grouped one (mfc_att_kernel = 1).
+ * soft cap, 8 over 2 of 256 (the grouped kernel's shape only), an f32 cache
+ * (the grouped kernel), and 8 over 2 of 80 (neither: the per-head kernel,
+ * and a merge whose last warp is part past the head). Each with the tile
+ * kernel where it takes the shape, and the grouped one (mfc_att_kernel = 1).
  *
- * Rows at depths 1, 32, 33, 129, 2049 (33 shares of 64 keys) and 4224 (44
- * shares of 96: mfc_att_share) in one step: |gpu - ref| <= 2e-5
- * per output (values in [-1, 1]; the f32 sums' rounding). Each row's outputs
- * are also the same bit for bit when it is the step's only row, and with
- * blocks along the shares for the deepest row or for the capacity (a
- * captured step's), and without the tile kernel's copies before its wait
- * (mfc_attn.early): a row's result depends on nothing else in the step.
- * 64 rows at random depths likewise (the tile kernel then walks several
- * shares a block). Exits 77 (skipped) without a device. */
+ * Rows at depths 1, 32, 33, 129, 2048 (64 shares of 32), 2049 (33 shares of
+ * 64) and 4224 (44 shares of 96: mfc_att_share) in one step: |gpu - ref| <=
+ * 2e-5 per output (values in [-1, 1]; the f32 sums' rounding). Each row's
+ * own key and value are NaN in the cache until a KV store launched right
+ * before the attention writes them, as in a decode step, and every share
+ * state starts as NaN. Each row's outputs are also the same bit for bit when
+ * it is the step's only row, with blocks along the shares for the deepest
+ * row or for the capacity (a captured step's), with one block walking all
+ * of a row's shares (the tile kernel), and without the tile kernel's copies
+ * before its wait (mfc_attn.early): a row's result depends on nothing else
+ * in the step. 64 rows at random depths likewise. Exits 77 (skipped)
+ * without a device. */
 #include "testutil.h"
 #include "cuda/kernels.h"
 #include "quant/fp16.h"
@@ -29,6 +33,8 @@
 #include <cuda_runtime_api.h>
 
 enum { PAGE = 64 };
+
+static cudaStream_t g_s; /* launches with programmatic dependent launch, as a step's */
 
 static uint32_t g_r = 777;
 static float frand(void) {
@@ -131,14 +137,34 @@ static void run(tcase *c, int r0, int n, int nz, int early, float *out) {
     const mfc_step_dev sd = {d, d + n, d + 2 * n, d + 3 * n, d + 4 * n, d + 5 * n, d + 6 * n};
     const mfc_attn p = {sh->nh, sh->nkv, sh->d, sh->d, 1.0f / sqrtf((float)sh->d), sh->softcap, sh->window,
                         PAGE, (int)width(c), (int)width(c), sh->kvt, early};
-    const size_t rq = (size_t)sh->nh * sh->d;
-    cudaMemset(c->dout, 0xff, sizeof(float) * n * rq); /* NaN where nothing is written */
-    mfc_attention(0, &sd, n, c->dq + (size_t)r0 * rq, c->dk, c->dv, &p, c->dout, c->nsplit, nz ? nz : most, c->dpart,
-                  NULL);
-    const cudaError_t e = cudaDeviceSynchronize();
-    CHECK(e == cudaSuccess, "%s: attention failed: %s", sh->name, cudaGetErrorString(e));
+    const size_t rq = (size_t)sh->nh * sh->d, w = width(c), es = sh->kvt == MFC_KV_F16 ? 2 : 4;
+    /* NaN where nothing is written, and in every share state: a state the
+     * merge reads but no share kernel wrote shows */
+    cudaMemsetAsync(c->dout, 0xff, sizeof(float) * n * rq, g_s);
+    cudaMemsetAsync(c->dpart, 0xff, sizeof(float) * (size_t)c->rows * sh->nh * c->nsplit * (sh->d + 2), g_s);
+    /* each row's own key and value as a decode step has them: NaN in the
+     * cache until the KV store launched right before the attention writes
+     * them (so copies of that cell before the attention's wait show) */
+    float *kr = malloc(sizeof(float) * n * w * 2), *vr = kr + n * w;
+    for (int i = 0; i < n; i++) {
+        const int r = r0 + i, q = c->depth[r] - 1;
+        const size_t ce = (size_t)c->pages[(size_t)r * np + q / PAGE] * PAGE + q % PAGE;
+        memcpy(kr + i * w, c->kf + ce * w, sizeof(float) * w);
+        memcpy(vr + i * w, c->vf + ce * w, sizeof(float) * w);
+        cudaMemsetAsync((uint8_t *)c->dk + ce * w * es, 0xff, w * es, g_s);
+        cudaMemsetAsync((uint8_t *)c->dv + ce * w * es, 0xff, w * es, g_s);
+    }
+    float *dkr = NULL;
+    cudaMalloc((void **)&dkr, sizeof(float) * n * w * 2);
+    cudaMemcpyAsync(dkr, kr, sizeof(float) * n * w * 2, cudaMemcpyHostToDevice, g_s);
+    mfc_kv_store(g_s, &sd, n, dkr, dkr + n * w, c->dk, c->dv, (int)w, (int)w, sh->kvt);
+    mfc_attention(g_s, &sd, n, c->dq + (size_t)r0 * rq, c->dk, c->dv, &p, c->dout, c->nsplit, nz ? nz : most,
+                  c->dpart, NULL);
+    const cudaError_t e = cudaStreamSynchronize(g_s);
+    CHECK(e == cudaSuccess && cudaGetLastError() == cudaSuccess, "%s: attention failed: %s", sh->name,
+          cudaGetErrorString(e));
     cudaMemcpy(out, c->dout, sizeof(float) * n * rq, cudaMemcpyDeviceToHost);
-    cudaFree(d);
+    cudaFree(d), cudaFree(dkr), free(kr);
 }
 
 /* the host's attention for row r: how many outputs are off by more than tol */
@@ -193,6 +219,11 @@ static void check_case(const shape *sh, int rows, const int *depth, int cap, int
     run(&c, 0, rows, 0, 0, cap_nz);
     CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
           "%s (%s): outputs differ with and without the copies before the wait", sh->name, kn);
+    mfc_att_tile_nz = 1; /* the tile kernel: one block walks all of a row's shares */
+    run(&c, 0, rows, 0, 1, cap_nz);
+    mfc_att_tile_nz = 0;
+    CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
+          "%s (%s): outputs differ with one block along the shares", sh->name, kn);
     double worst = 0;
     int bad = 0;
     for (int r = 0; r < rows; r++) {
@@ -221,6 +252,7 @@ int main(void) {
     int major = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
     mfc_pdl_on = major >= 9;
+    cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking);
     static const shape shapes[] = {
         {"32/8 heads of 128", 32, 8, 128, 0, 0.0f, MFC_KV_F16},
         {"16/2 heads of 64", 16, 2, 64, 0, 0.0f, MFC_KV_F16},
@@ -228,13 +260,14 @@ int main(void) {
         {"12/4 heads of 128, window 50, soft cap 30", 12, 4, 128, 50, 30.0f, MFC_KV_F16},
         {"8/2 heads of 256", 8, 2, 256, 0, 0.0f, MFC_KV_F16},
         {"8/2 heads of 128, f32 cache", 8, 2, 128, 0, 0.0f, MFC_KV_F32},
+        {"8/2 heads of 80 (the per-head kernel)", 8, 2, 80, 0, 0.0f, MFC_KV_F16},
     };
-    static const int depths[] = {1, 32, 33, 129, 2049, 4224};
+    static const int depths[] = {1, 32, 33, 129, 2048, 2049, 4224};
     int many[64];
     for (int i = 0; i < 64; i++) many[i] = 1 + (int)urand(300);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int k = 0; k < 2; k++) {
-            check_case(&shapes[i], 6, depths, 4352, k, true);
+            check_case(&shapes[i], 7, depths, 4352, k, true);
             if (i < 2) check_case(&shapes[i], 64, many, 320, k, false);
         }
     return test_summary("test_cuda_attn");
