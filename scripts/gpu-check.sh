@@ -63,7 +63,7 @@ if [ $rc = 0 ] && ! grep -q "Skipped\|Not Run" "$BUILD/cuda-tests.log"; then say
 else say "cuda tests: FAILED or skipped (rc $rc, log $BUILD/cuda-tests.log)"; fi
 
 if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-    for t in test_cuda test_cuda_kernels; do
+    for t in test_cuda test_cuda_kernels test_cuda_attn; do
         MINFER_BIN=$PWD/$BUILD/bin/minfer compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/$t" \
             >"$BUILD/memcheck-$t.log" 2>&1
         if [ $? = 0 ]; then say "compute-sanitizer memcheck ($t): clean"
