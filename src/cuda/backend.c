@@ -1001,8 +1001,13 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         if (c->fuse)
             mf_log(MF_LOG_INFO, "minfer: cuda decode fusions: norm+int8 quantization, Q/K/V in one launch, "
                                 "gate/up in one launch, activation+quantization, Q and K QK-norm+RoPE with the KV "
-                                "store in one launch, attention+quantization; attention: one block per KV head and "
-                                "share of the keys for decode\n");
+                                "store in one launch, attention+quantization\n");
+        mf_log(MF_LOG_INFO, "minfer: cuda decode attention: %s, shares of 32 keys (more past 2048) merged by warp "
+                            "shuffles%s\n",
+               mfc_att_kernel ? "one block per KV head and share, a thread per key (MINFER_CUDA_ATT=grouped)"
+                              : "K/V tiles of 32 keys in shared memory by cp.async, a warp per query head (f16 "
+                                "caches, heads of 64 or 128; others one block per KV head and share)",
+               c->att_early && !mfc_att_kernel ? ", the first tile's older keys copied before the wait" : "");
         mf_log(MF_LOG_INFO, "minfer: cuda prompt attention: %s\n",
                mfc_fattn_on ? "f16 tensor-core flash attention (64 rows x 64-key tiles; head dims 16/32/64/128, f16 "
                               "or q8_0 cache), f32 blocks per row otherwise"
