@@ -27,7 +27,13 @@
  * sums run in another order).
  *
  *   <build>/tests/bench_persist [layers [stages [stage KiB]]]
- * (14 layers, 8 stages of 16 KiB: the most the ring holds) */
+ * (14 layers, 8 stages of 16 KiB: the most the ring holds)
+ *
+ * Its first run (an H100, 2026-12-06) printed DIFFER: the outputs are wrong
+ * by far more than rounding, a bug in the consumers not chased. The copies
+ * (the weight bytes streamed) are the same either way, and even without
+ * grid barriers it streamed slower than the launches (40.3 against 35.3 us
+ * a layer), so the design was dropped (docs/PERFORMANCE.md). */
 #include "cuda/kernels.h"
 #include "cuda/mmq.cuh"
 #define BENCH_NAME "bench_persist"
