@@ -243,10 +243,31 @@ static void check_case(const shape *sh, int rows, const int *depth, int cap, int
     teardown(&c);
 }
 
+/* The share rule on the host (runs without a device too): shares are whole
+ * tiles of 32 keys, cover the row's keys exactly, and a row of n keys has at
+ * most min(64, ceil(n / 32)) of them, which is what the backend's att_split
+ * (sized from the context) and the merge's two shares a lane rely on,
+ * though the count is not monotonic in n (2048 keys: 64 shares, 2049: 33). */
+static void check_share_rule(void) {
+    int bad = 0;
+    for (int n = 1; n <= 1 << 20; n++) {
+        const int sk = mfc_att_share(n), ns = mfc_att_n_shares(n), cap = (n + 31) / 32;
+        if (sk % 32 || ns > MFC_ATT_MAX_SHARES || ns > cap || (long)ns * sk < n || (long)(ns - 1) * sk >= n) {
+            if (!bad++) CHECK(0, "share rule at n %d: %d shares of %d keys", n, ns, sk);
+        }
+    }
+    CHECK(bad == 0, "share rule broken at %d key counts", bad);
+    CHECK(mfc_att_n_shares(2048) == 64 && mfc_att_n_shares(2049) == 33 && mfc_att_share(4224) == 96,
+          "share rule: 2048 -> %d shares, 2049 -> %d, 4224 keys -> shares of %d", mfc_att_n_shares(2048),
+          mfc_att_n_shares(2049), mfc_att_share(4224));
+}
+
 int main(void) {
+    check_share_rule();
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
-        fprintf(stderr, "test_cuda_attn: skipped: no CUDA device\n");
+        if (test_summary("test_cuda_attn")) return 1; /* the host part failed */
+        fprintf(stderr, "test_cuda_attn: skipped: no CUDA device (the share rule's host checks passed)\n");
         return 77;
     }
     int major = 0;
