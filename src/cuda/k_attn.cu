@@ -488,14 +488,8 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
             for (int h = 0; h < HPW; h++) s4[h][0] = s4[h][1] = s4[h][2] = s4[h][3] = 0.0f;
 #pragma unroll
             for (int c = 0; c < CPR; c++) {
-                const uint4 raw = *(const uint4 *)&ks[b][lane][c * 8];
-                const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
                 float kf[8];
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float2 f2 = __half22float2(u32_h2(w[j]));
-                    kf[2 * j] = f2.x, kf[2 * j + 1] = f2.y;
-                }
+                ld8(&ks[b][lane][0], (size_t)c * 8, MFC_KV_F16, kf);
 #pragma unroll
                 for (int h = 0; h < HPW; h++) {
                     const int g = warp + TW * h;
@@ -535,15 +529,7 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
 #pragma unroll 8
             for (int j = 0; j < nt; j++) {
                 float v[VPL];
-                const __half *vr = &vs[b][j][lane * VPL];
-                if constexpr (VPL == 4) {
-                    const uint2 u = *(const uint2 *)vr;
-                    const float2 a = __half22float2(u32_h2(u.x)), c2 = __half22float2(u32_h2(u.y));
-                    v[0] = a.x, v[1] = a.y, v[2] = c2.x, v[3] = c2.y;
-                } else {
-                    const float2 a = __half22float2(u32_h2(*(const uint32_t *)vr));
-                    v[0] = a.x, v[1] = a.y;
-                }
+                ldv<VPL>(&vs[b][j][0], (size_t)lane * VPL, MFC_KV_F16, v);
 #pragma unroll
                 for (int h = 0; h < HPW; h++) {
                     const float pj = __shfl_sync(0xffffffffu, e[h], j);
