@@ -424,16 +424,16 @@ extern "C" int mfc_mmq_team(int k) {
 
 /* Activations staged in shared memory (mq_stage, halves of a super-block:
  * two stages of 2.5 KiB a warp per 16 rows) for Q4_K/Q6_K in chunks of up
- * to 32 rows
- * (MINFER_CUDA_MMQ_STAGE=0: read per mma, the A/B). Where the activations
- * come from changes nothing in the arithmetic. On an H100 (bench_mmvq,
- * qwen3-4b shapes) whole super-blocks staged took 16 rows' QKV / O /
- * gate+up / down Q4_K from 13.8 / 10.8 / 27.8 / 24.4 us to 12.7 / 7.6 /
- * 23.8 / 16.2, and 64 rows' from 37.5 / 23.5 / 96.6 / 48.4 to 27.9 / 18.8 /
- * 80.3 / 41.3; but Q8_0 (13.9 -> 15.5 us at 16 rows) and the 64-row chunks
- * of an output head (259 -> 279) lost, so those read per mma. Halves of a
- * super-block kept chunks of 32 rows at 40 KiB a block, where they beat
- * chunks of 16 (above). */
+ * to 32 rows (MINFER_CUDA_MMQ_STAGE=0: read per mma, the A/B). Where the
+ * activations come from changes nothing in the arithmetic. On an H100
+ * (bench_mmvq, qwen3-4b shapes) whole super-blocks staged took 16 rows'
+ * QKV / O / gate+up / down Q4_K from 13.8 / 10.8 / 27.8 / 24.4 us to 12.7 /
+ * 7.6 / 23.8 / 16.2, and 64 rows' from 37.5 / 23.5 / 96.6 / 48.4 to 27.9 /
+ * 18.8 / 80.3 / 41.3; but Q8_0 (13.9 -> 15.5 us at 16 rows) and 64-row
+ * chunks (an output head's then: 259 -> 279) lost, so those read per mma.
+ * Halves of a super-block kept chunks of 32 rows at 40 KiB a block, where
+ * they beat chunks of 16, and the head now takes chunks of 32 as well
+ * (chunk_rows). */
 int mfc_mmq_stage = 1;
 
 template <int MT, int W, int TS, int NT, bool STG>
