@@ -4,15 +4,14 @@
  *
  *   <build>/tests/bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1] [-tr rows]
  *     -w  warps per weight row (0: the backend's choice by k)
- *     -r  activation rows: 1..8 dp4a, 9..2048 int8 mma (chunks of 32, 64
- *         for weights beyond the L2)
+ *     -r  activation rows: 1..8 dp4a, 9..2048 int8 mma (chunks of 32)
  *     -tc 1: the f16 tensor-core prefill tiles instead (9 rows and more)
  *     -tc 2: the f16 prompt tiles of k_gemm_h.cu (65 rows and more by
  *        default; -hr sets their fewest rows), the activations' conversion
  *        to f16 included in each launch's time; -hs N: at most N parts of
  *        k (1: none)
  *     -s NAME: that shape alone (for a profiler)
- *     -c 16|32|64: the int8 mma kernel's rows per chunk
+ *     -c 16|32|64: the int8 mma kernel's rows per chunk (default 32)
  *     -t 0|1: over 8 rows, k_mmq.cu's kernel (0) or the shared-memory tiles
  *        of k_mmq_tile.cu (1, the default; from 65 rows)
  *     -W 1|2|4: warps per 8 weight rows in k_mmq.cu's kernel (0: by k)
