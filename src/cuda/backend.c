@@ -725,7 +725,7 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
         nz = 1;
         for (int i = 0; i < st->n_tok; i++) {
             const int pos = st->pos[i];
-            const int first = p->window > 0 && pos >= p->window ? pos - p->window + 1 : 0;
+            const int first = mfc_att_first(p->window, pos);
             const int n = mfc_att_n_shares(pos - first + 1);
             if (n > nz) nz = n;
         }

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
     __syncthreads();
 
     const int pos = st.pos[r];
-    int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0, last = pos;
+    int first = mfc_att_first(p.window, pos), last = pos;
     if (part) {
         const int sk = mfc_att_share(pos - first + 1);
         first += blockIdx.z * sk;
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(AW * 32) attn_k(mfc_step_dev st, const float *
 
 /* the shares a row at pos has */
 __device__ __forceinline__ int n_shares(const mfc_attn &p, int pos) {
-    const int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    const int first = mfc_att_first(p.window, pos);
     return mfc_att_n_shares(pos - first + 1);
 }
 
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(DT) attn_dec_k(mfc_step_dev st, const float *_
     __syncthreads();
 
     const int pos = st.pos[r];
-    int first = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    int first = mfc_att_first(p.window, pos);
     const int sk = mfc_att_share(pos - first + 1);
     first += z * sk;
     if (first > pos) return; /* past the row's last share: the whole block, before any barrier */
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
     const int r = blockIdx.x, hk = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = p.n_head / p.n_head_kv;
     const int pos = st.pos[r];
-    const int first0 = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+    const int first0 = mfc_att_first(p.window, pos);
     const int n = pos - first0 + 1, sk = mfc_att_share(n), ns = (n + sk - 1) / sk;
     if ((int)blockIdx.z >= ns) return; /* the whole block, before any barrier */
     const int32_t *pages = st.pages + st.seq_pg[st.rowseq[r]];

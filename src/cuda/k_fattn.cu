@@ -65,10 +65,6 @@ __device__ __forceinline__ void ldsm_x4_t(const __half *p, uint32_t &r0, uint32_
                  : "r"(a));
 }
 
-__device__ __forceinline__ int fa_first(const mfc_attn &p, int pos) {
-    return p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
-}
-
 /* 8 elements of a cache row (element i, a multiple of 8) as f16 */
 __device__ __forceinline__ uint4 fa_ld8(const void *c, size_t i, int kvt) {
     if (kvt == MFC_KV_F16) return *(const uint4 *)((const __half *)c + i);
@@ -139,7 +135,7 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
         const bool ok = row[i] < n_rows;
         seq[i] = ok ? st.rowseq[row[i]] : -1;
         hi[i] = ok ? st.pos[row[i]] : -1;
-        lo[i] = ok ? fa_first(p, hi[i]) : 0;
+        lo[i] = ok ? mfc_att_first(p.window, hi[i]) : 0;
     }
     /* Q fragments, times the scale, as f16 high and low parts (zeros past
      * the step's rows) */
@@ -166,7 +162,7 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
         const int s = st.rowseq[ra];
         int rb = ra + 1;
         while (rb < rend && st.rowseq[rb] == s) rb++;
-        const int kmin = fa_first(p, st.pos[ra]), kmax = st.pos[rb - 1];
+        const int kmin = mfc_att_first(p.window, st.pos[ra]), kmax = st.pos[rb - 1];
         const int32_t *pages = st.pages + st.seq_pg[s];
         const bool mine = wr < rb && wr + 16 > ra; /* the warp has rows in this run */
         for (int k0 = kmin; k0 <= kmax; k0 += FA_KEYS) {

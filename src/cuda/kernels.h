@@ -56,6 +56,11 @@ typedef struct mfc_attn {
  * is the same in any batch; short rows get shares of 32 (many blocks at one
  * row), long ones at most 64 shares to merge. */
 #define MFC_ATT_MAX_SHARES 64
+/* the first key a row at pos sees: 0, or the start of its sliding window */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int mfc_att_first(int window, int pos) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
 #ifdef __CUDACC__
 __host__ __device__
 #endif

@@ -126,7 +126,7 @@ static void run(tcase *c, int r0, int n, int nz, int early, float *out) {
         tok[i] = 0, pos[i] = p, rs[i] = i, orow[i] = i, spg[i] = i * np;
         memcpy(pg + i * np, c->pages + (size_t)r * np, sizeof(int) * np);
         cell[i] = c->pages[(size_t)r * np + p / PAGE] * PAGE + p % PAGE;
-        const int first = sh->window > 0 && p >= sh->window ? p - sh->window + 1 : 0;
+        const int first = mfc_att_first(sh->window, p);
         const int ns = mfc_att_n_shares(p - first + 1);
         if (ns > most) most = ns;
     }
@@ -171,7 +171,7 @@ static void run(tcase *c, int r0, int n, int nz, int early, float *out) {
 static int ref_off(const tcase *c, int r, const float *out, double tol, double *worst) {
     const shape *sh = &c->sh;
     const int G = sh->nh / sh->nkv, D = sh->d, p = c->depth[r] - 1;
-    const int first = sh->window > 0 && p >= sh->window ? p - sh->window + 1 : 0;
+    const int first = mfc_att_first(sh->window, p);
     double *s = malloc(sizeof(double) * (p + 1));
     int bad = 0;
     for (int h = 0; h < sh->nh; h++) {
