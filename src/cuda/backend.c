@@ -953,6 +953,8 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     {
         const char *ak = getenv("MINFER_CUDA_ATT");
         mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : 0;
+        if (ak && *ak && strcmp(ak, "grouped") && strcmp(ak, "tile"))
+            mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_ATT=%s is neither tile nor grouped; the tile kernel it is\n", ak);
     }
     c->att_early = !(getenv("MINFER_CUDA_ATT_EARLY") && !mf_env_on("MINFER_CUDA_ATT_EARLY"));
     mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
