@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh - the CUDA backend checked in one go on a machine with an
 # NVIDIA GPU: a Release build with the backend, the ctest tests labelled
-# `cuda`, the kernel benchmarks (bench_mmvq, bench_attn, bench_persist),
+# `cuda`, the kernel benchmarks (bench_mmvq, bench_attn),
 # then `minfer bench -ngl all` (pp512 / tg128, decode as a share of the
 # device copy bandwidth the bench measures itself) on synthetic models of
 # real shapes, many sequences at once with a 64-sequence op profile, and one
@@ -82,11 +82,6 @@ if [ -x "$BUILD/tests/bench_attn" ]; then
     "$BUILD/tests/bench_attn" >"$BUILD/bench-attn.log" 2>&1
     say "decode attention alone, and an empty kernel (bench_attn):"
     sed 's/^/  /' "$BUILD/bench-attn.log" | tee -a "$SUMMARY"
-fi
-if [ -x "$BUILD/tests/bench_persist" ]; then
-    "$BUILD/tests/bench_persist" >"$BUILD/bench-persist.log" 2>&1
-    say "a layer's products in one persistent kernel against the step's launches (bench_persist, rc $?):"
-    sed 's/^/  /' "$BUILD/bench-persist.log" | tee -a "$SUMMARY"
 fi
 
 MINFER=$BUILD/bin/minfer
