@@ -168,13 +168,14 @@ __device__ __forceinline__ mq_a a_get(const int8_t *__restrict__ xq, const float
 
 /* acc[u][m][0..3] += the super-block's products of weight tile u (rows 2t,
  * 2t + 1 of it) with activation tile m (rows g, g + 8); tiles from mt0 (the
- * chunk's first), nr rows. Each activation fragment is loaded once for
- * the NT weight tiles. With STG only half HF of the super-block (blocks
- * 4 HF .. 4 HF + 3 of 32), whose units st holds. */
+ * chunk's first), nr rows; Q4_K's minimum terms go to accm instead. Each
+ * activation fragment is loaded once for the NT weight tiles. With STG only
+ * half HF of the super-block (blocks 4 HF .. 4 HF + 3 of 32), whose units
+ * st holds. */
 template <int T, int MT, int NT, bool STG, int HF>
 __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, const int8_t *__restrict__ xq,
                                      const float2 *__restrict__ xd, const mq_stage<MT> *st, int mt0, int nr,
-                                     int lane, int g, int t, float (*acc)[MT][4]) {
+                                     int lane, int g, int t, float (*acc)[MT][4], float (*accm)[MT][4]) {
     if constexpr (T == T_Q4_K) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -185,8 +186,13 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
             for (int u = 0; u < NT; u++) {
                 b0[u] = (w[u].qv[j >> 1].x >> sh) & 0x0F0F0F0Fu, b1[u] = (w[u].qv[j >> 1].y >> sh) & 0x0F0F0F0Fu;
-                k4_sm(w[u].hd[0], j, dw[u][0], mw[u][0]);
-                k4_sm(w[u].hd[1], j, dw[u][1], mw[u][1]);
+#pragma unroll
+                for (int e = 0; e < 2; e++) { /* k4_sm's values, the packing shared by four sub-blocks */
+                    const __half2 dm = *(const __half2 *)&w[u].hd[e].x;
+                    const float d = __low2float(dm), dmin = __high2float(dm);
+                    dw[u][e] = k4_mul(k4_pack(w[u].hd[e], j >> 2, false), j & 3, d, -8388608.0f * d);
+                    mw[u][e] = k4_mul(k4_pack(w[u].hd[e], j >> 2, true), j & 3, dmin, -8388608.0f * dmin);
+                }
             }
 #pragma unroll
             for (int m = 0; m < MT; m++) {
@@ -195,11 +201,15 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     int c[4] = {0, 0, 0, 0};
-                    mma_k32(c, a.q.x, a.q.z, a.q.y, a.q.w, b0[u], b1[u]);
-                    acc[u][m][0] += dw[u][0] * a.da.x * (float)c[0] - mw[u][0] * a.da.y;
-                    acc[u][m][1] += dw[u][1] * a.da.x * (float)c[1] - mw[u][1] * a.da.y;
-                    acc[u][m][2] += dw[u][0] * a.db.x * (float)c[2] - mw[u][0] * a.db.y;
-                    acc[u][m][3] += dw[u][1] * a.db.x * (float)c[3] - mw[u][1] * a.db.y;
+                    mma_k32(c, a.q.x, a.q.y, a.q.z, a.q.w, b0[u], b1[u]);
+                    acc[u][m][0] = fmaf(dw[u][0] * a.da.x, (float)c[0], acc[u][m][0]);
+                    acc[u][m][1] = fmaf(dw[u][1] * a.da.x, (float)c[1], acc[u][m][1]);
+                    acc[u][m][2] = fmaf(dw[u][0] * a.db.x, (float)c[2], acc[u][m][2]);
+                    acc[u][m][3] = fmaf(dw[u][1] * a.db.x, (float)c[3], acc[u][m][3]);
+                    accm[u][m][0] = fmaf(mw[u][0], a.da.y, accm[u][m][0]);
+                    accm[u][m][1] = fmaf(mw[u][1], a.da.y, accm[u][m][1]);
+                    accm[u][m][2] = fmaf(mw[u][0], a.db.y, accm[u][m][2]);
+                    accm[u][m][3] = fmaf(mw[u][1], a.db.y, accm[u][m][3]);
                 }
             }
         }
@@ -236,8 +246,8 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
                     for (int u = 0; u < NT; u++) {
                         int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
-                        mma_k32(c0, a.q.x, a.q.z, a.q.y, a.q.w, lo16 ? bx[u] : 0u, lo16 ? by[u] : 0u);
-                        mma_k32(c1, a.q.x, a.q.z, a.q.y, a.q.w, lo16 ? 0u : bx[u], lo16 ? 0u : by[u]);
+                        mma_k32(c0, a.q.x, a.q.y, a.q.z, a.q.w, lo16 ? bx[u] : 0u, lo16 ? by[u] : 0u);
+                        mma_k32(c1, a.q.x, a.q.y, a.q.z, a.q.w, lo16 ? 0u : bx[u], lo16 ? 0u : by[u]);
                         acc[u][m][0] += a.da.x * (dw[u][0][0] * (float)c0[0] + dw[u][0][1] * (float)c1[0]);
                         acc[u][m][1] += a.da.x * (dw[u][1][0] * (float)c0[1] + dw[u][1][1] * (float)c1[1]);
                         acc[u][m][2] += a.db.x * (dw[u][0][0] * (float)c0[2] + dw[u][0][1] * (float)c1[2]);
@@ -256,7 +266,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     int c[4] = {0, 0, 0, 0};
-                    mma_k32(c, a.q.x, a.q.z, a.q.y, a.q.w, w[u].qv[j].x, w[u].qv[j].y);
+                    mma_k32(c, a.q.x, a.q.y, a.q.z, a.q.w, w[u].qv[j].x, w[u].qv[j].y);
                     acc[u][m][0] += w[u].d[0][j] * a.da.x * (float)c[0];
                     acc[u][m][1] += w[u].d[1][j] * a.da.x * (float)c[1];
                     acc[u][m][2] += w[u].d[0][j] * a.db.x * (float)c[2];
@@ -300,6 +310,14 @@ template <int T, int MT, int W, int NT, bool STG>
 __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc_q8 &q, mq_stage<MT> *st, int mt0,
                                        int nr, int tw, int lane, int g, int t, float (*acc)[MT][4]) {
     const int nsb = k / 256, kb = k / 32;
+    /* Q4_K: the minimums' sums apart, subtracted once at the end (one
+     * multiply-add a product instead of two multiplies, a multiply-add and
+     * an add) */
+    float accm[NT][MT][4];
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+#pragma unroll
+        for (int m = 0; m < MT; m++) accm[u][m][0] = accm[u][m][1] = accm[u][m][2] = accm[u][m][3] = 0.0f;
     mq_w<T> cur[NT];
 #pragma unroll
     for (int u = 0; u < NT; u++)
@@ -317,7 +335,7 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
             stage_load<MT>(st + (buf ^ 1), q, kb, sb, 1, mt0, nr, lane);
             cp_wait_1();
             __syncwarp();
-            wmma<T, MT, NT, true, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc);
+            wmma<T, MT, NT, true, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc, accm);
             __syncwarp(); /* every lane done with st[buf] before it is loaded again */
             buf ^= 1;
             if (sb + W < nsb) {
@@ -327,15 +345,22 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
                 cp_wait_all();
             }
             __syncwarp();
-            wmma<T, MT, NT, true, 1>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc);
+            wmma<T, MT, NT, true, 1>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc, accm);
             __syncwarp();
             buf ^= 1;
         } else {
-            wmma<T, MT, NT, false, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st, mt0, nr, lane, g, t, acc);
+            wmma<T, MT, NT, false, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st, mt0, nr, lane, g, t, acc, accm);
         }
 #pragma unroll
         for (int u = 0; u < NT; u++) cur[u] = nxt[u];
     }
+    if constexpr (T == T_Q4_K)
+#pragma unroll
+        for (int u = 0; u < NT; u++)
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[u][m][e] -= accm[u][m][e];
 }
 
 /* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.

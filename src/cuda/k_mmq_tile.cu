@@ -165,15 +165,15 @@ __device__ __forceinline__ void mt_mul(const mt_smem<WN> &sm, int nmt, int warp,
                 if constexpr (T == T_Q6_K) {
                     const bool lo16 = t < 2; /* this lane's 8 positions are in the block's first 16 */
                     int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
-                    mma_k32(c0, a.x, a.z, a.y, a.w, lo16 ? b[u].x : 0u, lo16 ? b[u].y : 0u);
-                    mma_k32(c1, a.x, a.z, a.y, a.w, lo16 ? 0u : b[u].x, lo16 ? 0u : b[u].y);
+                    mma_k32(c0, a.x, a.y, a.z, a.w, lo16 ? b[u].x : 0u, lo16 ? b[u].y : 0u);
+                    mma_k32(c1, a.x, a.y, a.z, a.w, lo16 ? 0u : b[u].x, lo16 ? 0u : b[u].y);
                     acc[u][m][0] += da.x * (f[u].x * (float)c0[0] + f[u].y * (float)c1[0]);
                     acc[u][m][1] += da.x * (f[u].z * (float)c0[1] + f[u].w * (float)c1[1]);
                     acc[u][m][2] += db.x * (f[u].x * (float)c0[2] + f[u].y * (float)c1[2]);
                     acc[u][m][3] += db.x * (f[u].z * (float)c0[3] + f[u].w * (float)c1[3]);
                 } else {
                     int c[4] = {0, 0, 0, 0};
-                    mma_k32(c, a.x, a.z, a.y, a.w, b[u].x, b[u].y);
+                    mma_k32(c, a.x, a.y, a.z, a.w, b[u].x, b[u].y);
                     {
                         acc[u][m][0] += f[u].x * da.x * (float)c[0] - f[u].y * da.y;
                         acc[u][m][1] += f[u].z * da.x * (float)c[1] - f[u].w * da.y;

@@ -98,8 +98,9 @@ bool mfc_matmul(cudaStream_t s, int type, const void *w, size_t row_bytes, int k
  * ones (k_mmq.cu). Up to 8 rows, row-major: q[r][k], d[r][k/32], s
  * likewise. More rows, tiled for the mma fragments: tiles of 16 rows, per
  * tile and block of 32 a unit (unit = tile * k/32 + block) of 512 bytes in
- * q, 16 (d, s) pairs in d (s unused); byte (4 g + t) * 16 + h * 8 + e of a
- * unit is row g + 8 h of the tile, level 8 t + e of the block. Buffers
+ * q, 16 (d, s) pairs in d (s unused); byte (4 g + t) * 16 + (e / 4) * 8 +
+ * h * 4 + e % 4 of a unit is row g + 8 h of the tile, level 8 t + e of the
+ * block (a lane's 16 bytes are its mma A registers in order). Buffers
  * hold whole tiles (rows rounded up to 16), d twice the pairs of rows. */
 typedef struct mfc_q8 {
     int8_t *q;

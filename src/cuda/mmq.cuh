@@ -52,6 +52,21 @@ __device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &
     mw = __high2float(dm) * (float)mn;
 }
 
+/* Q4_K's scales (mn false) or minimums (mn true) of sub-blocks 4h..4h+3,
+ * one 6-bit value a byte, from the 12 packed bytes (k4_sm's layout) */
+__device__ __forceinline__ uint32_t k4_pack(const uint4 &hd, int h, bool mn) {
+    const uint32_t lo = mn ? hd.z : hd.y;
+    if (h == 0) return lo & 0x3f3f3f3fu;
+    return ((mn ? hd.w >> 4 : hd.w) & 0x0f0f0f0fu) | ((lo >> 2) & 0x30303030u);
+}
+
+/* f * (float)(byte i of w) in two instructions: the byte under 2^23's
+ * exponent is the float 2^23 + byte, and the multiply-add takes f2 = -f *
+ * 2^23 (exact) off before its one rounding, so the bits are the product's */
+__device__ __forceinline__ float k4_mul(uint32_t w, int i, float f, float f2) {
+    return fmaf(f, __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u | (unsigned)i)), f2);
+}
+
 struct mq_segs {
     mfc_mm_seg seg[MFC_MAX_SEGS];
     int blk0[MFC_MAX_SEGS + 1]; /* first weight block of each segment */

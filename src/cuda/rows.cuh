@@ -115,8 +115,11 @@ __device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, fl
     if (kbt) {
         const size_t r = gb / (size_t)kbt, unit = (r >> 4) * (size_t)kbt + gb % (size_t)kbt;
         const int rr = (int)(r & 15);
-        /* lane 4 g + t of the fragment holds rows g and g + 8, levels 8t..8t+7 */
-        xq[unit * 512 + (size_t)(4 * (rr & 7) + (lane >> 3)) * 16 + (rr >> 3) * 8 + (lane & 7)] = (int8_t)q;
+        /* lane 4 g + t of the fragment holds rows g and g + 8, levels 8t..8t+7,
+         * as the mma's four A registers in order: (g, 8t..8t+3), (g + 8,
+         * 8t..8t+3), (g, 8t+4..8t+7), (g + 8, 8t+4..8t+7) */
+        xq[unit * 512 + (size_t)(4 * (rr & 7) + (lane >> 3)) * 16 + ((lane >> 2) & 1) * 8 + (rr >> 3) * 4 + (lane & 3)] =
+            (int8_t)q;
         if (lane == 0) xd[(unit * 16 + rr) * 2] = d, xd[(unit * 16 + rr) * 2 + 1] = d * (float)s;
         return;
     }
