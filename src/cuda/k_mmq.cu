@@ -365,8 +365,8 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
 
 /* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
  * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
-template <int MT, int W, int TS, int NT, bool STG>
-__global__ void __launch_bounds__(128) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch, int crow) {
+template <int MT, int W, int TS, int NT, bool STG, int MINB = 1>
+__global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch, int crow) {
     extern __shared__ uint4 mq_dyn[]; /* STG: two mq_stage<MT> a warp */
     constexpr int GPB = 4 / W;
     const int ch = (int)blockIdx.x % nch, wblk = (int)blockIdx.x / nch;
@@ -461,6 +461,14 @@ extern "C" int mfc_mmq_team(int k) {
  * (chunk_rows). */
 int mfc_mmq_stage = 1;
 
+/* Blocks a multiprocessor the staged chunks of 32 rows are compiled for.
+ * ncu put the 64-row products at 16 resident warps a multiprocessor (four
+ * blocks: 127 registers, 40 KiB of stages) with 1.4 eligible warps a
+ * scheduler; MINFER_CUDA_MMQ_MINB=5 holds the registers to 96 (a few
+ * bytes spilled) and asks for the largest shared-memory carveout, for five
+ * blocks. Not measured yet (bench_mmvq -mb 5). */
+int mfc_mmq_minb = 1;
+
 template <int MT, int W, int TS, int NT, bool STG>
 static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const mfc_q8 *q, int rows, int nch,
                      int crow) {
@@ -468,6 +476,15 @@ static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const m
      * a launch gets without opting in */
     static_assert(!STG || 4 * 2 * sizeof(mq_stage<MT>) <= 48 * 1024, "mmq stages past 48 KiB");
     const size_t smem = STG ? 4 * 2 * sizeof(mq_stage<MT>) : 0;
+    if constexpr (STG && MT == 2)
+        if (mfc_mmq_minb == 5) {
+            static bool carve; /* five blocks' 40 KiB need more than the default carveout gives */
+            if (!carve)
+                carve = cudaFuncSetAttribute(mmq_k<MT, W, TS, NT, STG, 5>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             cudaSharedmemCarveoutMaxShared) == cudaSuccess;
+            launch_k(mmq_k<MT, W, TS, NT, STG, 5>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
+            return;
+        }
     launch_k(mmq_k<MT, W, TS, NT, STG>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
 }
 

@@ -127,6 +127,7 @@ typedef struct mfc_mm_seg {
 bool mfc_mmvq_takes(int type, int k, int rows);
 extern int mfc_mmq_rows;
 extern int mfc_mmq_chunk; /* activation rows per launch chunk: 16, 32 or 64 (0: by the weights' size) */
+extern int mfc_mmq_minb;  /* 5: the staged chunks of 32 rows held to five blocks a multiprocessor (A/B) */
 extern int mfc_mmq_stage; /* 0: activations read per mma, not staged in shared memory (A/B) */
 /* the int8 tensor-core products (any rows, in chunks of mfc_mmq_chunk rows), as mfc_mmvq_n */
 void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
