@@ -14,13 +14,13 @@
  * 32 weight rows with all 64 activation rows from shared memory (16 mmas
  * per block of 32, each fragment loaded once for four of them).
  *
- * The integer products are the same mma.sync m16n8k32 as k_mmq.cu's, and
- * each 32-wide product is scaled and added with the same expressions, in
- * block order along k by one thread per output: an output depends only on
- * its activation row, the weights and k, so a row has the same bits in any
- * step of more than 64 rows. (k_mmq.cu splits the blocks of long rows
- * between warps and adds their sums, so the bits differ from steps of 9 to
- * 64 rows, as those differ from the dp4a kernel's for 8 rows or fewer.) */
+ * The integer products are the same mma.sync m16n8k32 as k_mmq.cu's; each
+ * 32-wide product is scaled and added in block order along k by one thread
+ * per output: an output depends only on its activation row, the weights and
+ * k, so a row has the same bits in any step of more than 64 rows. (k_mmq.cu
+ * splits the blocks of long rows between warps and adds their sums, and
+ * sums Q4_K's minimum terms apart, so the bits differ from steps of 9 to 64
+ * rows, as those differ from the dp4a kernel's for 8 rows or fewer.) */
 #include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"

@@ -62,7 +62,8 @@ __device__ __forceinline__ uint32_t k4_pack(const uint4 &hd, int h, bool mn) {
 
 /* f * (float)(byte i of w) in two instructions: the byte under 2^23's
  * exponent is the float 2^23 + byte, and the multiply-add takes f2 = -f *
- * 2^23 (exact) off before its one rounding, so the bits are the product's */
+ * 2^23 (exact) off before its one rounding, so the value is the product's
+ * (a zero product of a negative f comes out +0 rather than -0) */
 __device__ __forceinline__ float k4_mul(uint32_t w, int i, float f, float f2) {
     return fmaf(f, __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u | (unsigned)i)), f2);
 }
