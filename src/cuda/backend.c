@@ -916,7 +916,11 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         if (mc && *mc) mfc_mmq_chunk = atoi(mc);
         if (getenv("MINFER_CUDA_MMQ_STAGE")) mfc_mmq_stage = mf_env_on("MINFER_CUDA_MMQ_STAGE");
         const char *mb = getenv("MINFER_CUDA_MMQ_MINB");
-        if (mb && *mb) mfc_mmq_minb = atoi(mb);
+        if (mb && *mb) {
+            mfc_mmq_minb = atoi(mb);
+            if (mfc_mmq_minb != 1 && mfc_mmq_minb != 5)
+                mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_MMQ_MINB=%s is neither 1 nor 5; 1 it is\n", mb);
+        }
     }
     int q8_rows = cfg->max_rows < mfc_mmq_rows ? cfg->max_rows : mfc_mmq_rows;
     if (q8_rows < 8) q8_rows = 8;

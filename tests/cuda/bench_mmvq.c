@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-hr")) mfc_gemm_h_rows = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-hs")) mfc_gemm_h_split = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-st")) mfc_mmq_stage = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-mb")) mfc_mmq_minb = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-mb") && (!strcmp(argv[i + 1], "1") || !strcmp(argv[i + 1], "5")))
+            mfc_mmq_minb = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
         else {
             fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1|2] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1] [-hr rows] [-hs parts] [-st 0|1] [-mb 1|5] [-s name]\n");
