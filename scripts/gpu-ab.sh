@@ -15,6 +15,8 @@
 #   MMVQ_ARGS, BENCH_ARGS  more arguments for every bench_mmvq / minfer bench
 #   DEPS=dir          as in gpu-check.sh
 #   LLAMA_BATCHED_BENCH=path  llama-batched-bench on the same file, once
+#   WORK=dir STAGE=build|run  build into WORK only, or run what a STAGE=build
+#                     left there (builds beside tests that hold the GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# = 1 ] || { echo "usage: scripts/gpu-ab.sh BASE"; exit 2; }
@@ -28,8 +30,12 @@ if [ -n "${DEPS:-}" ]; then
     exports=$(scripts/offline-deps.sh unpack "$DEPS") || { echo "DEPS=$DEPS: unpack failed"; exit 1; }
     eval "$exports"
 fi
-W=$(mktemp -d /tmp/gpu-ab.XXXXXX)
-mkdir -p "$W/base" "$MODELS"
+STAGE=${STAGE:-all}
+case $STAGE in all|build|run) ;; *) echo "gpu-ab: STAGE=$STAGE: build, run or all"; exit 2;; esac
+W=${WORK:-$(mktemp -d /tmp/gpu-ab.XXXXXX)}
+mkdir -p "$W" "$MODELS"
+if [ "$STAGE" != run ]; then
+rm -rf "$W/base"; mkdir -p "$W/base"
 git archive "$base" | tar -x -C "$W/base" || { echo "gpu-ab: git archive $base failed"; exit 1; }
 
 # both builds at once, half the cores each
@@ -41,6 +47,11 @@ build "$W/base" "$W/build-base" & pb=$!
 build . "$W/build-head" & ph=$!
 wait $pb || { tail -20 "$W/build-base.build.log"; echo "gpu-ab: base build failed"; exit 1; }
 wait $ph || { tail -20 "$W/build-head.build.log"; echo "gpu-ab: head build failed"; exit 1; }
+fi
+[ "$STAGE" != build ] || { echo "gpu-ab: built in $W"; exit 0; }
+for t in base head; do
+    [ -x "$W/build-$t/tests/bench_mmvq" ] || { echo "gpu-ab: no $t build in $W (STAGE=build first)"; exit 1; }
+done
 echo "gpu-ab: base $base, head $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)'); builds in $W"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | sed 's/^/gpu: /'
 
