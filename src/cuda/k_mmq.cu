@@ -469,6 +469,16 @@ int mfc_mmq_stage = 1;
  * blocks. Not measured yet (bench_mmvq -mb 5). */
 int mfc_mmq_minb = 1;
 
+/* Blocks a multiprocessor each chunk size is compiled for: what the
+ * registers gave before the A-order layout and the split minimum sums
+ * (96 and 128 registers), which took 1-17 more (a 16-row block of 111
+ * registers fits four times, not five; a 32-row Q8_0 one of 139 three
+ * times, not four). Q8_0's 16-row blocks stay at four: at 96 registers
+ * they spill. On an H100 against that earlier build (bench_mmvq),
+ * without the bound: 16 rows' Q4_K 1-22% slower, 64 rows' Q8_0 gate+up
+ * 98 -> 122 us. */
+constexpr int mq_minb(int mt, int ts) { return mt == 1 && ts == 0 ? 5 : mt <= 2 ? 4 : 1; }
+
 template <int MT, int W, int TS, int NT, bool STG>
 static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const mfc_q8 *q, int rows, int nch,
                      int crow) {
@@ -485,7 +495,7 @@ static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const m
             launch_k(mmq_k<MT, W, TS, NT, STG, 5>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
             return;
         }
-    launch_k(mmq_k<MT, W, TS, NT, STG>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
+    launch_k(mmq_k<MT, W, TS, NT, STG, mq_minb(MT, TS)>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
 }
 
 template <int MT, int W, int NT>
