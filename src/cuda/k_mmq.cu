@@ -469,15 +469,16 @@ int mfc_mmq_stage = 1;
  * blocks. Not measured yet (bench_mmvq -mb 5). */
 int mfc_mmq_minb = 1;
 
-/* Blocks a multiprocessor each chunk size is compiled for: what the
- * registers gave before the A-order layout and the split minimum sums
- * (96 and 128 registers), which took 1-17 more (a 16-row block of 111
- * registers fits four times, not five; a 32-row Q8_0 one of 139 three
- * times, not four). Q8_0's 16-row blocks stay at four: at 96 registers
- * they spill. On an H100 against that earlier build (bench_mmvq),
- * without the bound: 16 rows' Q4_K 1-22% slower, 64 rows' Q8_0 gate+up
- * 98 -> 122 us. */
-constexpr int mq_minb(int mt, int ts) { return mt == 1 && ts == 0 ? 5 : mt <= 2 ? 4 : 1; }
+/* Blocks a multiprocessor the Q4_K/Q6_K chunks of 16 rows are compiled
+ * for: five, what 96 registers gave before the A-order layout and the
+ * split minimum sums, which took 111 (four blocks). On an H100 against
+ * that build (bench_mmvq -r 16, qwen3-4b shapes) the bound took O / gate+up
+ * / down Q4_K / Q6_K from 9.3 / 29.1 / 19.9 / 32.0 us to 7.5 / 22.5 / 15.9
+ * / 24.9, and 16 sequences from 3441 to 3771 t/s. Bounds on the Q8_0 (and
+ * mixed) kernels, four blocks of 128 registers, lost: 64 rows' down 59 ->
+ * 103 us (the loads of the next super-block's 8 blocks then wait), so
+ * they keep the registers they take. */
+constexpr int mq_minb(int mt, int ts) { return mt == 1 && ts == 0 ? 5 : 1; }
 
 template <int MT, int W, int TS, int NT, bool STG>
 static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const mfc_q8 *q, int rows, int nch,
