@@ -426,10 +426,14 @@ static void flush(mf_cuda *c) {
 }
 
 /* Make q8b[q8_i] hold x (rows of k) as int8 blocks: kept when it already
- * does (fresh false), fused with a held-back norm that writes x, else
- * quantized on its own. */
-static void quant_for(mf_cuda *c, const float *x, int k, int rows, bool fresh) {
+ * does (fresh false; as it was written, g8 or not), fused with a held-back
+ * norm that writes x, else quantized on its own. g8: every product that
+ * reads it is a K-quant (kernels.h, mfc_q8.g8). */
+static void quant_for(mf_cuda *c, const float *x, int k, int rows, bool fresh, bool g8) {
     if (!fresh && c->q8_x == x) return;
+    if (c->pin_x == x) g8 = c->pin_g8;
+    c->pin_x = NULL;
+    c->q8b[c->q8_i].g8 = g8 && mfc_q8_g8;
     if (c->pend.kind == PEND_NORM && c->pend.out == x && c->pend.rows == rows && c->pend.n == k &&
         mfc_norm_quant(c->stream, c->pend.layer, c->pend.x, c->pend.w, c->pend.b, rows, k, c->pend.eps, c->pend.out,
                        &c->q8b[c->q8_i])) {
@@ -476,7 +480,7 @@ static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf
         }
     }
     if (mmvq_ok(c, w, rows)) {
-        quant_for(c, x, k, rows, fresh);
+        quant_for(c, x, k, rows, fresh, w->type != MF_TYPE_Q8_0);
         const mfc_mm_seg g = seg_of(w, out, b, res);
         mfc_mmvq_n(c->stream, &g, 1, k, &c->q8b[c->q8_i], rows);
         check(c, "matmul");
@@ -535,7 +539,9 @@ static void cu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, 
     for (int i = 0; i < nw && one; i++) one = mmvq_ok(c, w[i], rows) && (int)w[i]->ne[0] == k;
     if (one) {
         /* one quantization of x and one launch for every product */
-        quant_for(c, x, k, rows, x_fresh(c, x));
+        bool g8 = true;
+        for (int i = 0; i < nw; i++) g8 = g8 && w[i]->type != MF_TYPE_Q8_0;
+        quant_for(c, x, k, rows, x_fresh(c, x), g8);
         mfc_mm_seg g[MFC_MAX_SEGS];
         for (int i = 0; i < nw; i++) g[i] = seg_of(w[i], out[i], b ? b[i] : NULL, i == 0 ? res : NULL);
         if (c->fuse && nw == 2 && !res && !g[0].b && !g[1].b && g[0].n == g[1].n && g[0].n % 32 == 0) {
@@ -627,10 +633,14 @@ static void cu_glu(mf_backend *be, mf_ffn_type act, const float *gate, const flo
     mf_cuda *c = CU(be);
     MIX(c, act), MIX(c, gate), MIX(c, up), MIX(c, n), MIX(c, out);
     if (!op_begin_x(c, 10, true)) return;
+    /* the down product's input takes the scales gate's and up's input took
+     * (its own type is not known here), fused or not */
+    c->pin_x = out, c->pin_g8 = c->q8b[c->q8_i].g8;
     if (c->pend.kind == PEND_GATE_UP && c->pend.seg[0].out == gate && c->pend.seg[1].out == up &&
         n == (size_t)c->pend.rows * (size_t)c->pend.seg[0].n && (act == MF_FFN_SWIGLU || act == MF_FFN_GEGLU)) {
         /* the down product's input is quantized into the other buffer on the way out */
         const bool q = q8_fits(c, c->pend.rows, (size_t)c->pend.seg[0].n);
+        c->q8b[c->q8_i ^ 1].g8 = c->pin_g8;
         if (mfc_mmvq_glu(c->stream, act == MF_FFN_SWIGLU ? 0 : 1, &c->pend.seg[0], &c->pend.seg[1], c->pend.k,
                          &c->q8b[c->q8_i], c->pend.rows, out, q ? &c->q8b[c->q8_i ^ 1] : NULL)) {
             c->pend.kind = PEND_NONE;
@@ -736,6 +746,8 @@ static void cu_attention(mf_backend *be, int layer, const float *q, const mf_att
     const bool qz = c->fuse && c->mmvq && split && p->head_dim_v % 32 == 0 &&
                     (st->n_tok <= 8 || st->n_tok <= mfc_mmq_rows) &&
                     q8_fits(c, st->n_tok, (size_t)p->n_head * (size_t)p->head_dim_v);
+    c->q8b[c->q8_i].g8 = 0; /* a block a head: its scales are per 32, fused or not */
+    c->pin_x = out, c->pin_g8 = false;
     mfc_attention(c->stream, &c->sd, st->n_tok, q, c->k[layer], c->v[layer], &a, out, split ? c->att_split : 1, nz,
                   split ? c->att_part : NULL, qz ? &c->q8b[c->q8_i] : NULL);
     if (qz) c->q8_x = out, c->q8_hold = true;
@@ -915,12 +927,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         const char *mc = getenv("MINFER_CUDA_MMQ_CHUNK");
         if (mc && *mc) mfc_mmq_chunk = atoi(mc);
         if (getenv("MINFER_CUDA_MMQ_STAGE")) mfc_mmq_stage = mf_env_on("MINFER_CUDA_MMQ_STAGE");
-        const char *mb = getenv("MINFER_CUDA_MMQ_MINB");
-        if (mb && *mb) {
-            mfc_mmq_minb = atoi(mb);
-            if (mfc_mmq_minb != 1 && mfc_mmq_minb != 5)
-                mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_MMQ_MINB=%s is neither 1 nor 5; 1 it is\n", mb);
-        }
+        if (getenv("MINFER_CUDA_Q8_G8")) mfc_q8_g8 = mf_env_on("MINFER_CUDA_Q8_G8");
     }
     int q8_rows = cfg->max_rows < mfc_mmq_rows ? cfg->max_rows : mfc_mmq_rows;
     if (q8_rows < 8) q8_rows = 8;

@@ -38,6 +38,12 @@ typedef struct mf_cuda {
     size_t q8_cap; /* int8 elements each holds */
     bool q8_hold;     /* the last op wrote q8_x and its quantization together */
     bool q8_hold_now; /* q8_hold as the op now running found it */
+    /* the scales the next quantization of pin_x takes (mfc_q8.g8), as the
+     * op that wrote it decided, fused with its quantization or not, so
+     * both give the same bits (attention: per 32; the gated activation:
+     * by gate's and up's types); the next quantization clears it */
+    const float *pin_x;
+    bool pin_g8;
     /* one op held back so the next can fuse with it (MINFER_CUDA_FUSE=0:
      * none): a norm (into norm+quantize, or QK-norm+RoPE), or a gate/up
      * pair of decode products (into gate/up+activation+quantize) */

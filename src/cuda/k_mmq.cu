@@ -172,10 +172,11 @@ __device__ __forceinline__ mq_a a_get(const int8_t *__restrict__ xq, const float
  * activation fragment is loaded once for the NT weight tiles. With STG only
  * half HF of the super-block (blocks 4 HF .. 4 HF + 3 of 32), whose units
  * st holds. */
-template <int T, int MT, int NT, bool STG, int HF>
+template <int T, int MT, int NT, bool STG, int HF, bool IS>
 __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, const int8_t *__restrict__ xq,
                                      const float2 *__restrict__ xd, const mq_stage<MT> *st, int mt0, int nr,
-                                     int lane, int g, int t, float (*acc)[MT][4], float (*accm)[MT][4]) {
+                                     int lane, int g, int t, float (*acc)[MT][4], float (*accm)[MT][4],
+                                     int (*isum)[MT][4], float (*dsa)[2]) {
     if constexpr (T == T_Q4_K) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -183,6 +184,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
             const int sh = 4 * (j & 1);
             uint32_t b0[NT], b1[NT];
             float dw[NT][2], mw[NT][2];
+            int sc[NT][2];
 #pragma unroll
             for (int u = 0; u < NT; u++) {
                 b0[u] = (w[u].qv[j >> 1].x >> sh) & 0x0F0F0F0Fu, b1[u] = (w[u].qv[j >> 1].y >> sh) & 0x0F0F0F0Fu;
@@ -190,7 +192,9 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
                 for (int e = 0; e < 2; e++) { /* k4_sm's values, the packing shared by four sub-blocks */
                     const __half2 dm = *(const __half2 *)&w[u].hd[e].x;
                     const float d = __low2float(dm), dmin = __high2float(dm);
-                    dw[u][e] = k4_mul(k4_pack(w[u].hd[e], j >> 2, false), j & 3, d, -8388608.0f * d);
+                    const uint32_t ps = k4_pack(w[u].hd[e], j >> 2, false);
+                    if (IS) sc[u][e] = (int)__byte_perm(ps, 0u, 0x4440u | (unsigned)(j & 3));
+                    else dw[u][e] = k4_mul(ps, j & 3, d, -8388608.0f * d);
                     mw[u][e] = k4_mul(k4_pack(w[u].hd[e], j >> 2, true), j & 3, dmin, -8388608.0f * dmin);
                 }
             }
@@ -198,14 +202,20 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
             for (int m = 0; m < MT; m++) {
                 if (16 * m >= nr) break;
                 const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, st, m, j, lane, g);
+                if (IS && j == 0) dsa[m][0] = a.da.x, dsa[m][1] = a.db.x;
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     int c[4] = {0, 0, 0, 0};
                     mma_k32(c, a.q.x, a.q.y, a.q.z, a.q.w, b0[u], b1[u]);
-                    acc[u][m][0] = fmaf(dw[u][0] * a.da.x, (float)c[0], acc[u][m][0]);
-                    acc[u][m][1] = fmaf(dw[u][1] * a.da.x, (float)c[1], acc[u][m][1]);
-                    acc[u][m][2] = fmaf(dw[u][0] * a.db.x, (float)c[2], acc[u][m][2]);
-                    acc[u][m][3] = fmaf(dw[u][1] * a.db.x, (float)c[3], acc[u][m][3]);
+                    if (IS) {
+                        isum[u][m][0] += sc[u][0] * c[0], isum[u][m][1] += sc[u][1] * c[1];
+                        isum[u][m][2] += sc[u][0] * c[2], isum[u][m][3] += sc[u][1] * c[3];
+                    } else {
+                        acc[u][m][0] = fmaf(dw[u][0] * a.da.x, (float)c[0], acc[u][m][0]);
+                        acc[u][m][1] = fmaf(dw[u][1] * a.da.x, (float)c[1], acc[u][m][1]);
+                        acc[u][m][2] = fmaf(dw[u][0] * a.db.x, (float)c[2], acc[u][m][2]);
+                        acc[u][m][3] = fmaf(dw[u][1] * a.db.x, (float)c[3], acc[u][m][3]);
+                    }
                     accm[u][m][0] = fmaf(mw[u][0], a.da.y, accm[u][m][0]);
                     accm[u][m][1] = fmaf(mw[u][1], a.da.y, accm[u][m][1]);
                     accm[u][m][2] = fmaf(mw[u][0], a.db.y, accm[u][m][2]);
@@ -224,6 +234,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
                 const int gi = 8 * h + 2 * qq; /* the scales of the block's two 16-weight groups: gi, gi + 1 */
                 uint32_t bx[NT], by[NT];
                 float dw[NT][2][2];
+                int sc[NT][2][2];
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     const uint2 l = w[u].ql[h][qq & 1];
@@ -234,20 +245,28 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
                     for (int e = 0; e < 2; e++)
 #pragma unroll
-                        for (int s2 = 0; s2 < 2; s2++)
-                            dw[u][e][s2] =
-                                w[u].d[e] * (float)(int8_t)(w[u].sc[e][(gi + s2) >> 2] >> (8 * ((gi + s2) & 3)));
+                        for (int s2 = 0; s2 < 2; s2++) {
+                            sc[u][e][s2] = (int8_t)(w[u].sc[e][(gi + s2) >> 2] >> (8 * ((gi + s2) & 3)));
+                            if (!IS) dw[u][e][s2] = w[u].d[e] * (float)sc[u][e][s2];
+                        }
                 }
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
                     if (16 * m >= nr) break;
                     const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + 4 * h + qq, st, m, 4 * h + qq,
                                                     lane, g);
+                    if (IS && h == 0 && qq == 0) dsa[m][0] = a.da.x, dsa[m][1] = a.db.x;
 #pragma unroll
                     for (int u = 0; u < NT; u++) {
                         int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
                         mma_k32(c0, a.q.x, a.q.y, a.q.z, a.q.w, lo16 ? bx[u] : 0u, lo16 ? by[u] : 0u);
                         mma_k32(c1, a.q.x, a.q.y, a.q.z, a.q.w, lo16 ? 0u : bx[u], lo16 ? 0u : by[u]);
+                        if (IS) {
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                isum[u][m][e] += sc[u][e & 1][0] * c0[e] + sc[u][e & 1][1] * c1[e];
+                            continue;
+                        }
                         acc[u][m][0] += a.da.x * (dw[u][0][0] * (float)c0[0] + dw[u][0][1] * (float)c1[0]);
                         acc[u][m][1] += a.da.x * (dw[u][1][0] * (float)c0[1] + dw[u][1][1] * (float)c1[1]);
                         acc[u][m][2] += a.db.x * (dw[u][0][0] * (float)c0[2] + dw[u][0][1] * (float)c1[2]);
@@ -306,10 +325,20 @@ __device__ __forceinline__ void stage_load(mq_stage<MT> *st, const mfc_q8 &q, in
  * activations come through st in halves of a super-block (two stages, the
  * next half's on its way while this one multiplies): each unit's loads are
  * then issued half a super-block ahead, where a_load's wait at every mma. */
-template <int T, int MT, int W, int NT, bool STG>
+template <int T, int MT, int W, int NT, bool STG, bool IS>
 __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc_q8 &q, mq_stage<MT> *st, int mt0,
                                        int nr, int tw, int lane, int g, int t, float (*acc)[MT][4]) {
     const int nsb = k / 256, kb = k / 32;
+    /* IS (the activations' super-blocks of one scale each, mfc_q8.g8): each
+     * mma's integers times the weights' integer sub-block scales summed
+     * over the super-block, then scaled once by the two d's (dsa: the
+     * activation rows' from its first block) */
+    int isum[NT][MT][4];
+    float dsa[MT][2];
+#pragma unroll
+    for (int u = 0; u < NT; u++)
+#pragma unroll
+        for (int m = 0; m < MT; m++) isum[u][m][0] = isum[u][m][1] = isum[u][m][2] = isum[u][m][3] = 0;
     /* Q4_K: the minimums' sums apart, subtracted once at the end (one
      * multiply-add a product instead of two multiplies, a multiply-add and
      * an add) */
@@ -335,7 +364,8 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
             stage_load<MT>(st + (buf ^ 1), q, kb, sb, 1, mt0, nr, lane);
             cp_wait_1();
             __syncwarp();
-            wmma<T, MT, NT, true, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc, accm);
+            wmma<T, MT, NT, true, 0, IS>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc, accm,
+                                         isum, dsa);
             __syncwarp(); /* every lane done with st[buf] before it is loaded again */
             buf ^= 1;
             if (sb + W < nsb) {
@@ -345,11 +375,33 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
                 cp_wait_all();
             }
             __syncwarp();
-            wmma<T, MT, NT, true, 1>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc, accm);
+            wmma<T, MT, NT, true, 1, IS>(cur, sb, kb, q.q, (const float2 *)q.d, st + buf, mt0, nr, lane, g, t, acc, accm,
+                                         isum, dsa);
             __syncwarp();
             buf ^= 1;
         } else {
-            wmma<T, MT, NT, false, 0>(cur, sb, kb, q.q, (const float2 *)q.d, st, mt0, nr, lane, g, t, acc, accm);
+            wmma<T, MT, NT, false, 0, IS>(cur, sb, kb, q.q, (const float2 *)q.d, st, mt0, nr, lane, g, t, acc, accm,
+                                          isum, dsa);
+        }
+        if constexpr (IS) {
+#pragma unroll
+            for (int u = 0; u < NT; u++) {
+                float dw[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    if constexpr (T == T_Q4_K) dw[e] = __low2float(*(const __half2 *)&cur[u].hd[e].x);
+                    else dw[e] = cur[u].d[e];
+                }
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    if (16 * m >= nr) break;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        acc[u][m][e] = fmaf(dw[e & 1] * dsa[m][e >> 1], (float)isum[u][m][e], acc[u][m][e]);
+                        isum[u][m][e] = 0;
+                    }
+                }
+            }
         }
 #pragma unroll
         for (int u = 0; u < NT; u++) cur[u] = nxt[u];
@@ -365,7 +417,7 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
 
 /* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
  * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
-template <int MT, int W, int TS, int NT, bool STG, int MINB = 1>
+template <int MT, int W, int TS, int NT, bool STG, int MINB, bool IS>
 __global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch, int crow) {
     extern __shared__ uint4 mq_dyn[]; /* STG: two mq_stage<MT> a warp */
     constexpr int GPB = 4 / W;
@@ -395,9 +447,9 @@ __global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, i
     mq_stage<MT> *st = STG ? (mq_stage<MT> *)mq_dyn + 2 * warp : NULL;
     if (n0 >= sg.n) pdl_enter();
     else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0))
-        mq_run<T_Q8_0, MT, W, NT, STG>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
-    else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT, STG>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
-    else if (TS != 1) mq_run<T_Q6_K, MT, W, NT, STG>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+        mq_run<T_Q8_0, MT, W, NT, STG, false>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1) mq_run<T_Q6_K, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     if constexpr (W > 1) { /* the team's warps summed in warp order */
         __shared__ float red[4][NT * MT * 4][32];
 #pragma unroll
@@ -461,13 +513,13 @@ extern "C" int mfc_mmq_team(int k) {
  * (chunk_rows). */
 int mfc_mmq_stage = 1;
 
-/* Blocks a multiprocessor the staged chunks of 32 rows are compiled for.
- * ncu put the 64-row products at 16 resident warps a multiprocessor (four
- * blocks: 127 registers, 40 KiB of stages) with 1.4 eligible warps a
- * scheduler; MINFER_CUDA_MMQ_MINB=5 holds the registers to 96 (a few
- * bytes spilled) and asks for the largest shared-memory carveout, for five
- * blocks. Not measured yet (bench_mmvq -mb 5). */
-int mfc_mmq_minb = 1;
+/* Activations of one scale a super-block for the K-quant products
+ * (mfc_q8.g8; MINFER_CUDA_Q8_G8=0: per 32 everywhere, the A/B). A mma's
+ * int32 sums then meet the weights' integer sub-block scales in one
+ * integer multiply-add each, and the super-block's sum is scaled once,
+ * where per-32 scales take a conversion (a quarter-rate instruction), a
+ * multiply and a multiply-add per output and mma. */
+int mfc_q8_g8 = 1;
 
 /* Blocks a multiprocessor the Q4_K/Q6_K chunks of 16 rows are compiled
  * for: five, what 96 registers gave before the A-order layout and the
@@ -477,26 +529,19 @@ int mfc_mmq_minb = 1;
  * / 24.9, and 16 sequences from 3441 to 3771 t/s. Bounds on the Q8_0 (and
  * mixed) kernels, four blocks of 128 registers, lost: 64 rows' down 59 ->
  * 103 us (the loads of the next super-block's 8 blocks then wait), so
- * they keep the registers they take. */
-constexpr int mq_minb(int mt, int ts) { return mt == 1 && ts == 0 ? 5 : 1; }
+ * they keep the registers they take. The integer sums over super-blocks
+ * (IS) took 32-row blocks from 128 registers to 137-142, three blocks a
+ * multiprocessor; they are held to four (123-127, no spills). */
+constexpr int mq_minb(int mt, int ts, bool is) { return ts != 0 ? 1 : mt == 1 ? 5 : mt == 2 && is ? 4 : 1; }
 
-template <int MT, int W, int TS, int NT, bool STG>
+template <int MT, int W, int TS, int NT, bool STG, bool IS>
 static void mmq_go_t(cudaStream_t s, dim3 grid, const mq_segs &S, int k, const mfc_q8 *q, int rows, int nch,
                      int crow) {
     /* two stages a warp; the staged chunks (MT <= 2) stay within the 48 KiB
      * a launch gets without opting in */
     static_assert(!STG || 4 * 2 * sizeof(mq_stage<MT>) <= 48 * 1024, "mmq stages past 48 KiB");
     const size_t smem = STG ? 4 * 2 * sizeof(mq_stage<MT>) : 0;
-    if constexpr (STG && MT == 2)
-        if (mfc_mmq_minb == 5) {
-            static bool carve; /* five blocks' 40 KiB need more than the default carveout gives */
-            if (!carve)
-                carve = cudaFuncSetAttribute(mmq_k<MT, W, TS, NT, STG, 5>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             cudaSharedmemCarveoutMaxShared) == cudaSuccess;
-            launch_k(mmq_k<MT, W, TS, NT, STG, 5>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
-            return;
-        }
-    launch_k(mmq_k<MT, W, TS, NT, STG, mq_minb(MT, TS)>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
+    launch_k(mmq_k<MT, W, TS, NT, STG, mq_minb(MT, TS, IS), IS>, grid, 128, smem, s, S, k, *q, rows, nch, crow);
 }
 
 template <int MT, int W, int NT>
@@ -508,14 +553,19 @@ static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const 
     const dim3 grid((unsigned)(nb * nch));
     constexpr bool CAN = MT <= 2;
     const bool stg = CAN && mfc_mmq_stage && TS != 1 && crow < MQ_ROWS;
+    /* K-quants alone over activations of one scale a super-block: the
+     * integer sums (mixed launches, with Q8_0, keep the float ones) */
+    const bool is = q8_g8_on(q->g8, mfc_q8_tiled_kb(rows, k));
     if (TS == 0) {
-        if (stg) mmq_go_t<MT, W, 0, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
-        else mmq_go_t<MT, W, 0, NT, false>(s, grid, S, k, q, rows, nch, crow);
+        if (stg && is) mmq_go_t<MT, W, 0, NT, CAN, true>(s, grid, S, k, q, rows, nch, crow);
+        else if (stg) mmq_go_t<MT, W, 0, NT, CAN, false>(s, grid, S, k, q, rows, nch, crow);
+        else if (is) mmq_go_t<MT, W, 0, NT, false, true>(s, grid, S, k, q, rows, nch, crow);
+        else mmq_go_t<MT, W, 0, NT, false, false>(s, grid, S, k, q, rows, nch, crow);
     } else if (TS == 1) {
-        mmq_go_t<MT, W, 1, NT, false>(s, grid, S, k, q, rows, nch, crow);
+        mmq_go_t<MT, W, 1, NT, false, false>(s, grid, S, k, q, rows, nch, crow);
     } else {
-        if (stg) mmq_go_t<MT, W, 2, NT, CAN>(s, grid, S, k, q, rows, nch, crow);
-        else mmq_go_t<MT, W, 2, NT, false>(s, grid, S, k, q, rows, nch, crow);
+        if (stg) mmq_go_t<MT, W, 2, NT, CAN, false>(s, grid, S, k, q, rows, nch, crow);
+        else mmq_go_t<MT, W, 2, NT, false, false>(s, grid, S, k, q, rows, nch, crow);
     }
 }
 

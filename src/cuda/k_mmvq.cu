@@ -23,30 +23,38 @@
 #include "cuda/mmvq_lowbit.cuh"
 #include "cuda/rows.cuh"
 
-/* ---- activations to int8 blocks of 32: one warp per block ---- */
-__global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq, float *xd, float *xs, int kbt) {
+/* ---- activations to int8 blocks of 32: one warp per block, 8 a block of
+ * threads (g8: the 8 blocks of a super-block share its largest scale) ---- */
+__global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq, float *xd, float *xs, int kbt,
+                          bool g8) {
     pdl_enter();
-    const int lane = threadIdx.x & 31, gb = blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (gb >= n_blocks) return;
-    quant_block32(x[(size_t)gb * 32 + lane], gb, xq, xd, xs, kbt);
+    __shared__ float sh[2][8];
+    const int lane = threadIdx.x & 31, gb = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (gb >= n_blocks) return; /* g8: n_blocks % 8 == 0, whole blocks of threads */
+    const float v = x[(size_t)gb * 32 + lane];
+    float a = warp_amax(v);
+    if (g8) a = group8_max(a, sh, 0, 1);
+    quant_block32_a(v, a, gb, xq, xd, xs, kbt);
 }
 
 /* ---- a norm whose output is quantized on the way out: one block per row
  * with norm_k's thread count (the same sums); each warp then takes whole
  * blocks of 32 ---- */
 __global__ void norm_quant_k(bool layer, const float *x, const float *__restrict__ w, const float *__restrict__ b,
-                             int n, float eps, float *out, int8_t *xq, float *xd, float *xs, int kbt) {
+                             int n, float eps, float *out, int8_t *xq, float *xd, float *xs, int kbt, bool g8) {
     pdl_enter();
     __shared__ float sh[32];
+    __shared__ float gsh[4][2][8];
     norm_quant_row(layer, x + (size_t)blockIdx.x * n, n, blockDim.x, eps, w, b, out + (size_t)blockIdx.x * n, xq, xd,
-                   xs, blockIdx.x, kbt, sh);
+                   xs, blockIdx.x, kbt, g8, gsh, sh);
 }
 
 extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows,
                                int n, float eps, float *out, const mfc_q8 *q) {
     if (n % 32 || rows <= 0) return false;
-    launch_k(norm_quant_k, rows, norm_threads(n), 0, s, layer_norm, x, w, b, n, eps, out, q->q, q->d, q->s,
-             mfc_q8_tiled_kb(rows, n));
+    const int kbt = mfc_q8_tiled_kb(rows, n);
+    launch_k(norm_quant_k, rows, norm_threads(n), 0, s, layer_norm, x, w, b, n, eps, out, q->q, q->d, q->s, kbt,
+             q8_g8_on(q->g8, kbt));
     return true;
 }
 
@@ -367,8 +375,8 @@ extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
 }
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
-    const int nb = rows * k / 32;
-    launch_k(quant_x_k, (nb + 3) / 4, 128, 0, s, x, nb, q->q, q->d, q->s, mfc_q8_tiled_kb(rows, k));
+    const int nb = rows * k / 32, kbt = mfc_q8_tiled_kb(rows, k);
+    launch_k(quant_x_k, (nb + 7) / 8, 256, 0, s, x, nb, q->q, q->d, q->s, kbt, q8_g8_on(q->g8, kbt));
 }
 
 int mfc_mmvq_w = 0;
@@ -465,13 +473,14 @@ extern "C" void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_byt
 }
 
 /* ---- the gated activation quantized on the way out: one warp per block
- * of 32 (the bits of glu_k then quant_x_k) ---- */
+ * of 32, 8 a block of threads (the bits of glu_k then quant_x_k) ---- */
 __global__ void glu_quant_k(int act, const float *__restrict__ g, const float *__restrict__ u, int n_blocks,
-                            float *out, int8_t *xq, float *xd, float *xs, int kbt) {
+                            float *out, int8_t *xq, float *xd, float *xs, int kbt, bool g8) {
     pdl_enter();
-    const int lane = threadIdx.x & 31, gb = blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (gb >= n_blocks) return;
-    glu_quant_one(act, g, u, (size_t)gb * 32 + lane, gb, out, mfc_q8{xq, xd, xs}, kbt);
+    __shared__ float sh[2][8];
+    const int lane = threadIdx.x & 31, gb = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (gb >= n_blocks) return; /* g8: n_blocks % 8 == 0 */
+    glu_quant_one(act, g, u, (size_t)gb * 32 + lane, gb, out, mfc_q8{xq, xd, xs, 0}, kbt, g8, sh);
 }
 
 /* gate and up as one two-product launch, then the activation (and its
@@ -487,8 +496,9 @@ extern "C" bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, co
     const mfc_mm_seg seg[2] = {*gate, *up};
     mfc_mmvq_n(s, seg, 2, k, q, rows);
     const int nb = rows * gate->n / 32;
-    if (qout) launch_k(glu_quant_k, (nb + 3) / 4, 128, 0, s, act, gate->out, up->out, nb, act_out, qout->q, qout->d,
-                       qout->s, mfc_q8_tiled_kb(rows, gate->n));
+    const int kbt = mfc_q8_tiled_kb(rows, gate->n);
+    if (qout) launch_k(glu_quant_k, (nb + 7) / 8, 256, 0, s, act, gate->out, up->out, nb, act_out, qout->q, qout->d,
+                       qout->s, kbt, q8_g8_on(qout->g8, kbt));
     else mfc_glu(s, act, gate->out, up->out, (size_t)rows * gate->n, act_out);
     return true;
 }

@@ -105,9 +105,22 @@ bool mfc_matmul(cudaStream_t s, int type, const void *w, size_t row_bytes, int k
 typedef struct mfc_q8 {
     int8_t *q;
     float *d, *s;
+    /* tiled rows of whole super-blocks (q8_g8_on): each 256 activations'
+     * 8 blocks share one scale, the largest, so the K-quant mma products
+     * sum integers over a super-block (k_mmq.cu). The producer's caller
+     * sets it (the CPU rounds K-quants' activations per 256 too, Q8_0's
+     * per 32); every consumer reads either kind. */
+    int g8;
 } mfc_q8;
 /* 0: row-major; else the tiled layout's blocks per row */
 static inline int mfc_q8_tiled_kb(int rows, int k) { return rows > 8 ? k / 32 : 0; }
+/* whether the producers give each super-block of 256 one scale (g8 asked
+ * for, the tiled layout kbt, rows of whole super-blocks): they and the
+ * consumers decide by this alike */
+static inline bool q8_g8_on(int g8, int kbt) { return g8 && kbt && kbt % 8 == 0; }
+/* 0: every producer's scales per 32 (MINFER_CUDA_Q8_G8=0, A/B); else the
+ * backend asks for g8 where every consumer is a K-quant */
+extern int mfc_q8_g8;
 /* one product of a multi-product launch: n rows of w (type, row_bytes
  * apart) into out, plus b, and res += out when res is given */
 typedef struct mfc_mm_seg {
@@ -127,7 +140,6 @@ typedef struct mfc_mm_seg {
 bool mfc_mmvq_takes(int type, int k, int rows);
 extern int mfc_mmq_rows;
 extern int mfc_mmq_chunk; /* activation rows per launch chunk: 16, 32 or 64 (0: by the weights' size) */
-extern int mfc_mmq_minb;  /* 5: the staged chunks of 32 rows held to five blocks a multiprocessor (A/B) */
 extern int mfc_mmq_stage; /* 0: activations read per mma, not staged in shared memory (A/B) */
 /* the int8 tensor-core products (any rows, in chunks of mfc_mmq_chunk rows), as mfc_mmvq_n */
 void mfc_mmq_n(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const mfc_q8 *q, int rows);
@@ -238,7 +250,8 @@ void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float 
  * of them per row), then merged; nz (1..nsplit) blocks along the shares, at
  * least the most any row of the step has. Without part: one block per query
  * head over all its keys (prefill). qout (or NULL): out also quantized there
- * as mfc_quant_x would (head_dim_v % 32 == 0). */
+ * as mfc_quant_x would (head_dim_v % 32 == 0), scales per 32 whatever
+ * qout->g8 says (a block a head: the caller clears it). */
 /* the decode kernel for shares: 0 the tile kernel where it takes the shape
  * (f16 cache, heads of 64 or 128), 1 always the grouped one (A/B:
  * MINFER_CUDA_ATT=grouped) */

@@ -97,16 +97,23 @@ __device__ __forceinline__ float glu_act(int act, float g, float u) {
     return act == 0 ? silu(g) * u : act == 1 ? gelu_f16(g) * u : gelu_f16(g);
 }
 
-/* The warp's 32 values v (one per lane, block gb of the activations) to
- * int8: scale amax/127, round to nearest, and the scaled sum of the levels.
- * kbt: 0 for the row-major layout, else the blocks per row of the tiled
- * layout (kernels.h, mfc_q8_tiled_kb), where the pair (d, d * sum) goes to
- * xd and xs is not used. */
-__device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, float *xd, float *xs, int kbt) {
-    const int lane = threadIdx.x & 31;
+/* the largest |v| of the warp's 32 values */
+__device__ __forceinline__ float warp_amax(float v) {
     float a = fabsf(v);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    return a;
+}
+
+/* The warp's 32 values v (one per lane, block gb of the activations) to
+ * int8: scale a/127 (a: warp_amax(v), or the largest of a group of blocks'
+ * when they share a scale), round to nearest, and the scaled sum of the
+ * levels. kbt: 0 for the row-major layout, else the blocks per row of the
+ * tiled layout (kernels.h, mfc_q8_tiled_kb), where the pair (d, d * sum)
+ * goes to xd and xs is not used. */
+__device__ __forceinline__ void quant_block32_a(float v, float a, size_t gb, int8_t *xq, float *xd, float *xs,
+                                                int kbt) {
+    const int lane = threadIdx.x & 31;
     const float d = a / 127.0f;
     const int q = d > 0.0f ? __float2int_rn(v / d) : 0;
     int s = q;
@@ -125,6 +132,26 @@ __device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, fl
     }
     xq[gb * 32 + lane] = (int8_t)q;
     if (lane == 0) xd[gb] = d, xs[gb] = d * (float)s;
+}
+
+__device__ __forceinline__ void quant_block32(float v, size_t gb, int8_t *xq, float *xd, float *xs, int kbt) {
+    quant_block32_a(v, warp_amax(v), gb, xq, xd, xs, kbt);
+}
+
+/* The largest of eight warps' a (warps 8 i .. 8 i + 7 of the block, a
+ * super-block of 256 activations: kernels.h, mfc_q8.g8), through sh[2][8]
+ * of the group, alternate halves on alternate calls (par): a warp can reach
+ * the call after next only once all eight have passed the next one's
+ * barrier, so no half is written while it is still read. Every thread of
+ * the eight warps calls it; bar: a named barrier of theirs (1..15). */
+__device__ __forceinline__ float group8_max(float a, float (*sh)[8], int par, int bar) {
+    const int wi = (threadIdx.x >> 5) & 7;
+    if ((threadIdx.x & 31) == 0) sh[par][wi] = a;
+    asm volatile("bar.sync %0, 256;" ::"r"(bar) : "memory");
+    float m = sh[par][0];
+#pragma unroll
+    for (int i = 1; i < 8; i++) m = fmaxf(m, sh[par][i]);
+    return m;
 }
 
 /* ---- RoPE: a thread per pair ---- */
@@ -160,28 +187,36 @@ __device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) 
 }
 
 /* Row `row` of x normed (sums as nt threads take them) into yr and its
- * int8 blocks, whole blocks of 32 per warp (norm_quant_k) */
+ * int8 blocks, whole blocks of 32 per warp (norm_quant_k). g8: one scale a
+ * super-block (q8_g8_on; the block has 8 or 32 warps, so a super-block's
+ * eight blocks are eight warps' of one round); gsh: 4 groups' group8_max
+ * halves. */
 __device__ __forceinline__ void norm_quant_row(bool layer, const float *xr, int n, int nt, float eps, const float *w,
                                                const float *b, float *yr, int8_t *xq, float *xd, float *xs, int row,
-                                               int kbt, float *sh) {
+                                               int kbt, bool g8, float (*gsh)[2][8], float *sh) {
     float mean, scale;
     norm_stats_v(layer, xr, n, nt, eps, sh, mean, scale);
     const int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nb = n / 32;
-    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw) {
+    int par = 0;
+    for (int blk = threadIdx.x >> 5; blk < nb; blk += nw, par ^= 1) {
         const int i = blk * 32 + lane;
         const float y = norm_elem(xr[i], mean, scale, w, b, i);
         yr[i] = y;
-        quant_block32(y, (size_t)row * nb + blk, xq, xd, xs, kbt);
+        float a = warp_amax(y);
+        if (g8) a = group8_max(a, gsh[(threadIdx.x >> 5) / 8], par, 1 + (int)(threadIdx.x >> 5) / 8);
+        quant_block32_a(y, a, (size_t)row * nb + blk, xq, xd, xs, kbt);
     }
 }
 
 /* the gated activation of element i (block gb of 32, one per lane) and its
- * int8 block (glu_quant_k) */
+ * int8 block (glu_quant_k); g8: the block's 8 warps share one scale (sh) */
 __device__ __forceinline__ void glu_quant_one(int act, const float *g, const float *u, size_t i, size_t gb, float *out,
-                                              const mfc_q8 &qo, int kbt) {
+                                              const mfc_q8 &qo, int kbt, bool g8, float (*sh)[8]) {
     const float v = glu_act(act, g[i], u[i]);
     out[i] = v;
-    quant_block32(v, gb, qo.q, qo.d, qo.s, kbt);
+    float a = warp_amax(v);
+    if (g8) a = group8_max(a, sh, 0, 1);
+    quant_block32_a(v, a, gb, qo.q, qo.d, qo.s, kbt);
 }
 
 /* One head of hd values at v: its QK-norm where g has one (sums as nt

@@ -10,8 +10,8 @@
  *        default; -hr sets their fewest rows), the activations' conversion
  *        to f16 included in each launch's time; -hs N: at most N parts of
  *        k (1: none)
- *     -mb 1|5: the staged 32-row chunks compiled for 1 (default) or 5 blocks
- *        a multiprocessor
+ *     -g8 0|1: over 8 rows, K-quant activations with a scale per 32 (0) or
+ *        one per super-block of 256 (1, the default, as the backend asks)
  *     -s NAME: that shape alone (for a profiler)
  *     -c 16|32|64: the int8 mma kernel's rows per chunk (default 32)
  *     -t 0|1: over 8 rows, k_mmq.cu's kernel (0) or the shared-memory tiles
@@ -83,11 +83,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-hr")) mfc_gemm_h_rows = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-hs")) mfc_gemm_h_split = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-st")) mfc_mmq_stage = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-mb") && (!strcmp(argv[i + 1], "1") || !strcmp(argv[i + 1], "5")))
-            mfc_mmq_minb = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-g8")) mfc_q8_g8 = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
         else {
-            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1|2] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1] [-hr rows] [-hs parts] [-st 0|1] [-mb 1|5] [-s name]\n");
+            fprintf(stderr, "usage: bench_mmvq [-w 0|1|2|4] [-W 0|1|2|4] [-r rows] [-tc 1|2] [-c 16|32|64] [-t 0|1] [-tr rows] [-o 0|1] [-hr rows] [-hs parts] [-st 0|1] [-g8 0|1] [-s name]\n");
             return 2;
         }
     }
@@ -129,6 +128,7 @@ int main(int argc, char **argv) {
         CK(cudaMemset(w, 0x11, bytes * copies));
         float *x, *out;
         mfc_q8 q = {0};
+        q.g8 = mfc_q8_g8 && sh->type != MF_TYPE_Q8_0; /* as the backend asks */
         CK(cudaMalloc((void **)&x, sizeof(float) * sh->k * rows));
         CK(cudaMemset(x, 0, sizeof(float) * sh->k * rows));
         CK(cudaMalloc((void **)&out, sizeof(float) * (size_t)sh->n * sh->nseg * rows));

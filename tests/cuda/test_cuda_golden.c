@@ -9,7 +9,8 @@
  * Tolerances, from the README's figures: llama.cpp rounds activations before
  * its products (to f16 for f16 weights, to q8_0 / q8_K for quantized ones),
  * the GPU keeps them in f32 (float weights, and types without dp4a) or
- * rounds them to int8 per 32 (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, IQ4_NL, IQ4_XS).
+ * rounds them to int8 per 32 (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, IQ4_NL, IQ4_XS;
+ * Q4_K and Q6_K products of more than 8 rows per 256, as q8_K).
  * Float weights: 0.1 ("if the engine keeps activations in F32"). Quantized:
  * 1.5 ("differences of 1.5 appear if activations are not quantized that
  * way"); a step whose golden margin is under that tolerance is a near-tie,

@@ -16,8 +16,10 @@
  * outputs bit for bit the same at every row count of one kernel) are held
  * to the same bound
  * against a reference over the activations rounded as they round them
- * (int8 blocks of 32, scale max|x| / 127), so their integer arithmetic
- * is checked exactly up to float rounding. The embedding lookup
+ * (int8 blocks of 32, scale max|x| / 127; over 8 rows also with each
+ * super-block's 8 blocks at its largest scale, mfc_q8.g8, which the
+ * K-quant mmas sum as integers), so their integer arithmetic is checked
+ * exactly up to float rounding. The embedding lookup
  * (get_rows) against to_float, 1e-6 relative. The 64-register variant of
  * the one-row K-quant products (grids of 1024 blocks or more) is compared
  * with the plain kernel bit for bit. The tensor-core prefill
@@ -51,11 +53,13 @@ static void *dup_dev(const void *p, size_t n) {
     return d;
 }
 
-/* x rounded as mfc_quant_x rounds it */
-static void q8_round(const float *x, int n, float *y) {
+/* x rounded as mfc_quant_x rounds it: blocks of 32, each with its own
+ * scale, or (g8) the 8 of each super-block of 256 with the largest one */
+static void q8_round(const float *x, int n, float *y, bool g8) {
     for (int b = 0; b < n / 32; b++) {
         float a = 0;
-        for (int i = 0; i < 32; i++) a = fmaxf(a, fabsf(x[b * 32 + i]));
+        const int b0 = g8 ? b / 8 * 8 : b, nb = g8 ? 8 : 1;
+        for (int i = 0; i < 32 * nb; i++) a = fmaxf(a, fabsf(x[b0 * 32 + i]));
         const float d = a / 127.0f;
         for (int i = 0; i < 32; i++) y[b * 32 + i] = d > 0 ? (float)(int)rintf(x[b * 32 + i] / d) * d : 0.0f;
     }
@@ -124,9 +128,11 @@ static void check_type(int type, int k, int n) {
     static const int rows_list[] = {1, 3, 8, 20, 33, 64, 65, 100, 150};
     /* the int8 tensor-core rows (over 8): each row's outputs bit for bit
      * the same at every row count (in chunks of 64 past 64 rows) */
-    float *first_mq = malloc(sizeof(float) * (size_t)R * n), *first_tl = malloc(sizeof(float) * (size_t)R * n);
+    float *first_mq[2], *first_tl[2];
+    for (int i = 0; i < 2; i++)
+        first_mq[i] = malloc(sizeof(float) * (size_t)R * n), first_tl[i] = malloc(sizeof(float) * (size_t)R * n);
     float *first_h = malloc(sizeof(float) * (size_t)R * n);
-    int first_rows = 0, first_tile = 0, first_hr = 0;
+    int first_rows[2] = {0, 0}, first_tile[2] = {0, 0}, first_hr = 0;
     mfc_xh xh = {0};
     cudaMalloc(&xh.h, (size_t)R * k * 2);
     cudaMalloc((void **)&xh.s, sizeof(float) * R);
@@ -144,7 +150,10 @@ static void check_type(int type, int k, int n) {
             /* the dp4a products with each team size (warps per row), not
              * just the one k picks */
             static const int teams[] = {0, 1, 2, 4, 0};
-            for (int ti = 0; ti < (q ? 5 : 1); ti++) {
+            /* over 8 rows, activations with a scale per 32 and (g8) one per
+             * super-block of 256 */
+            for (int tg = 0; tg < (q ? (rows > 8 ? 10 : 5) : 1); tg++) {
+            const int ti = tg % 5, g8 = tg / 5;
             if (ti == 4 && rows <= 8) continue;
             mfc_mmvq_w = teams[ti];
             /* the int8 mma kernel's chunks of 16, 32, 64 rows (chunks of up
@@ -158,9 +167,10 @@ static void check_type(int type, int k, int n) {
             mfc_mmq_tile_rows = 9; /* every row count over 8, not only prompts' */
             cudaMemset(dout, 0, sizeof(float) * (size_t)R * n);
             if (q) {
+                q8.g8 = g8;
                 mfc_quant_x(0, dx, k, rows, &q8);
                 mfc_mmvq(0, type, dw, rb, k, n, &q8, rows, dout, NULL, NULL);
-                for (int r = 0; r < rows; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k);
+                for (int r = 0; r < rows; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k, g8);
             } else if (tc) {
                 CHECK(mfc_gemm_tc(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: tensor-core gemm refused",
                       mf_type_name(type));
@@ -179,13 +189,13 @@ static void check_type(int type, int k, int n) {
             cudaMemcpy(out, dout, sizeof(float) * (size_t)rows * n, cudaMemcpyDeviceToHost);
             double worst;
             const int bad = ref_off(wd, xr, out, rows, n, k, tc || hg ? 2e-3 : 1e-5, &worst);
-            CHECK(bad == 0, "%s k %d rows %d%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
-                  mf_type_name(type), k, rows,
+            CHECK(bad == 0, "%s k %d rows %d%s%s team %d: %d of %d outputs off (worst %.2e of sum |w||x|)",
+                  mf_type_name(type), k, rows, g8 ? " g8" : "",
                   q ? (rows > 8 ? (tile ? " int8 tiles" : " int8 mma") : " dp4a") : tc ? " tensor cores" : hg ? " f16 prompt tiles" : "",
                   rows > 8 && q ? mfc_mmq_team(k) : mfc_mmvq_team(k), bad, rows * n, worst);
             if (hg) same_rows(first_h, &first_hr, out, rows, n, "f16 prompt tiles", type, k); /* k_gemm_h.cu */
-            else if (tile) same_rows(first_tl, &first_tile, out, rows, n, "tiled int8 mma", type, k); /* k_mmq_tile.cu */
-            else if (q && rows > 8) same_rows(first_mq, &first_rows, out, rows, n, "int8 mma", type, k);
+            else if (tile) same_rows(first_tl[g8], &first_tile[g8], out, rows, n, "tiled int8 mma", type, k); /* k_mmq_tile.cu */
+            else if (q && rows > 8) same_rows(first_mq[g8], &first_rows[g8], out, rows, n, "int8 mma", type, k);
             }
             mfc_mmvq_w = 0;
             mfc_mmq_chunk = chunk0;
@@ -194,8 +204,7 @@ static void check_type(int type, int k, int n) {
             mfc_mmq_tile_rows = 65;
         }
     }
-    free(first_mq);
-    free(first_tl);
+    for (int i = 0; i < 2; i++) free(first_mq[i]), free(first_tl[i]);
     free(first_h);
     cudaFree(xh.h), cudaFree(xh.s), cudaFree(xh.part);
     /* embedding rows */
@@ -226,7 +235,7 @@ static void check_mixed(int k, int n) {
     enum { NS = 4, R = 8 };
     float *x = malloc(sizeof(float) * R * k), *xr = malloc(sizeof(float) * R * k);
     for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
-    for (int r = 0; r < R; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k);
+    for (int r = 0; r < R; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k, false);
     float *dx = dup_dev(x, sizeof(float) * R * k);
     mfc_q8 q8 = {0};
     cudaMalloc((void **)&q8.q, (size_t)R * k);
@@ -303,7 +312,7 @@ static void check_occ(int type, int k, int n) {
     }
     float *x = malloc(sizeof(float) * (size_t)k), *xr = malloc(sizeof(float) * (size_t)k);
     for (int i = 0; i < k; i++) x[i] = frand() * 3.0f;
-    q8_round(x, k, xr);
+    q8_round(x, k, xr, false);
     void *dw = dup_dev(wq, rb * (size_t)n);
     float *dx = dup_dev(x, sizeof(float) * (size_t)k), *dout = NULL;
     cudaMalloc((void **)&dout, sizeof(float) * (size_t)n);
