@@ -51,8 +51,9 @@ static inline __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_lo
  * a line where one does. On a Zen 5 (bench_dot, one thread, 2026-12-06)
  * that took the x16 kernels from L2 1.05-1.59x faster (BF16 46 -> 58-63
  * GB/s, Q5_1 54 -> 86, Q5_K and IQ4_XS 1.3-1.5x); from memory within the
- * VM's noise, except Q4_0 (0.90-0.96x in three interleaved runs) and Q8_0,
- * whose lines are read once anyway: those two keep line_f. */
+ * VM's noise, except Q4_0 (0.90-0.96x in three interleaved runs), Q2_K
+ * (0.84x in six) and Q8_0, whose lines are read once anyway: those, and
+ * Q3_K beside Q2_K (dotx16_k23_avx512.inc), keep line_f. */
 static inline __m512i line(const uint8_t *g, int w) {
     __m512i v = _mm512_loadu_si512(g + 64 * w);
     __asm__("" : "+v"(v));
