@@ -23,13 +23,13 @@
 #include "cuda/mmvq_lowbit.cuh"
 #include "cuda/rows.cuh"
 
-/* ---- activations to int8 blocks of 32: one warp per block, 8 a block of
- * threads (g8: the 8 blocks of a super-block share its largest scale) ---- */
+/* ---- activations to int8 blocks of 32: one warp per block, 4 a block of
+ * threads (g8: 8, the 8 blocks of a super-block sharing its largest scale) ---- */
 __global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq, float *xd, float *xs, int kbt,
                           bool g8) {
     pdl_enter();
     __shared__ float sh[2][8];
-    const int lane = threadIdx.x & 31, gb = blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31, gb = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (gb >= n_blocks) return; /* g8: n_blocks % 8 == 0, whole blocks of threads */
     const float v = x[(size_t)gb * 32 + lane];
     float a = warp_amax(v);
@@ -376,7 +376,9 @@ extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
 
 extern "C" void mfc_quant_x(cudaStream_t s, const float *x, int k, int rows, const mfc_q8 *q) {
     const int nb = rows * k / 32, kbt = mfc_q8_tiled_kb(rows, k);
-    launch_k(quant_x_k, (nb + 7) / 8, 256, 0, s, x, nb, q->q, q->d, q->s, kbt, q8_g8_on(q->g8, kbt));
+    const bool g8 = q8_g8_on(q->g8, kbt);
+    const int wpb = g8 ? 8 : 4; /* warps a block: one decode's launch as before the g8 scales */
+    launch_k(quant_x_k, (nb + wpb - 1) / wpb, 32 * wpb, 0, s, x, nb, q->q, q->d, q->s, kbt, g8);
 }
 
 int mfc_mmvq_w = 0;
@@ -473,12 +475,13 @@ extern "C" void mfc_mmvq(cudaStream_t s, int type, const void *w, size_t row_byt
 }
 
 /* ---- the gated activation quantized on the way out: one warp per block
- * of 32, 8 a block of threads (the bits of glu_k then quant_x_k) ---- */
+ * of 32, as quant_x_k's blocks of threads (the bits of glu_k then
+ * quant_x_k) ---- */
 __global__ void glu_quant_k(int act, const float *__restrict__ g, const float *__restrict__ u, int n_blocks,
                             float *out, int8_t *xq, float *xd, float *xs, int kbt, bool g8) {
     pdl_enter();
     __shared__ float sh[2][8];
-    const int lane = threadIdx.x & 31, gb = blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31, gb = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (gb >= n_blocks) return; /* g8: n_blocks % 8 == 0 */
     glu_quant_one(act, g, u, (size_t)gb * 32 + lane, gb, out, mfc_q8{xq, xd, xs, 0}, kbt, g8, sh);
 }
@@ -497,8 +500,10 @@ extern "C" bool mfc_mmvq_glu(cudaStream_t s, int act, const mfc_mm_seg *gate, co
     mfc_mmvq_n(s, seg, 2, k, q, rows);
     const int nb = rows * gate->n / 32;
     const int kbt = mfc_q8_tiled_kb(rows, gate->n);
-    if (qout) launch_k(glu_quant_k, (nb + 7) / 8, 256, 0, s, act, gate->out, up->out, nb, act_out, qout->q, qout->d,
-                       qout->s, kbt, q8_g8_on(qout->g8, kbt));
+    const bool g8 = qout && q8_g8_on(qout->g8, kbt);
+    const int wpb = g8 ? 8 : 4;
+    if (qout) launch_k(glu_quant_k, (nb + wpb - 1) / wpb, 32 * wpb, 0, s, act, gate->out, up->out, nb, act_out,
+                       qout->q, qout->d, qout->s, kbt, g8);
     else mfc_glu(s, act, gate->out, up->out, (size_t)rows * gate->n, act_out);
     return true;
 }
