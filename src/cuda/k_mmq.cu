@@ -81,23 +81,20 @@ template <> struct mq_w<T_Q8_0> {
     float d[2][8];  /* the blocks' scales of rows 2t, 2t+1 */
 };
 
-/* rows at or past n are loaded as zeros (their outputs are not written) */
+/* every row pointer is a real row (mmq_k points rows past the segment's n
+ * at its last row, whose outputs are then never written): no predicates,
+ * no zeroed registers per super-block */
 template <int T>
 __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb, const uint8_t *__restrict__ we0,
                                       const uint8_t *__restrict__ we1, int sb, int t) {
     if constexpr (T == T_Q4_K) {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            w.qv[i] = wb ? *(const uint2 *)(wb + (size_t)sb * 144 + 16 + 32 * i + 8 * t) : make_uint2(0, 0);
-        w.hd[0] = we0 ? *(const uint4 *)(we0 + (size_t)sb * 144) : make_uint4(0, 0, 0, 0);
-        w.hd[1] = we1 ? *(const uint4 *)(we1 + (size_t)sb * 144) : make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < 4; i++) w.qv[i] = *(const uint2 *)(wb + (size_t)sb * 144 + 16 + 32 * i + 8 * t);
+        w.hd[0] = *(const uint4 *)(we0 + (size_t)sb * 144);
+        w.hd[1] = *(const uint4 *)(we1 + (size_t)sb * 144);
     } else if constexpr (T == T_Q6_K) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            if (!wb) {
-                w.ql[h][0] = w.ql[h][1] = w.qh[h] = make_uint2(0, 0);
-                continue;
-            }
             const uint8_t *b = wb + (size_t)sb * 210 + 64 * h + 8 * t;
             w.ql[h][0] = ld64_2(b);
             w.ql[h][1] = ld64_2(b + 32);
@@ -105,13 +102,7 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
         }
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            const uint8_t *r = e ? we1 : we0;
-            if (!r) {
-                w.sc[e][0] = w.sc[e][1] = w.sc[e][2] = w.sc[e][3] = 0u;
-                w.d[e] = 0.0f;
-                continue;
-            }
-            const uint8_t *be = r + (size_t)sb * 210;
+            const uint8_t *be = (e ? we1 : we0) + (size_t)sb * 210;
 #pragma unroll
             for (int i = 0; i < 4; i++) w.sc[e][i] = ld32_2(be + 192 + 4 * i);
             w.d[e] = ld_h(be + 208);
@@ -121,13 +112,12 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
          * blocks are 2 mod 4 and read 2 bytes past their 8 into the next
          * block, which exists: a row's last block (8 per super-block) is odd */
 #pragma unroll
-        for (int b = 0; b < 8; b++)
-            w.qv[b] = wb ? ld64_2(wb + ((size_t)sb * 8 + b) * 34 + 2 + 8 * t) : make_uint2(0, 0);
+        for (int b = 0; b < 8; b++) w.qv[b] = ld64_2(wb + ((size_t)sb * 8 + b) * 34 + 2 + 8 * t);
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const uint8_t *r = e ? we1 : we0;
 #pragma unroll
-            for (int b = 0; b < 8; b++) w.d[e][b] = r ? ld_h(r + ((size_t)sb * 8 + b) * 34) : 0.0f;
+            for (int b = 0; b < 8; b++) w.d[e][b] = ld_h(r + ((size_t)sb * 8 + b) * 34);
         }
     }
 }
@@ -171,7 +161,12 @@ __device__ __forceinline__ mq_a a_get(const int8_t *__restrict__ xq, const float
  * chunk's first), nr rows; Q4_K's minimum terms go to accm instead. Each
  * activation fragment is loaded once for the NT weight tiles. With STG only
  * half HF of the super-block (blocks 4 HF .. 4 HF + 3 of 32), whose units
- * st holds. */
+ * st holds; then every tile of the chunk is multiplied, also those past its
+ * rows (whatever the shared memory holds: their outputs are never written),
+ * because the early exit kept the compiler from loading the next tile's
+ * fragment before the current tile's sums (ncu, 64 rows: each mma a chain
+ * of shared load, mma and multiply-adds; without the exit QKV / O / gate+up
+ * / down Q4_K / Q6_K took 8 / 16 / 6 / 16 / 16% less time). */
 template <int T, int MT, int NT, bool STG, int HF, bool IS>
 __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, const int8_t *__restrict__ xq,
                                      const float2 *__restrict__ xd, const mq_stage<MT> *st, int mt0, int nr,
@@ -200,7 +195,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
             }
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                if (16 * m >= nr) break;
+                if (!STG && 16 * m >= nr) break;
                 const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, st, m, j, lane, g);
                 if (IS && j == 0) dsa[m][0] = a.da.x, dsa[m][1] = a.db.x;
 #pragma unroll
@@ -252,7 +247,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
                 }
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    if (16 * m >= nr) break;
+                    if (!STG && 16 * m >= nr) break;
                     const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + 4 * h + qq, st, m, 4 * h + qq,
                                                     lane, g);
                     if (IS && h == 0 && qq == 0) dsa[m][0] = a.da.x, dsa[m][1] = a.db.x;
@@ -280,7 +275,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
             if (STG && (j >> 2) != HF) continue;
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                if (16 * m >= nr) break;
+                if (!STG && 16 * m >= nr) break;
                 const mq_a a = a_get<STG, MT>(xq, xd, (size_t)(mt0 + m) * kb + sb * 8 + j, st, m, j, lane, g);
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
@@ -297,7 +292,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 }
 
 /* the rows of weight tile u a lane loads (B: row g) and scales (2t, 2t+1);
- * NULL past the segment's rows */
+ * past the segment's rows, its last row */
 struct mq_rows {
     const uint8_t *b, *e0, *e1;
 };
@@ -355,6 +350,9 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
     if constexpr (STG)
         if (tw < nsb) stage_load<MT>(st, q, kb, tw, 0, mt0, nr, lane);
     int buf = 0;
+    /* two super-blocks an iteration, so cur and nxt swap roles instead of
+     * being copied (16 moves a super-block) */
+#pragma unroll 2
     for (int sb = tw; sb < nsb; sb += W) {
         mq_w<T> nxt[NT];
 #pragma unroll
@@ -434,9 +432,10 @@ __global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, i
 #pragma unroll
     for (int u = 0; u < NT; u++) {
         const int nu = n0 + 8 * u;
-        wr[u].b = nu + g < sg.n ? w + (size_t)(nu + g) * sg.row_bytes : NULL;
-        wr[u].e0 = nu + 2 * t < sg.n ? w + (size_t)(nu + 2 * t) * sg.row_bytes : NULL;
-        wr[u].e1 = nu + 2 * t + 1 < sg.n ? w + (size_t)(nu + 2 * t + 1) * sg.row_bytes : NULL;
+        /* rows past n read the last row: real bytes, outputs never written */
+        wr[u].b = w + (size_t)min(nu + g, sg.n - 1) * sg.row_bytes;
+        wr[u].e0 = w + (size_t)min(nu + 2 * t, sg.n - 1) * sg.row_bytes;
+        wr[u].e1 = w + (size_t)min(nu + 2 * t + 1, sg.n - 1) * sg.row_bytes;
     }
     float acc[NT][MT][4];
 #pragma unroll
