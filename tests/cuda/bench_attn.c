@@ -8,7 +8,9 @@
  * least a kernel boundary costs inside such a graph. Timing only:
  * test_cuda checks the values.
  *
- *   <build>/tests/bench_attn */
+ *   <build>/tests/bench_attn [-c 0..4] [-nz N]
+ *     -c: one configuration of the list below alone (for a profiler)
+ *     -nz: blocks along the shares (0: the backend's choice) */
 #include "cuda/cuda.h"
 #include "cuda/kernels.h"
 #define BENCH_NAME "bench_attn"
@@ -17,6 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -67,7 +70,16 @@ static void rope_attention(int l, void *arg) {
     attention(l, arg);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int only = -1; /* -c N: that configuration alone (for a profiler); -nz N: blocks along the shares */
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-c")) only = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-nz")) mfc_att_tile_nz = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: bench_attn [-c 0..4] [-nz blocks]\n");
+            return 2;
+        }
+    }
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
         fprintf(stderr, "bench_attn: no CUDA device\n");
@@ -88,6 +100,7 @@ int main(void) {
      * each with the tile kernel and the grouped one (mfc_att_kernel) */
     static const int cfgs[][3] = {{1, 128, 256}, {1, 1024, 2048}, {1, 4224, 4352}, {16, 192, 12288}, {64, 192, 12288}};
     for (int ci = 0; ci < 5; ci++) {
+        if (only >= 0 && ci != only) continue;
         const int rows = cfgs[ci][0], ctx = cfgs[ci][1], cap = cfgs[ci][2];
         att a = {0};
         a.nsplit = (cap + 31) / 32 < MFC_ATT_MAX_SHARES ? (cap + 31) / 32 : MFC_ATT_MAX_SHARES;
