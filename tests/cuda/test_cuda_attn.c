@@ -4,11 +4,12 @@
  *
  * Shapes: qwen3's (32 query heads over 8 KV heads of 128: the tile kernel,
  * one head a warp), 32 over 4 of 128 (two heads a warp), 16 over 2 of 64
- * (two heads a warp), 4 over 4 of 64 (one query head a KV head), 12 over 4 of 128 with a sliding window and a
- * soft cap, 8 over 2 of 256 (the grouped kernel's shape only), an f32 cache
- * (the grouped kernel), and 8 over 2 of 80 (neither: the per-head kernel,
- * and a merge whose last warp is part past the head). Each with the tile
- * kernel where it takes the shape, and the grouped one (mfc_att_kernel = 1).
+ * (two heads a warp), 4 over 4 of 64 (one query head a KV head), 12 over 4
+ * of 128 with a sliding window and a soft cap, 8 over 2 of 256 (the grouped
+ * kernel's shape only), an f32 cache (the grouped kernel), and 8 over 2 of
+ * 80 (neither: the per-head kernel, and a merge whose last warp is part
+ * past the head). Each with the tile kernel where it takes the shape, and
+ * the grouped one (mfc_att_kernel = 1).
  *
  * Rows at depths 1, 32, 33, 129, 2048 (64 shares of 32), 2049 (33 shares of
  * 64) and 4224 (44 shares of 96: mfc_att_share) in one step: |gpu - ref| <=
