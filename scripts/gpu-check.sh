@@ -20,7 +20,10 @@
 #   LLAMA_BENCH=path   also run llama.cpp's llama-bench on the same files (pp512,
 #                      tg128, tg128 at depth 4096, flash attention on)
 #   LLAMA_BATCHED_BENCH=path  also run llama-batched-bench beside the aggregate
-#                      decode of 1, 16, 32 and 64 sequences (first preset)
+#                      decode of 1, 16, 32 and 64 sequences (BATCH_PRESETS)
+#   BATCH_PRESETS="p:T ..."  the presets whose files also decode many sequences
+#                      at once (the first preset and every Q8_0 one of PRESETS:
+#                      Q8_0's int8 mma path differs from the K-quants')
 #   DEPS=dir           .deb files of the build's libraries for a machine
 #                      without them (scripts/offline-deps.sh fetch dir), unpacked
 #                      into dir/root and built against
@@ -107,10 +110,12 @@ for pt in $PRESETS; do
     fi
 done
 
-# aggregate decode with many sequences (the first preset's file)
-pt=${PRESETS%% *}
-f=$MODELS/${pt%%:*}-${pt##*:}.gguf
-if [ -s "$f" ]; then
+# aggregate decode with many sequences
+first=${PRESETS%% *}
+BATCH_PRESETS=${BATCH_PRESETS:-$(for pt in $PRESETS; do [ "$pt" = "$first" ] || [ "${pt##*:}" = Q8_0 ] && printf '%s ' "$pt"; done)}
+for pt in $BATCH_PRESETS; do
+    f=$MODELS/${pt%%:*}-${pt##*:}.gguf
+    [ -s "$f" ] || continue
     say "aggregate decode, $pt (minfer bench --batch 1,16,32,64 -p 128 -n 128):"
     "$MINFER" bench -m "$f" -ngl all --batch 1,16,32,64 -p 128 -n 128 -r 2 2>&1 | grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
     if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
@@ -118,6 +123,10 @@ if [ -s "$f" ]; then
         "$LLAMA_BATCHED_BENCH" -m "$f" -ngl 99 -fa 1 -c 17408 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16,32,64 2>&1 |
             grep '^|' | sed 's/^/  /' | tee -a "$SUMMARY"
     fi
+done
+pt=${PRESETS%% *}
+f=$MODELS/${pt%%:*}-${pt##*:}.gguf
+if [ -s "$f" ]; then
     # where a 64-sequence step goes: each op's device time (CUDA events), decode steps only
     MINFER_OP_PROFILE=1 "$MINFER" bench -m "$f" -ngl all --batch 64 -p 128 -n 64 -r 1 >"$BUILD/profile-64.log" 2>&1
     say "op profile, 64 sequences, decode steps (MINFER_OP_PROFILE=1; log $BUILD/profile-64.log):"
