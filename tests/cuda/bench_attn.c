@@ -17,6 +17,7 @@
 #include "graph_time.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,11 +73,14 @@ static void rope_attention(int l, void *arg) {
 
 int main(int argc, char **argv) {
     int only = -1; /* -c N: that configuration alone (for a profiler); -nz N: blocks along the shares */
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-c")) only = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-nz")) mfc_att_tile_nz = atoi(argv[i + 1]);
+    for (int i = 1; i < argc; i += 2) {
+        char *end = NULL;
+        const long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+        const bool num = end && end != argv[i + 1] && !*end;
+        if (!strcmp(argv[i], "-c") && num && v >= 0 && v <= 4) only = (int)v;
+        else if (!strcmp(argv[i], "-nz") && num && v >= 0 && v <= MFC_ATT_MAX_SHARES) mfc_att_tile_nz = (int)v;
         else {
-            fprintf(stderr, "usage: bench_attn [-c 0..4] [-nz blocks]\n");
+            fprintf(stderr, "usage: bench_attn [-c 0..4] [-nz 0..%d]\n", MFC_ATT_MAX_SHARES);
             return 2;
         }
     }
