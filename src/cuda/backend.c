@@ -393,6 +393,8 @@ static void cu_host_free(mf_backend *be, void *p) {
 /* ---- ops ---- */
 
 static const void *wdev(mf_weight w) { return w ? w->dev : NULL; }
+/* the kernels' type of w's device bytes (weights.c repacks some Q8_0) */
+static int dtype(mf_weight w) { return mfc_dev_type((int)w->type, w->ne[0]); }
 
 /* ---- held-back ops ---- */
 
@@ -455,17 +457,17 @@ static bool q8_fits(const mf_cuda *c, int rows, size_t k) {
 
 static bool mmvq_ok(mf_cuda *c, mf_weight w, int rows) {
     const int k = (int)w->ne[0];
-    return c->mmvq && mfc_mmvq_takes((int)w->type, k, rows) && q8_fits(c, rows, (size_t)k);
+    return c->mmvq && mfc_mmvq_takes(dtype(w), k, rows) && q8_fits(c, rows, (size_t)k);
 }
 
 static mfc_mm_seg seg_of(mf_weight w, float *out, mf_weight b, float *res) {
-    return (mfc_mm_seg){w->dev, mf_row_size(w->type, w->ne[0]), (int)w->type, (int)w->ne[1], out, wf(b), res};
+    return (mfc_mm_seg){w->dev, mf_row_size(w->type, w->ne[0]), dtype(w), (int)w->ne[1], out, wf(b), res};
 }
 
 /* a prompt's product on the f16 tensor cores (k_gemm_h.cu) */
 static bool gemm_h_ok(const mf_cuda *c, mf_weight w, int rows) {
     const int k = (int)w->ne[0];
-    return c->tc && c->xh.h && mfc_gemm_h_takes((int)w->type, k, rows) && (size_t)rows * (size_t)k <= c->xh_cap;
+    return c->tc && c->xh.h && mfc_gemm_h_takes(dtype(w), k, rows) && (size_t)rows * (size_t)k <= c->xh_cap;
 }
 
 /* fresh: x may have changed since the last product quantized it */
@@ -487,13 +489,13 @@ static void mm(mf_cuda *c, mf_weight w, const float *x, int rows, float *out, mf
         return;
     }
     flush(c);
-    if (c->tc && mfc_gemm_tc_takes((int)w->type, k, rows) &&
-        mfc_gemm_tc(c->stream, (int)w->type, w->dev, mf_row_size(w->type, k), k, (int)w->ne[1], x, rows, out,
+    if (c->tc && mfc_gemm_tc_takes(dtype(w), k, rows) &&
+        mfc_gemm_tc(c->stream, dtype(w), w->dev, mf_row_size(w->type, k), k, (int)w->ne[1], x, rows, out,
                     wf(b), res)) {
         check(c, "matmul");
         return;
     }
-    if (!mfc_matmul(c->stream, (int)w->type, w->dev, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
+    if (!mfc_matmul(c->stream, dtype(w), w->dev, mf_row_size(w->type, w->ne[0]), (int)w->ne[0], (int)w->ne[1], x,
                     rows, out, wf(b), res))
         fail(c, "cuda matmul: %s (%s, %lld x %lld) over %d rows is not supported", w->name, mf_type_name(w->type),
              (long long)w->ne[1], (long long)w->ne[0], rows);
@@ -564,7 +566,7 @@ static void cu_get_rows(mf_backend *be, mf_weight w, mf_step_ids which, float *o
     mf_cuda *c = CU(be);
     MIX(c, w), MIX(c, which), MIX(c, out);
     if (!op_begin(c, 3)) return;
-    if (!mfc_get_rows(c->stream, (int)w->type, w->dev, mf_row_size(w->type, w->ne[0]), (int)w->ne[0],
+    if (!mfc_get_rows(c->stream, dtype(w), w->dev, mf_row_size(w->type, w->ne[0]), (int)w->ne[0],
                       which == MF_STEP_TOKENS ? c->sd.tok : c->sd.pos, c->step->n_tok, out))
         fail(c, "cuda get_rows: %s (%s) is not supported", w->name, mf_type_name(w->type));
     check(c, "get_rows");
@@ -774,7 +776,7 @@ static void cu_matmul_id(mf_backend *be, mf_weight e, int ne, const float *x, bo
     MIX(c, e), MIX(c, x), MIX(c, ps), MIX(c, rows), MIX(c, k), MIX(c, sel), MIX(c, out);
     if (!op_begin(c, 16)) return;
     /* the experts' views lie slice bytes apart in their stack */
-    if (!e->dev || !mfc_matmul_id(c->stream, (int)e->type, e->dev, e->nbytes, mf_row_size(e->type, e->ne[0]),
+    if (!e->dev || !mfc_matmul_id(c->stream, dtype(e), e->dev, e->nbytes, mf_row_size(e->type, e->ne[0]),
                                   (int)e->ne[0], (int)e->ne[1], x, ps, rows, k, sel, out))
         fail(c, "cuda: expert product %s (%s, %d x %d slots) not taken", e->name, mf_type_name(e->type), rows, k);
     check(c, "matmul_id");

@@ -15,7 +15,8 @@
 /* type ids as in src/quant/types.h (the .cu files do not include C headers) */
 enum {
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
-    T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30
+    T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
+    T_Q8_0R = 200 /* MFC_T_Q8_0R (kernels.h): Q8_0 regrouped, runs of 8 scales then 8 x 32 levels */
 };
 
 __device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(*(const __half *)p); }
@@ -123,6 +124,14 @@ template <int T> __device__ __forceinline__ void dq8(const uint8_t *__restrict__
         const int8_t *qs = (const int8_t *)(b + 2 + e0 % 32);
 #pragma unroll
         for (int i = 0; i < 8; i++) v[i] = (float)qs[i] * d;
+    } else if constexpr (T == T_Q8_0R) {
+        const int b = e0 / 32;
+        const uint8_t *run = row + (size_t)(b / 8) * 272;
+        const float d = ld_h(run + 2 * (b % 8));
+        const uint2 u = *(const uint2 *)(run + 16 + 32 * (b % 8) + e0 % 32);
+        const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)(w[i / 4] >> (8 * (i % 4))) * d;
     } else if constexpr (T == T_Q4_K || T == T_Q5_K) {
         constexpr int BS = T == T_Q4_K ? 144 : 176, QS = T == T_Q4_K ? 16 : 48;
         const uint8_t *b = row + (size_t)(e0 / 256) * BS;

@@ -148,6 +148,14 @@ __device__ __forceinline__ void hb_load(hb_raw<T> &r, const uint8_t *__restrict_
         r.q2 = ld128_2e(b + 36 + 16 * h);
         r.s0 = ld_h(b);
         r.s1 = ld_h(b + 34);
+    } else if constexpr (T == T_Q8_0R) { /* blocks 2j', 2j' + 1 of one run of 8 (k0 a multiple of 64) */
+        const int bi = (k0 >> 5) & 7;
+        const uint8_t *run = row + (size_t)(k0 >> 8) * 272;
+        r.q = *(const uint4 *)(run + 16 + 32 * bi + 16 * h);
+        r.q2 = *(const uint4 *)(run + 48 + 32 * bi + 16 * h);
+        const __half2 sc = *(const __half2 *)(run + 2 * bi);
+        r.s0 = __low2float(sc);
+        r.s1 = __high2float(sc);
     }
 }
 
@@ -202,7 +210,7 @@ __device__ __forceinline__ void hb_store(const hb_raw<T> &r, __half *br, bool ok
             hi[2 * i] = h2u(__hmul2(__hsub2(u2h(spread(lb, 0x4140) | 0x64006400u), k1056), s1));
             hi[2 * i + 1] = h2u(__hmul2(__hsub2(u2h(spread(lb, 0x4342) | 0x64006400u), k1056), s1));
         }
-    } else if constexpr (T == T_Q8_0) {
+    } else if constexpr (T == T_Q8_0 || T == T_Q8_0R) {
         /* levels + 128 as unsigned bytes, 1152 = 1024 + 128 subtracted
          * exactly, then one rounding of level * d (d is f16 in the file) */
         const __half2 s0 = __float2half2_rn(r.s0), s1 = __float2half2_rn(r.s1), k1152 = u2h(0x64806480u);
@@ -416,8 +424,8 @@ extern "C" int mfc_gemm_h_parts(int k, int n) {
 
 static bool h_type(int type) {
     switch (type) {
-    case T_Q4_K: case T_Q6_K: case T_Q8_0: case T_Q5_K: case T_F16: case T_Q4_0: case T_Q4_1: case T_Q5_0:
-    case T_Q5_1: case T_Q2_K: case T_Q3_K: case T_IQ4_NL: case T_IQ4_XS: return true;
+    case T_Q4_K: case T_Q6_K: case T_Q8_0: case T_Q8_0R: case T_Q5_K: case T_F16: case T_Q4_0: case T_Q4_1:
+    case T_Q5_0: case T_Q5_1: case T_Q2_K: case T_Q3_K: case T_IQ4_NL: case T_IQ4_XS: return true;
     default: return false;
     }
 }
@@ -463,6 +471,7 @@ extern "C" bool mfc_gemm_h(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int 
     if (k46) h_launch<T_Q4_K, T_Q6_K>(s, grid, S, k, xh, rows);
     else switch (seg[0].type) {
     case T_Q8_0: h_launch<T_Q8_0, T_Q8_0>(s, grid, S, k, xh, rows); break;
+    case T_Q8_0R: h_launch<T_Q8_0R, T_Q8_0R>(s, grid, S, k, xh, rows); break;
     case T_Q5_K: h_launch<T_Q5_K, T_Q5_K>(s, grid, S, k, xh, rows); break;
     case T_F16: h_launch<T_F16, T_F16>(s, grid, S, k, xh, rows); break;
     case T_Q4_0: h_launch<T_Q4_0, T_Q4_0>(s, grid, S, k, xh, rows); break;

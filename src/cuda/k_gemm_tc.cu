@@ -124,6 +124,7 @@ extern "C" bool mfc_gemm_tc(cudaStream_t s, int type, const void *w, size_t row_
     case T_Q5_0: gemm_tc_k<T_Q5_0><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q5_1: gemm_tc_k<T_Q5_1><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q8_0: gemm_tc_k<T_Q8_0><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
+    case T_Q8_0R: gemm_tc_k<T_Q8_0R><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q4_K: gemm_tc_k<T_Q4_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q5_K: gemm_tc_k<T_Q5_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q6_K: gemm_tc_k<T_Q6_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;

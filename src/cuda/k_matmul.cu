@@ -171,6 +171,7 @@ extern "C" bool mfc_type_ok(int t) {
     case T_Q5_0: F<T_Q5_0>(__VA_ARGS__); break;                                                                        \
     case T_Q5_1: F<T_Q5_1>(__VA_ARGS__); break;                                                                        \
     case T_Q8_0: F<T_Q8_0>(__VA_ARGS__); break;                                                                        \
+    case T_Q8_0R: F<T_Q8_0R>(__VA_ARGS__); break;                                                                      \
     case T_Q2_K: F<T_Q2_K>(__VA_ARGS__); break;                                                                        \
     case T_Q3_K: F<T_Q3_K>(__VA_ARGS__); break;                                                                        \
     case T_Q4_K: F<T_Q4_K>(__VA_ARGS__); break;                                                                        \

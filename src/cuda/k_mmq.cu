@@ -1,5 +1,6 @@
 /* k_mmq.cu - products of more than 8 activation rows (batched decode of
- * several sequences, prefill in chunks) for Q4_K, Q6_K and Q8_0 on
+ * several sequences, prefill in chunks) for Q4_K, Q6_K and Q8_0 (as
+ * regrouped at upload, MFC_T_Q8_0R) on
  * the int8 tensor cores: mma.sync m16n8k32 of the weights' integer levels
  * with the activations' int8 blocks (mfc_quant_x), each 32-wide product
  * scaled in f32 (Q6_K's 16-wide scales: two products, each with the other
@@ -76,10 +77,18 @@ template <> struct mq_w<T_Q6_K> {
     uint32_t sc[2][4];     /* 16 scale bytes of rows 2t, 2t+1 */
     float d[2];
 };
-template <> struct mq_w<T_Q8_0> {
-    uint2 qv[8];    /* bytes 8t..8t+7 of each block's 32 levels */
-    float d[2][8];  /* the blocks' scales of rows 2t, 2t+1 */
+/* Q8_0 in the device's layout (MFC_T_Q8_0R): runs of 8 scales, then 8 x 32
+ * levels */
+template <> struct mq_w<T_Q8_0R> {
+    uint2 qv[8];  /* bytes 8t..8t+7 of each block's 32 levels */
+    uint4 dh[2];  /* the 8 blocks' f16 scales of rows 2t, 2t+1 */
 };
+
+/* f16 j (0..7) of the 8 in v, as a float (exact) */
+__device__ __forceinline__ float h8_at(const uint4 &v, int j) {
+    const uint32_t w = j < 2 ? v.x : j < 4 ? v.y : j < 6 ? v.z : v.w;
+    return __half2float(__ushort_as_half((unsigned short)((j & 1) ? w >> 16 : w & 0xFFFFu)));
+}
 
 /* every row pointer is a real row (mmq_k points rows past the segment's n
  * at its last row, whose outputs are then never written): no predicates,
@@ -107,18 +116,12 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
             for (int i = 0; i < 4; i++) w.sc[e][i] = ld32_2(be + 192 + 4 * i);
             w.d[e] = ld_h(be + 208);
         }
-    } else {
-        /* block b's levels start at 34 b + 2; lane t's 8 at + 8 t. Even
-         * blocks are 2 mod 4 and read 2 bytes past their 8 into the next
-         * block, which exists: a row's last block (8 per super-block) is odd */
+    } else { /* block b's levels at 16 + 32 b of the run, lane t's 8 at + 8 t; the run's scales first */
+        const uint8_t *run = wb + (size_t)sb * 272;
 #pragma unroll
-        for (int b = 0; b < 8; b++) w.qv[b] = ld64_2(wb + ((size_t)sb * 8 + b) * 34 + 2 + 8 * t);
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const uint8_t *r = e ? we1 : we0;
-#pragma unroll
-            for (int b = 0; b < 8; b++) w.d[e][b] = ld_h(r + ((size_t)sb * 8 + b) * 34);
-        }
+        for (int b = 0; b < 8; b++) w.qv[b] = *(const uint2 *)(run + 16 + 32 * b + 8 * t);
+        w.dh[0] = *(const uint4 *)(we0 + (size_t)sb * 272);
+        w.dh[1] = *(const uint4 *)(we1 + (size_t)sb * 272);
     }
 }
 
@@ -281,10 +284,11 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
                 for (int u = 0; u < NT; u++) {
                     int c[4] = {0, 0, 0, 0};
                     mma_k32(c, a.q.x, a.q.y, a.q.z, a.q.w, w[u].qv[j].x, w[u].qv[j].y);
-                    acc[u][m][0] += w[u].d[0][j] * a.da.x * (float)c[0];
-                    acc[u][m][1] += w[u].d[1][j] * a.da.x * (float)c[1];
-                    acc[u][m][2] += w[u].d[0][j] * a.db.x * (float)c[2];
-                    acc[u][m][3] += w[u].d[1][j] * a.db.x * (float)c[3];
+                    const float d0 = h8_at(w[u].dh[0], j), d1 = h8_at(w[u].dh[1], j);
+                    acc[u][m][0] += d0 * a.da.x * (float)c[0];
+                    acc[u][m][1] += d1 * a.da.x * (float)c[1];
+                    acc[u][m][2] += d0 * a.db.x * (float)c[2];
+                    acc[u][m][3] += d1 * a.db.x * (float)c[3];
                 }
             }
         }
@@ -445,8 +449,8 @@ __global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, i
     const int mt0 = r0 / 16;
     mq_stage<MT> *st = STG ? (mq_stage<MT> *)mq_dyn + 2 * warp : NULL;
     if (n0 >= sg.n) pdl_enter();
-    else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0))
-        mq_run<T_Q8_0, MT, W, NT, STG, false>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0R))
+        mq_run<T_Q8_0R, MT, W, NT, STG, false>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     else if (TS != 1) mq_run<T_Q6_K, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     if constexpr (W > 1) { /* the team's warps summed in warp order */
@@ -547,7 +551,7 @@ template <int MT, int W, int NT>
 static void mmq_launch_t(cudaStream_t s, const mq_segs &S, int nb, int k, const mfc_q8 *q, int rows, int nch,
                          int crow) {
     int n8 = 0;
-    for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0;
+    for (int i = 0; i < S.nseg; i++) n8 += S.seg[i].type == T_Q8_0R;
     const int TS = n8 == 0 ? 0 : n8 == S.nseg ? 1 : 2;
     const dim3 grid((unsigned)(nb * nch));
     constexpr bool CAN = MT <= 2;

@@ -10,7 +10,8 @@
  * super-blocks of one weight row per step. Q4_K: a lane takes 16 bytes of
  * levels (32 weights: the same 16 positions of two sub-blocks). Q6_K: a lane
  * takes 8 positions of each quarter of a 128-weight half (32 weights).
- * Q8_0: a lane takes one block of 32. Q2_K, Q3_K, IQ4_NL, IQ4_XS: 32
+ * Q8_0 (rows regrouped at upload, MFC_T_Q8_0R): a lane takes one block
+ * of 32. Q2_K, Q3_K, IQ4_NL, IQ4_XS: 32
  * weights a lane too (mmvq_lowbit.cuh says which); rows of these over 8
  * are not taken (k_mmq.cu has no path for them).
  *
@@ -88,12 +89,11 @@ template <> struct wround<T_Q6_K> {
     uint32_t la[NB][2], lb[NB][2], lh[NB][2], scb[NB];
     float dd[NB];
 };
-/* Q8_0: a "super-block" is 8 blocks of 32 (272 bytes, so rows of k % 256
- * == 0 start 16-byte aligned), lane t takes block t: its 32 levels as the
- * nine aligned words that span them (even blocks start 2 bytes into a
- * word) */
-template <> struct wround<T_Q8_0> {
-    uint32_t q[NB][9];
+/* Q8_0 (the device's layout, MFC_T_Q8_0R): a "super-block" is a run of 8
+ * blocks of 32 (272 bytes: 8 scales, then 8 x 32 levels), lane t takes
+ * block t: its scale and its 32 levels in two 16-byte loads */
+template <> struct wround<T_Q8_0R> {
+    uint4 q[NB][2];
     float d[NB];
 };
 template <> struct wround<T_Q2_K> : w_q2k<NB> {};
@@ -113,13 +113,11 @@ __device__ __forceinline__ void wload(wround<T> &w, const uint8_t *__restrict__ 
             const uint8_t *blk = wr + (size_t)sb * 144;
             w.hd[u] = *(const uint4 *)blk;
             w.qv[u] = *(const uint4 *)(blk + 16 + 32 * kk + 16 * h);
-        } else if constexpr (T == T_Q8_0) {
-            const uint8_t *blk = wr + ((size_t)sb * 8 + t) * 34;
-            w.d[u] = ld_h(blk);
-            const uint32_t *p = (const uint32_t *)((uintptr_t)(blk + 2) & ~(uintptr_t)3);
-#pragma unroll
-            for (int i = 0; i < 8; i++) w.q[u][i] = p[i];
-            w.q[u][8] = (t & 1) ? 0u : p[8]; /* odd blocks' levels are word-aligned: eight words */
+        } else if constexpr (T == T_Q8_0R) {
+            const uint8_t *run = wr + (size_t)sb * 272;
+            w.d[u] = ld_h(run + 2 * t);
+            w.q[u][0] = *(const uint4 *)(run + 16 + 32 * t);
+            w.q[u][1] = *(const uint4 *)(run + 32 + 32 * t);
         } else if constexpr (T == T_Q2_K) {
             q2k_load<NB>(w, u, wr + (size_t)sb * 84, t);
         } else if constexpr (T == T_Q3_K) {
@@ -180,10 +178,9 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                 if (h == 0) v -= dmin * ((float)m0 * sv.x + (float)m1 * sv.y);
                 acc[r] += v;
             }
-        } else if constexpr (T == T_Q8_0) {
-            uint32_t qw[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++) qw[i] = (t & 1) ? w.q[u][i] : __funnelshift_r(w.q[u][i], w.q[u][i + 1], 16);
+        } else if constexpr (T == T_Q8_0R) {
+            const uint32_t qw[8] = {w.q[u][0].x, w.q[u][0].y, w.q[u][0].z, w.q[u][0].w,
+                                    w.q[u][1].x, w.q[u][1].y, w.q[u][1].z, w.q[u][1].w};
             const int b = sb * 8 + t;
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -277,7 +274,7 @@ static int type_bit(int type) {
     switch (type) {
     case T_Q4_K: return S_Q4_K;
     case T_Q6_K: return S_Q6_K;
-    case T_Q8_0: return S_Q8_0;
+    case T_Q8_0R: return S_Q8_0;
     case T_Q2_K: return S_Q2_K;
     case T_Q3_K: return S_Q3_K;
     case T_IQ4_NL: return S_IQ4_NL;
@@ -303,7 +300,7 @@ __device__ __forceinline__ bool row_dot_if(int type, const uint8_t *wr, int k, c
 template <int R, int W, int TS>
 __device__ __forceinline__ void row_dot_t(int type, const uint8_t *wr, int k, const mfc_q8 &q, int rows, float *acc,
                                           int vl) {
-    if (row_dot_if<T_Q8_0, S_Q8_0, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_Q8_0R, S_Q8_0, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q4_K, S_Q4_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q6_K, S_Q6_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q2_K, S_Q2_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
@@ -368,7 +365,7 @@ __global__ void __launch_bounds__(128, MINB) mmvq_k(mm_segs S, int k, mfc_q8 q, 
 
 extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
     if (k % 256 || rows < 1) return false;
-    if (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0) return rows <= 8 || rows <= mfc_mmq_rows;
+    if (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0R) return rows <= 8 || rows <= mfc_mmq_rows;
     /* dp4a only: more rows of these take the f16 tensor-core tiles
      * (k_gemm_tc.cu), the int8 mma kernel (k_mmq.cu) has no paths for them */
     return (type == T_Q2_K || type == T_Q3_K || type == T_IQ4_NL || type == T_IQ4_XS) && rows <= 8;

@@ -87,6 +87,7 @@ extern "C" bool mfc_matmul_id(cudaStream_t s, int type, const void *w, size_t sl
     case T_Q5_0: launch_id<T_Q5_0>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q5_1: launch_id<T_Q5_1>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q8_0: launch_id<T_Q8_0>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
+    case T_Q8_0R: launch_id<T_Q8_0R>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q4_K: launch_id<T_Q4_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q5_K: launch_id<T_Q5_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q6_K: launch_id<T_Q6_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;

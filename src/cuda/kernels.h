@@ -88,6 +88,24 @@ extern bool mfc_pdl_on;
 /* whether matmul / get_rows take weights of this mf_type */
 bool mfc_type_ok(int type);
 
+/* Q8_0 on the device, rows of whole super-blocks (k % 256 == 0): each run
+ * of 8 blocks (272 bytes, as in the file) holds their 8 f16 scales, then
+ * their 8 x 32 levels. In the file a block's 32 levels start 2 bytes past
+ * its scale, so every block but one in two is only 2-byte aligned: a
+ * kernel took three 4-byte loads and two funnel shifts per 8 levels, and
+ * one 2-byte load per scale. Here levels are 16-byte aligned and a row's
+ * 8 scales one 16-byte load. The row size is the file's, so row and expert
+ * offsets do not change. The kernels take it as its own type id; weights.c
+ * uploads Q8_0 matrices so (mfc_q8_0r_pack), other rows stay as in the
+ * file. */
+#define MFC_T_Q8_0R 200
+/* the kernels' type of a weight of mf_type `type` with rows of k: 8 is
+ * MF_TYPE_Q8_0 (weights.c asserts it) */
+static inline int mfc_dev_type(int type, long long k) { return type == 8 && k % 256 == 0 ? MFC_T_Q8_0R : type; }
+/* n_rows Q8_0 rows of k (k % 256 == 0) from src (the file's blocks) into
+ * dst (the layout above); src and dst do not overlap */
+void mfc_q8_0r_pack(const void *src, void *dst, size_t n_rows, int k);
+
 /* out[r][j] = x[r] . W[j] (+ b[j]); res[r][j] += out[r][j] when res is given.
  * W: n rows of k elements in type `type` (row_bytes apart). */
 bool mfc_matmul(cudaStream_t s, int type, const void *w, size_t row_bytes, int k, int n, const float *x, int rows,

@@ -2,9 +2,11 @@
  * reads (all of them, or with a split model the last layers', the output
  * head and the shared vectors: model/split.c) is copied once into one device
  * allocation, in the file's encoding (the kernels decode blocks as they read
- * them, cuda/dequant.cuh); each tensor's `dev` is its device address. Types
- * the kernels do not take, and models the backend cannot run yet, are
- * refused here, before anything is copied. */
+ * them, cuda/dequant.cuh), except Q8_0 rows of whole super-blocks, whose
+ * scales and levels are regrouped for aligned loads (kernels.h,
+ * MFC_T_Q8_0R); each tensor's `dev` is its device address. Types the
+ * kernels do not take, and models the backend cannot run yet, are refused
+ * here, before anything is copied. */
 #include "cuda/cuda.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -17,6 +19,30 @@
 #include <stdlib.h>
 
 #define ALIGN(n) (((n) + 255) & ~(size_t)255)
+
+_Static_assert(MF_TYPE_Q8_0 == 8, "mfc_dev_type names Q8_0 by its id");
+
+/* t's bytes to d: as in the file, or repacked (MFC_T_Q8_0R) through a host
+ * buffer of whole rows */
+static bool upload(const mf_tensor *t, uint8_t *d, size_t *n_repacked) {
+    if (mfc_dev_type((int)t->type, t->ne[0]) != MFC_T_Q8_0R)
+        return cudaMemcpy(d, t->data, t->nbytes, cudaMemcpyHostToDevice) == cudaSuccess;
+    const size_t rb = mf_row_size(t->type, t->ne[0]), n_rows = t->nbytes / rb;
+    size_t chunk = ((size_t)16 << 20) / rb;
+    if (chunk < 1) chunk = 1;
+    if (chunk > n_rows) chunk = n_rows;
+    uint8_t *buf = malloc(chunk * rb);
+    if (!buf) return false;
+    bool ok = true;
+    for (size_t r = 0; ok && r < n_rows; r += chunk) {
+        const size_t nr = n_rows - r < chunk ? n_rows - r : chunk;
+        mfc_q8_0r_pack((const uint8_t *)t->data + r * rb, buf, nr, (int)t->ne[0]);
+        ok = cudaMemcpy(d + r * rb, buf, nr * rb, cudaMemcpyHostToDevice) == cudaSuccess;
+    }
+    free(buf);
+    (*n_repacked)++;
+    return ok;
+}
 
 static void weights_free(mf_model *m) {
     if (m->dev_weights) cudaFree(m->dev_weights);
@@ -140,13 +166,13 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
                                     "(-ngl N keeps the first layers on the CPU; -ngl auto fits as many as it can)",
                       (double)total / (1 << 20), (double)fr / (1 << 20));
     }
-    size_t off = 0;
+    size_t off = 0, n_rp = 0;
     uint64_t n_up = 0;
     for (uint64_t i = 0; i < n; i++) {
         mf_tensor *t = &m->tensors[i];
         if (!mf_split_on_device(m, t)) continue;
         uint8_t *d = (uint8_t *)base + off;
-        if (cudaMemcpy(d, t->data, t->nbytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        if (!upload(t, d, &n_rp)) {
             cudaGetLastError();
             cudaFree(base);
             for (uint64_t j = 0; j < n; j++) m->tensors[j].dev = NULL;
@@ -174,7 +200,9 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
                             "the token lookup on the CPU\n", m->n_cpu_layers, L - 1, (double)total / (1 << 20),
                m->n_cpu_layers - 1);
     if (m->verbose || p->verbose)
-        mf_log(MF_LOG_INFO, "minfer: cuda: %llu tensors (%.1f MiB) uploaded once in the file's encoding (no repack) in "
-                            "%.2f s\n", (unsigned long long)n_up, (double)total / (1 << 20), mf_now() - t0);
+        mf_log(MF_LOG_INFO, "minfer: cuda: %llu tensors (%.1f MiB) uploaded once in the file's encoding, %zu of them "
+                            "(Q8_0 rows of whole super-blocks) repacked: each 8 blocks' scales, then their levels, "
+                            "16-byte aligned; in %.2f s\n",
+               (unsigned long long)n_up, (double)total / (1 << 20), n_rp, mf_now() - t0);
     return MF_OK;
 }

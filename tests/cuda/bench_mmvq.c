@@ -114,8 +114,10 @@ int main(int argc, char **argv) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *sh = &shapes[si];
         /* types the int8 mma kernel has no path for (rows over 8) */
-        if (!tc && !mfc_mmvq_takes(sh->type, sh->k, rows)) continue;
-        if (tc == 2 && !mfc_gemm_h_takes(sh->type, sh->k, rows)) continue;
+        /* the type the backend gives the kernels (Q8_0: regrouped rows) */
+        const int dt = mfc_dev_type(sh->type, sh->k);
+        if (!tc && !mfc_mmvq_takes(dt, sh->k, rows)) continue;
+        if (tc == 2 && !mfc_gemm_h_takes(dt, sh->k, rows)) continue;
         if (only && strcmp(sh->what, only)) continue;
         const size_t rb = mf_row_size(sh->type, sh->k), seg_bytes = rb * (size_t)sh->n;
         const size_t bytes = seg_bytes * sh->nseg;
@@ -148,7 +150,7 @@ int main(int argc, char **argv) {
             const uint8_t *wl = w + (size_t)(l % copies) * bytes;
             mfc_mm_seg seg[MFC_MAX_SEGS];
             for (int i = 0; i < sh->nseg; i++)
-                seg[i] = (mfc_mm_seg){wl + i * seg_bytes, rb, sh->type, sh->n, out + (size_t)i * sh->n * rows, NULL,
+                seg[i] = (mfc_mm_seg){wl + i * seg_bytes, rb, dt, sh->n, out + (size_t)i * sh->n * rows, NULL,
                                       NULL};
             if (tc == 2) {
                 if (!mfc_gemm_h(s, seg, sh->nseg, sh->k, x, rows, &xh)) { /* as the backend: one by one */
@@ -158,7 +160,7 @@ int main(int argc, char **argv) {
             }
             else if (tc)
                 for (int i = 0; i < sh->nseg; i++)
-                    mfc_gemm_tc(s, sh->type, seg[i].w, rb, sh->k, sh->n, x, rows, seg[i].out, NULL, NULL);
+                    mfc_gemm_tc(s, dt, seg[i].w, rb, sh->k, sh->n, x, rows, seg[i].out, NULL, NULL);
             else mfc_mmvq_n(s, seg, sh->nseg, sh->k, &q, rows);
         }
         CK(cudaStreamEndCapture(s, &g));

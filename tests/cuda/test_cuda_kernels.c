@@ -53,6 +53,19 @@ static void *dup_dev(const void *p, size_t n) {
     return d;
 }
 
+/* n weight rows of k as the backend uploads them (weights.c): Q8_0 rows of
+ * whole super-blocks regrouped (kernels.h, MFC_T_Q8_0R), others as they
+ * are; *dt: the type the kernels are given */
+static void *up_w(int type, const uint8_t *wq, size_t rb, int n, int k, int *dt) {
+    *dt = mfc_dev_type(type, k);
+    if (*dt == type) return dup_dev(wq, rb * (size_t)n);
+    uint8_t *p = malloc(rb * (size_t)n);
+    mfc_q8_0r_pack(wq, p, (size_t)n, k);
+    void *d = dup_dev(p, rb * (size_t)n);
+    free(p);
+    return d;
+}
+
 /* x rounded as mfc_quant_x rounds it: blocks of 32, each with its own
  * scale, or (g8) the 8 of each super-block of 256 with the largest one */
 static void q8_round(const float *x, int n, float *y, bool g8) {
@@ -116,7 +129,8 @@ static void check_type(int type, int k, int n) {
     /* outputs: the products' rows x n, or get_rows' 3 x k */
     const size_t n_out = (size_t)R * n > (size_t)3 * k ? (size_t)R * n : (size_t)3 * k;
     float *out = malloc(sizeof(float) * n_out);
-    void *dw = dup_dev(wq, rb * (size_t)n);
+    int dt;
+    void *dw = up_w(type, wq, rb, n, k, &dt);
     float *dx = dup_dev(x, sizeof(float) * (size_t)R * k), *dout = NULL;
     cudaMalloc((void **)&dout, sizeof(float) * n_out);
     mfc_q8 q8 = {0};
@@ -142,11 +156,11 @@ static void check_type(int type, int k, int n) {
         for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
             const int rows = rows_list[ri];
             const bool q = mode == 1, tc = mode == 2, hg = mode == 3;
-            if (q && !mfc_mmvq_takes(type, k, rows)) continue;
+            if (q && !mfc_mmvq_takes(dt, k, rows)) continue;
             if (hg) {
-                if (!mfc_gemm_h_takes(type, k, rows)) continue; /* prompts: 65 rows and more */
+                if (!mfc_gemm_h_takes(dt, k, rows)) continue; /* prompts: 65 rows and more */
             } else if (!q && rows > 20) continue; /* the f32 and f16 tiles: 20 rows cover their paths */
-            if (tc && !mfc_gemm_tc_takes(type, k, rows)) continue;
+            if (tc && !mfc_gemm_tc_takes(dt, k, rows)) continue;
             /* the dp4a products with each team size (warps per row), not
              * just the one k picks */
             static const int teams[] = {0, 1, 2, 4, 0};
@@ -169,18 +183,18 @@ static void check_type(int type, int k, int n) {
             if (q) {
                 q8.g8 = g8;
                 mfc_quant_x(0, dx, k, rows, &q8);
-                mfc_mmvq(0, type, dw, rb, k, n, &q8, rows, dout, NULL, NULL);
+                mfc_mmvq(0, dt, dw, rb, k, n, &q8, rows, dout, NULL, NULL);
                 for (int r = 0; r < rows; r++) q8_round(x + (size_t)r * k, k, xr + (size_t)r * k, g8);
             } else if (tc) {
-                CHECK(mfc_gemm_tc(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: tensor-core gemm refused",
+                CHECK(mfc_gemm_tc(0, dt, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: tensor-core gemm refused",
                       mf_type_name(type));
                 memcpy(xr, x, sizeof(float) * (size_t)rows * k);
             } else if (hg) {
-                const mfc_mm_seg sg = {dw, rb, type, n, dout, NULL, NULL};
+                const mfc_mm_seg sg = {dw, rb, dt, n, dout, NULL, NULL};
                 CHECK(mfc_gemm_h(0, &sg, 1, k, dx, rows, &xh), "%s: f16 prompt gemm refused", mf_type_name(type));
                 memcpy(xr, x, sizeof(float) * (size_t)rows * k);
             } else {
-                CHECK(mfc_matmul(0, type, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: matmul refused",
+                CHECK(mfc_matmul(0, dt, dw, rb, k, n, dx, rows, dout, NULL, NULL), "%s: matmul refused",
                       mf_type_name(type));
                 memcpy(xr, x, sizeof(float) * (size_t)rows * k);
             }
@@ -210,7 +224,7 @@ static void check_type(int type, int k, int n) {
     /* embedding rows */
     int32_t ids[3] = {n - 1, 0, n / 2};
     int32_t *did = dup_dev(ids, sizeof ids);
-    CHECK(mfc_get_rows(0, type, dw, rb, k, did, 3, dout), "%s: get_rows refused", mf_type_name(type));
+    CHECK(mfc_get_rows(0, dt, dw, rb, k, did, 3, dout), "%s: get_rows refused", mf_type_name(type));
     cudaMemcpy(out, dout, sizeof(float) * 3 * (size_t)k, cudaMemcpyDeviceToHost);
     int bad = 0;
     for (int r = 0; r < 3; r++)
@@ -260,7 +274,9 @@ static void check_mixed(int k, int n) {
                 tr->from_float_ref(wf, wq + (size_t)j * rb, k);
                 tr->to_float(wq + (size_t)j * rb, wd[i] + (size_t)j * k, k);
             }
-            seg[i] = (mfc_mm_seg){dup_dev(wq, rb * (size_t)n), rb, type, n, dout + (size_t)i * R * n, NULL, NULL};
+            int dt;
+            void *dw = up_w(type, wq, rb, n, k, &dt);
+            seg[i] = (mfc_mm_seg){dw, rb, dt, n, dout + (size_t)i * R * n, NULL, NULL};
             free(wf), free(wq);
         }
         static const int rows_list[] = {1, 5, 8};
@@ -285,10 +301,10 @@ static void check_mixed(int k, int n) {
                         if (!(fabs(out[(size_t)r * n + j] - ref) <= 1e-5 * (mag > 0 ? mag : 1))) bad++;
                     }
                 CHECK(bad == 0, "%s in a mixed dp4a launch, k %d rows %d: %d of %d outputs off",
-                      mf_type_name(seg[i].type), k, rows, bad, rows * n);
+                      mf_type_name(sets[si][i]), k, rows, bad, rows * n);
                 CHECK(!memcmp(out, one, sizeof(float) * (size_t)rows * n),
                       "%s k %d rows %d: a mixed dp4a launch differs from the type's own launch",
-                      mf_type_name(seg[i].type), k, rows);
+                      mf_type_name(sets[si][i]), k, rows);
             }
         }
         for (int i = 0; i < NS; i++) cudaFree((void *)seg[i].w), free(wd[i]);
@@ -406,11 +422,35 @@ static void check_h_mixed(int k, int n, int rows, int span) {
     free(x), free(out), free(solo);
 }
 
+/* mfc_q8_0r_pack puts every scale and level where kernels.h says (host
+ * only: runs without a device) */
+static void check_pack(void) {
+    enum { K = 512, N = 3 };
+    const size_t rb = mf_row_size(MF_TYPE_Q8_0, K);
+    uint8_t *a = malloc(rb * N), *b = malloc(rb * N);
+    for (size_t i = 0; i < rb * N; i++) a[i] = (uint8_t)(frand() * 127.0f + 128.0f);
+    mfc_q8_0r_pack(a, b, N, K);
+    int bad = 0;
+    for (int r = 0; r < N; r++)
+        for (int e = 0; e < K; e++) {
+            const int blk = e / 32, run = blk / 8;
+            const uint8_t *src = a + r * rb + (size_t)blk * 34, *dst = b + r * rb + (size_t)run * 272;
+            bad += dst[16 + 32 * (blk % 8) + e % 32] != src[2 + e % 32];
+            if (e % 32 < 2) bad += dst[2 * (blk % 8) + e % 32] != src[e % 32];
+        }
+    CHECK(bad == 0, "mfc_q8_0r_pack: %d bytes misplaced", bad);
+    CHECK(mfc_dev_type(MF_TYPE_Q8_0, K) == MFC_T_Q8_0R && mfc_dev_type(MF_TYPE_Q8_0, 288) == MF_TYPE_Q8_0 &&
+              mfc_dev_type(MF_TYPE_Q4_K, K) == MF_TYPE_Q4_K,
+          "mfc_dev_type: Q8_0 regrouped only for rows of whole super-blocks");
+    free(a), free(b);
+}
+
 int main(void) {
+    check_pack();
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
-        fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device\n");
-        return 77;
+        fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device (the host-only Q8_0 layout check ran)\n");
+        return g_test_failures ? 1 : 77;
     }
     /* 4100 rows: 1025 blocks of 4, the 64-register variant's grids, the last block partial */
     check_occ(MF_TYPE_Q4_K, 2560, 4100);
@@ -439,6 +479,8 @@ int main(void) {
         check_type(lowbit[i], 9728, 5);
     }
     check_type(MF_TYPE_IQ4_NL, 1056, 13);
+    /* Q8_0 rows of 9 blocks stay in the file's layout (the generic paths) */
+    check_type(MF_TYPE_Q8_0, 288, 13);
     check_mixed(2560, 11);
     check_h_mixed(2560, 300, 200, 40);
     /* rows up to 2^118 (a row scale's exponent past 2^114), k small enough that no sum overflows f32 */
