@@ -152,9 +152,10 @@ typedef struct mfc_mm_seg {
 #define MFC_MAX_SEGS 4
 #define MFC_MAX_HEAD_DIM 256
 
-/* whether mfc_mmvq takes this product: up to 8 rows by dp4a, 9 ..
- * mfc_mmq_rows on the int8 tensor cores (k_mmq.cu; Q4_K, Q6_K and Q8_0
- * only: Q2_K, Q3_K, IQ4_NL and IQ4_XS up to 8 rows) */
+/* whether mfc_mmvq takes this product (type: the kernels' type, so Q8_0
+ * as MFC_T_Q8_0R): up to 8 rows by dp4a, 9 .. mfc_mmq_rows on the int8
+ * tensor cores (k_mmq.cu; Q4_K, Q6_K and Q8_0 only: Q2_K, Q3_K, IQ4_NL and
+ * IQ4_XS up to 8 rows) */
 bool mfc_mmvq_takes(int type, int k, int rows);
 extern int mfc_mmq_rows;
 extern int mfc_mmq_chunk; /* activation rows per launch chunk: 16, 32 or 64 (0: by the weights' size) */
