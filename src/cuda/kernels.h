@@ -91,9 +91,9 @@ bool mfc_type_ok(int type);
 /* Q8_0 on the device, rows of whole super-blocks (k % 256 == 0): each run
  * of 8 blocks (272 bytes, as in the file) holds their 8 f16 scales, then
  * their 8 x 32 levels. In the file a block's 32 levels start 2 bytes past
- * its scale, so every block but one in two is only 2-byte aligned: a
- * kernel took three 4-byte loads and two funnel shifts per 8 levels, and
- * one 2-byte load per scale. Here levels are 16-byte aligned and a row's
+ * its scale, so every other block's levels are only 2-byte aligned: a
+ * kernel took three 4-byte loads and two funnel shifts per 8 of those
+ * levels, and one 2-byte load per scale. Here levels are 16-byte aligned and a row's
  * 8 scales one 16-byte load. The row size is the file's, so row and expert
  * offsets do not change. The kernels take it as its own type id; weights.c
  * uploads Q8_0 matrices so (mfc_q8_0r_pack), other rows stay as in the
