@@ -118,20 +118,16 @@ template <int T> __device__ __forceinline__ void dq8(const uint8_t *__restrict__
             if constexpr (T == T_Q5_0) v[i] = (float)(q - 16) * d;
             else v[i] = (float)q * d + ld_h(b + 2);
         }
-    } else if constexpr (T == T_Q8_0) {
-        const uint8_t *b = row + (size_t)(e0 / 32) * 34;
-        const float d = ld_h(b);
-        const int8_t *qs = (const int8_t *)(b + 2 + e0 % 32);
-#pragma unroll
-        for (int i = 0; i < 8; i++) v[i] = (float)qs[i] * d;
-    } else if constexpr (T == T_Q8_0R) {
+    } else if constexpr (T == T_Q8_0 || T == T_Q8_0R) {
+        /* the file's 34-byte blocks, or runs of 8 scales then 8 x 32 levels */
         const int b = e0 / 32;
         const uint8_t *run = row + (size_t)(b / 8) * 272;
-        const float d = ld_h(run + 2 * (b % 8));
-        const uint2 u = *(const uint2 *)(run + 16 + 32 * (b % 8) + e0 % 32);
-        const uint32_t w[2] = {u.x, u.y};
+        const uint8_t *sc = T == T_Q8_0 ? row + (size_t)b * 34 : run + 2 * (b % 8);
+        const uint8_t *lv = T == T_Q8_0 ? sc + 2 : run + 16 + 32 * (b % 8);
+        const float d = ld_h(sc);
+        const int8_t *qs = (const int8_t *)(lv + e0 % 32);
 #pragma unroll
-        for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)(w[i / 4] >> (8 * (i % 4))) * d;
+        for (int i = 0; i < 8; i++) v[i] = (float)qs[i] * d;
     } else if constexpr (T == T_Q4_K || T == T_Q5_K) {
         constexpr int BS = T == T_Q4_K ? 144 : 176, QS = T == T_Q4_K ? 16 : 48;
         const uint8_t *b = row + (size_t)(e0 / 256) * BS;

@@ -17,6 +17,8 @@
 
 #define MV_WARPS 4
 
+static_assert(T_Q8_0R == MFC_T_Q8_0R, "one id for the regrouped Q8_0 in C and CUDA");
+
 template <int T, int R, bool V>
 __global__ void __launch_bounds__(MV_WARPS * 32) matvec_k(const uint8_t *__restrict__ w, size_t row_bytes, int k, int n,
                                                           const float *__restrict__ x, int rows, float *out,
