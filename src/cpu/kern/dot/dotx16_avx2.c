@@ -510,16 +510,19 @@ static inline __m256i iq4_table(void) {
 }
 
 /* table values of the nibbles in nib times the activation bytes act, as
- * int16 pair sums: |v| * sign(act, v) */
-static inline __m256i iq4_mul(__m256i tbl, __m256i tabs, __m256i nib, __m256i act) {
-    return _mm256_maddubs_epi16(_mm256_shuffle_epi8(tabs, nib), _mm256_sign_epi8(act, _mm256_shuffle_epi8(tbl, nib)));
+ * int16 pair sums: |act| * sign(v, act), with |act| (aabs) taken once per
+ * broadcast for both halves. Exact for every activation byte: the table's
+ * values lie in [-127, 113], so sign(v, act) fits a byte and a pair sum is
+ * at most 2 * 128 * 127. */
+static inline __m256i iq4_mul(__m256i tbl, __m256i nib, __m256i aabs, __m256i act) {
+    return _mm256_maddubs_epi16(aabs, _mm256_sign_epi8(_mm256_shuffle_epi8(tbl, nib), act));
 }
 
 static void dot_x16_iq4_xs(int n, float *s, const void *vg, const void *vy) {
     const uint8_t *g = vg;
     const block_q8_K *y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), tbl = iq4_table(), tabs = _mm256_abs_epi8(tbl), m15 = _mm256_set1_epi32(15),
-                  m3 = _mm256_set1_epi32(3), k32 = _mm256_set1_epi32(32), lo16 = _mm256_set1_epi32(0xffff);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), tbl = iq4_table(), m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3),
+                  k32 = _mm256_set1_epi32(32), lo16 = _mm256_set1_epi32(0xffff);
     __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_iq4_xs)) {
         const block_q8_K *a = &y[b];
@@ -529,20 +532,25 @@ static void dot_x16_iq4_xs(int n, float *s, const void *vg, const void *vy) {
         #pragma GCC unroll 1
         for (int j = 0; j < 8; j++) {
             for (int c = 0; c < 4; c++) pf_line(g, 2 + 4 * j + c);
+            __m256i sc[2];
             #pragma GCC unroll 2
             for (int p = 0; p < 2; p++) {
                 /* ls_j - 32 in both int16 halves of each lane */
                 const __m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(hl(g, 1, p), 4 * j), m15),
                                                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hl(g, 0, p), 16 + 2 * j), m3), 4));
                 const __m256i v = _mm256_sub_epi32(ls, k32);
-                const __m256i sc = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_slli_epi32(v, 16));
-                #pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) {
+                sc[p] = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_slli_epi32(v, 16));
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i al = bcast4(a->qs + 32 * j + 4 * c), ah = bcast4(a->qs + 32 * j + 16 + 4 * c);
+                const __m256i aal = _mm256_abs_epi8(al), aah = _mm256_abs_epi8(ah);
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
                     const __m256i w = hl(g, 2 + 4 * j + c, p);
-                    const __m256i ml = iq4_mul(tbl, tabs, _mm256_and_si256(w, m4), bcast4(a->qs + 32 * j + 4 * c));
-                    const __m256i mh = iq4_mul(tbl, tabs, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4),
-                                               bcast4(a->qs + 32 * j + 16 + 4 * c));
-                    isum[p] = _mm256_add_epi32(isum[p], _mm256_add_epi32(_mm256_madd_epi16(ml, sc), _mm256_madd_epi16(mh, sc)));
+                    const __m256i ml = iq4_mul(tbl, _mm256_and_si256(w, m4), aal, al);
+                    const __m256i mh = iq4_mul(tbl, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4), aah, ah);
+                    isum[p] = _mm256_add_epi32(isum[p], _mm256_add_epi32(_mm256_madd_epi16(ml, sc[p]), _mm256_madd_epi16(mh, sc[p])));
                 }
             }
         }
@@ -615,16 +623,17 @@ static inline void q4_0_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2
 static inline void q4_1_isum(const uint8_t *g, const block_q8_1 *a, __m256i is[2]) { nib_sums(g, 1, a->qs, is); }
 
 static inline void iq4_nl_isum(const uint8_t *g, const block_q8_0 *a, __m256i is[2]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), tbl = iq4_table(), tabs = _mm256_abs_epi8(tbl);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), tbl = iq4_table();
     is[0] = is[1] = _mm256_setzero_si256();
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const __m256i al = bcast4(a->qs + 4 * c), ah = bcast4(a->qs + 16 + 4 * c);
+        const __m256i aal = _mm256_abs_epi8(al), aah = _mm256_abs_epi8(ah);
         #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
             const __m256i v = hl(g, c, p);
-            const __m256i m = _mm256_add_epi32(_mm256_madd_epi16(iq4_mul(tbl, tabs, _mm256_and_si256(v, m4), al), ones16()),
-                                               _mm256_madd_epi16(iq4_mul(tbl, tabs, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah), ones16()));
+            const __m256i m = _mm256_add_epi32(_mm256_madd_epi16(iq4_mul(tbl, _mm256_and_si256(v, m4), aal, al), ones16()),
+                                               _mm256_madd_epi16(iq4_mul(tbl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), aah, ah), ones16()));
             is[p] = _mm256_add_epi32(is[p], m);
         }
     }
