@@ -453,9 +453,14 @@ static inline __m256i rep_s8(__m256i w, int j) {
     return _mm256_srai_epi16(_mm256_shuffle_epi8(w, _mm256_loadu_si256((const __m256i *)k_rep_s8[j])), 8);
 }
 
+/* Words c0 and c0 + 1 of both halves at once, so each activation broadcast
+ * serves 16 rows; the levels of ql word A (t = 0, 2) and of B (t = 1, 3)
+ * are two passes over the qh word, which keeps the 8 sums and their inputs
+ * inside the 16 ymm registers. */
 static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
     const uint8_t *g = vg;
     const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q6_K)) {
         const block_q8_K *a = &y[b];
@@ -463,30 +468,35 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
         #pragma GCC unroll 1
         for (int h = 0; h < 2; h++)
             #pragma GCC unroll 1
-            for (int c0 = 0; c0 < 8; c0 += 2)
+            for (int c0 = 0; c0 < 8; c0 += 2) {
+                const int k = 4 * h + c0 / 2; /* 8 steps prefetch the group's 53 lines */
+                for (int i = 7 * k; i < 7 * k + 7 && i < 53; i++) pf_line(g, i);
                 #pragma GCC unroll 2
-                for (int p = 0; p < 2; p++) {
-                    const int k = 8 * h + c0 + p; /* 16 steps prefetch the group's 53 lines */
-                    for (int i = 4 * k; i < 4 * k + 4 && i < 53; i++) pf_line(g, i);
-                    /* words c0 and c0 + 1 (both in sub-blocks 8h + 2t + c0 / 4):
-                     * two maddubs per int16 pair, then the scales */
-                    __m256i acc[4];
+                for (int e = 0; e < 2; e++) { /* e = 0: ql word A, t = 0, 2; e = 1: word B, t = 1, 3 */
+                    __m256i acc[2][2];
                     #pragma GCC unroll 2
                     for (int c = c0; c < c0 + 2; c++) {
-                        __m256i q[4];
-                        q6k_levels(hl(g, 16 * h + c, p), hl(g, 16 * h + 8 + c, p), hl(g, 32 + 8 * h + c, p), q);
-                        #pragma GCC unroll 4
-                        for (int t = 0; t < 4; t++) {
-                            const __m256i m = _mm256_maddubs_epi16(q[t], bcast4(a->qs + 128 * h + 32 * t + 4 * c));
-                            acc[t] = c == c0 ? m : _mm256_add_epi16(acc[t], m);
+                        const __m256i alo = bcast4(a->qs + 128 * h + 32 * e + 4 * c), ahi = bcast4(a->qs + 128 * h + 32 * (e + 2) + 4 * c);
+                        #pragma GCC unroll 2
+                        for (int p = 0; p < 2; p++) {
+                            const __m256i A = hl(g, 16 * h + 8 * e + c, p), C = hl(g, 32 + 8 * h + c, p);
+                            /* the third and fourth 2-bit fields of qh for t = e, e + 2 */
+                            const __m256i lo = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(e ? _mm256_slli_epi16(C, 2) : _mm256_slli_epi16(C, 4), m30));
+                            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(e ? _mm256_srli_epi16(C, 2) : C, m30));
+                            const __m256i ml = _mm256_maddubs_epi16(lo, alo), mh = _mm256_maddubs_epi16(hi, ahi);
+                            acc[0][p] = c == c0 ? ml : _mm256_add_epi16(acc[0][p], ml);
+                            acc[1][p] = c == c0 ? mh : _mm256_add_epi16(acc[1][p], mh);
                         }
                     }
-                    #pragma GCC unroll 4
-                    for (int t = 0; t < 4; t++) {
-                        const int j = 8 * h + 2 * t + c0 / 4;
-                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[t], rep_s8(hl(g, 48 + j / 4, p), j % 4)));
+                    #pragma GCC unroll 2
+                    for (int f = 0; f < 2; f++) {
+                        const int j = 8 * h + 2 * (e + 2 * f) + c0 / 4;
+                        #pragma GCC unroll 2
+                        for (int p = 0; p < 2; p++)
+                            isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[f][p], rep_s8(hl(g, 48 + j / 4, p), j % 4)));
                     }
                 }
+            }
         const __m256 yd = _mm256_set1_ps(a->d);
         #pragma GCC unroll 2
         for (int p = 0; p < 2; p++) {
