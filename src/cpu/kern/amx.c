@@ -52,15 +52,17 @@ static void init_once(void) {
         if (perm) no = no ? no : perm, no_bf16 = no_bf16 ? no_bf16 : perm;
     }
     g_ok = no == NULL;
-    g_on = g_ok && mf_env_on("MINFER_AMX");
+    /* int8 tiles: on by default (bitwise the VNNI GEMM, and faster end to end
+     * at 2-16 threads where measured: docs/PERFORMANCE.md); MINFER_AMX=0 or
+     * MINFER_NO_AMX=1 turns them off for A/B */
+    const char *a = getenv("MINFER_AMX");
+    const int amx_off = (a && !strcmp(a, "0")) || mf_env_on("MINFER_NO_AMX");
+    g_on = g_ok && !amx_off;
     if (no) snprintf(g_note, sizeof g_note, "no AMX: %s", no);
-    else if (g_on) snprintf(g_note, sizeof g_note, "AMX int8 tiles (MINFER_AMX set)");
-    else
-        snprintf(g_note, sizeof g_note, "AMX int8 tiles available but off (MINFER_AMX=1 turns them on: not yet "
-                                        "faster than VNNI, docs/PERFORMANCE.md)");
-    /* bf16 tiles: under MINFER_AMX=1 too (opt-in like the int8 kind, and
-     * unlike it not bitwise: features.h), MINFER_AMX_BF16=0 alone turns
-     * them off for A/B */
+    else if (g_on) snprintf(g_note, sizeof g_note, "AMX int8 tiles (MINFER_AMX=0 turns them off)");
+    else snprintf(g_note, sizeof g_note, "AMX int8 tiles available but off (%s)", a && !strcmp(a, "0") ? "MINFER_AMX=0" : "MINFER_NO_AMX");
+    /* bf16 tiles: only under MINFER_AMX=1 (unlike the int8 kind not bitwise:
+     * features.h), MINFER_AMX_BF16=0 alone turns them off for A/B */
     const char *e = getenv("MINFER_AMX_BF16");
     const int bf16_off = e && !strcmp(e, "0");
     g_bf16_ok = no_bf16 == NULL;

@@ -80,13 +80,13 @@ const char *mf_cpu_kernels_note(void);
  * them (the CPU has AMX-INT8, the OS saves the tile state, the kernel granted
  * the tile permission). Asks the kernel once; safe from several threads. */
 int mf_amx_init(void);
-/* Whether the matmul uses them: usable and MINFER_AMX=1. Off by default:
- * on the one AMX machine measured, the tile GEMM was 1.2-1.35x the VNNI
- * kernel alone but no faster end to end, and slower at 8-16 threads
- * (docs/PERFORMANCE.md). */
+/* Whether the matmul uses them: usable, and neither MINFER_AMX=0 nor
+ * MINFER_NO_AMX=1. On by default: bitwise the VNNI GEMM, and on the AMX
+ * machine measured (2026-12-07) pp512 ran 1.17-1.74x the VNNI path at
+ * 2-16 threads (docs/PERFORMANCE.md). */
 int mf_amx_enabled(void);
 /* Why AMX is or is not used, for --verbose ("no AMX: the CPU (or the OS) has
- * no AMX-INT8", "AMX int8 tiles (MINFER_AMX set)", ...). */
+ * no AMX-INT8", "AMX int8 tiles (MINFER_AMX=0 turns them off)", ...). */
 const char *mf_amx_note(void);
 
 /* AMX bf16 tiles (TDPBF16PS) for F16 and BF16 weights (gemm_amx.h): usable
