@@ -178,23 +178,6 @@ static inline __m256i bit_to_4(__m256i v, int s) {
     return _mm256_and_si256(v, m10);
 }
 
-/* levels * activations of the 4 sub-blocks 8g + 2k + cc (k = 0..3) of half
- * p, summed over their words c = 4cc .. 4cc + 3, in int16 pairs */
-static inline void k23_sums(const uint8_t *g, const int8_t *qs, int q0, int hm0, int gi, int cc, int p, __m256i acc[4]) {
-    const __m256i m3 = _mm256_set1_epi8(3);
-    #pragma GCC unroll 4
-    for (int c = 4 * cc; c < 4 * cc + 4; c++) {
-        const __m256i v = hl(g, q0 + 8 * gi + c, p);
-        #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            __m256i w = _mm256_and_si256(k ? _mm256_srli_epi16(v, 2 * k) : v, m3);
-            if (hm0 >= 0) w = _mm256_or_si256(w, bit_to_2(hl(g, hm0 + c, p), 4 * gi + k));
-            const __m256i m = _mm256_maddubs_epi16(w, bcast4(qs + 128 * gi + 32 * k + 4 * c));
-            acc[k] = c == 4 * cc ? m : _mm256_add_epi16(acc[k], m);
-        }
-    }
-}
-
 /* sum over the 16 sub-blocks of mn_j * bsum_j for 4-bit mins in the high
  * nibbles of lines 0-3 */
 static inline __m256i q2k_summ(const uint8_t *g, int p, const int16_t bsums[16]) {
@@ -419,14 +402,6 @@ static void dot_x16_q5_k(int n, float *s, const void *vg, const void *vy) {
  * C = qh word 8h + c give the 6-bit levels of 4 elements in each of the
  * sub-blocks 8h + 2t + c / 4 (t = 0..3), as in the reference's dequant. */
 
-static inline void q6k_levels(__m256i A, __m256i B, __m256i C, __m256i q[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    q[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi16(C, 4), m30));
-    q[1] = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi16(C, 2), m30));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(C, m30));
-    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4), _mm256_and_si256(_mm256_srli_epi16(C, 2), m30));
-}
-
 /* sum over the 16 sub-blocks of scale_j * bsum_j, per lane */
 static inline __m256i q6k_off(const uint8_t *g, int p, const int16_t bsums[16]) {
     __m256i s = _mm256_setzero_si256();
@@ -480,7 +455,7 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
                         #pragma GCC unroll 2
                         for (int p = 0; p < 2; p++) {
                             const __m256i A = hl(g, 16 * h + 8 * e + c, p), C = hl(g, 32 + 8 * h + c, p);
-                            /* the third and fourth 2-bit fields of qh for t = e, e + 2 */
+                            /* qh field t = e joins the low nibble, field t = e + 2 the high one (bits 4-5) */
                             const __m256i lo = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(e ? _mm256_slli_epi16(C, 2) : _mm256_slli_epi16(C, 4), m30));
                             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(e ? _mm256_srli_epi16(C, 2) : C, m30));
                             const __m256i ml = _mm256_maddubs_epi16(lo, alo), mh = _mm256_maddubs_epi16(hi, ahi);
