@@ -178,6 +178,42 @@ static inline __m256i bit_to_4(__m256i v, int s) {
     return _mm256_and_si256(v, m10);
 }
 
+/* levels * activations of the 4 sub-blocks 8g + 2k + cc (k = 0..3), both
+ * halves (acc[k][p]), summed in int16 over their words c = 4cc .. 4cc + 3.
+ * Each activation broadcast feeds both halves, in two passes of two fields
+ * so the 8 sums stay in the 16 ymm registers (GCC had hoisted the
+ * broadcasts out of a per-half loop and spilled them). The odd fields are
+ * masked in place (& 0x0c: four times the level; Q3_K's third bit then goes
+ * to bit 4) and the upper two share one shift by 4; the odd sums are
+ * shifted back exactly at the end (multiples of 4, at most 4 words * 2 *
+ * 28 * 128 in magnitude). hm0 < 0: Q2_K, no third bit. */
+static inline void k23_sums(const uint8_t *g, const int8_t *qs, int q0, int hm0, int gi, int cc, __m256i acc[4][2]) {
+    const __m256i m03 = _mm256_set1_epi8(3), m0c = _mm256_set1_epi8(0x0c);
+    for (int k = 0; k < 4; k++) acc[k][0] = acc[k][1] = _mm256_setzero_si256();
+    #pragma GCC unroll 2
+    for (int kk = 0; kk < 4; kk += 2)
+        #pragma GCC unroll 1
+        for (int c = 4 * cc; c < 4 * cc + 4; c++) {
+            __m256i v0 = hl(g, q0 + 8 * gi + c, 0), v1 = hl(g, q0 + 8 * gi + c, 1);
+            if (kk) v0 = _mm256_srli_epi16(v0, 4), v1 = _mm256_srli_epi16(v1, 4);
+            #pragma GCC unroll 2
+            for (int k = kk; k < kk + 2; k++) {
+                const __m256i msk = k & 1 ? m0c : m03, act = bcast4(qs + 128 * gi + 32 * k + 4 * c);
+                __m256i w[2];
+                #pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    w[p] = _mm256_and_si256(p ? v1 : v0, msk);
+                    if (hm0 >= 0) {
+                        const __m256i h = hl(g, hm0 + c, p);
+                        w[p] = _mm256_or_si256(w[p], k & 1 ? bit_to_4(h, 4 * gi + k) : bit_to_2(h, 4 * gi + k));
+                    }
+                    acc[k][p] = _mm256_add_epi16(acc[k][p], _mm256_maddubs_epi16(w[p], act));
+                }
+            }
+        }
+    for (int k = 1; k < 4; k += 2) acc[k][0] = _mm256_srai_epi16(acc[k][0], 2), acc[k][1] = _mm256_srai_epi16(acc[k][1], 2);
+}
+
 /* sum over the 16 sub-blocks of mn_j * bsum_j for 4-bit mins in the high
  * nibbles of lines 0-3 */
 static inline __m256i q2k_summ(const uint8_t *g, int p, const int16_t bsums[16]) {
@@ -192,18 +228,10 @@ static inline __m256i q2k_summ(const uint8_t *g, int p, const int16_t bsums[16])
     return s;
 }
 
-/* Q2_K walks both 8-row halves per level word, so each activation
- * broadcast serves 16 rows and the 16 ymm registers hold 8 sums (4 fields x
- * 2 halves) without spilling. The odd fields are taken in place (& 0x0c,
- * four times the level) and the even ones after a single shift by 4 for
- * the upper two, 5 operations a word for 4 fields instead of 7; the odd
- * sums are shifted back (exactly: multiples of 4, at most 4 words * 2 *
- * 12 * 128 in magnitude) before their scale step, so the integers are
- * those of the reference. */
 static void dot_x16_q2_k(int n, float *s, const void *vg, const void *vy) {
     const uint8_t *g = vg;
     const block_q8_K *y = vy;
-    const __m256i m0f = _mm256_set1_epi16(0x0f), m03 = _mm256_set1_epi8(3), m0c = _mm256_set1_epi8(0x0c);
+    const __m256i m0f = _mm256_set1_epi16(0x0f);
     __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q2_K)) {
         const block_q8_K *a = &y[b];
@@ -214,32 +242,15 @@ static void dot_x16_q2_k(int n, float *s, const void *vg, const void *vy) {
             for (int cc = 0; cc < 2; cc++) {
                 const int step = 2 * gi + cc; /* 4 steps prefetch the group's 22 lines */
                 for (int i = 6 * step; i < 6 * step + 6 && i < 22; i++) pf_line(g, i);
-                const int8_t *qs = a->qs + 128 * gi;
                 __m256i acc[4][2];
-                for (int k = 0; k < 4; k++) acc[k][0] = acc[k][1] = _mm256_setzero_si256();
-                #pragma GCC unroll 2
-                for (int kk = 0; kk < 4; kk += 2)
-                #pragma GCC unroll 1
-                for (int c = 4 * cc; c < 4 * cc + 4; c++) {
-                    __m256i v0 = hl(g, 4 + 8 * gi + c, 0), v1 = hl(g, 4 + 8 * gi + c, 1);
-                    if (kk) v0 = _mm256_srli_epi16(v0, 4), v1 = _mm256_srli_epi16(v1, 4);
-                    #pragma GCC unroll 2
-                    for (int k = kk; k < kk + 2; k++) {
-                        const __m256i msk = k & 1 ? m0c : m03, act = bcast4(qs + 32 * k + 4 * c);
-                        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, msk), act);
-                        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, msk), act);
-                        acc[k][0] = _mm256_add_epi16(acc[k][0], p0);
-                        acc[k][1] = _mm256_add_epi16(acc[k][1], p1);
-                    }
-                }
+                k23_sums(g, a->qs, 4, -1, gi, cc, acc);
                 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
                     const int j = 8 * gi + 2 * k + cc;
                     #pragma GCC unroll 2
                     for (int p = 0; p < 2; p++) {
                         const __m256i sc = _mm256_and_si256(rep_byte(hl(g, j / 4, p), j % 4), m0f);
-                        const __m256i ac = k & 1 ? _mm256_srai_epi16(acc[k][p], 2) : acc[k][p];
-                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(ac, sc));
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[k][p], sc));
                     }
                 }
             }
@@ -269,14 +280,10 @@ static inline void q3k_scales(const uint8_t *g, int p, __m256i S[4]) {
     S[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(t, 2), m30));
 }
 
-/* Q3_K as Q2_K above: both halves per word, the odd fields in place with
- * their third bit moved to bit 4 (four times the level, at most 4 words * 2
- * * 28 * 128 in magnitude) and shifted back before the scale step. */
 static void dot_x16_q3_k(int n, float *s, const void *vg, const void *vy) {
     const uint8_t *g = vg;
     const block_q8_K *y = vy;
     const __m256i k32 = _mm256_set1_epi16(32), even = _mm256_set1_epi32(0x00ff00ff);
-    const __m256i m03 = _mm256_set1_epi8(3), m0c = _mm256_set1_epi8(0x0c);
     __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < n / QK_K; b++, g += 16 * sizeof(block_q3_K)) {
         const block_q8_K *a = &y[b];
@@ -301,25 +308,8 @@ static void dot_x16_q3_k(int n, float *s, const void *vg, const void *vy) {
             for (int cc = 0; cc < 2; cc++) {
                 const int step = 2 * gi + cc; /* 4 steps prefetch the group's 28 lines */
                 for (int i = 7 * step; i < 7 * step + 7; i++) pf_line(g, i);
-                const int8_t *qs = a->qs + 128 * gi;
                 __m256i acc[4][2];
-                for (int k = 0; k < 4; k++) acc[k][0] = acc[k][1] = _mm256_setzero_si256();
-                #pragma GCC unroll 2
-                for (int kk = 0; kk < 4; kk += 2)
-                #pragma GCC unroll 1
-                for (int c = 4 * cc; c < 4 * cc + 4; c++) {
-                    __m256i v0 = hl(g, 8 + 8 * gi + c, 0), v1 = hl(g, 8 + 8 * gi + c, 1);
-                    if (kk) v0 = _mm256_srli_epi16(v0, 4), v1 = _mm256_srli_epi16(v1, 4);
-                    #pragma GCC unroll 2
-                    for (int k = kk; k < kk + 2; k++) {
-                        const __m256i msk = k & 1 ? m0c : m03, act = bcast4(qs + 32 * k + 4 * c);
-                        const __m256i h0 = hl(g, c, 0), h1 = hl(g, c, 1);
-                        const __m256i w0 = _mm256_or_si256(_mm256_and_si256(v0, msk), k & 1 ? bit_to_4(h0, 4 * gi + k) : bit_to_2(h0, 4 * gi + k));
-                        const __m256i w1 = _mm256_or_si256(_mm256_and_si256(v1, msk), k & 1 ? bit_to_4(h1, 4 * gi + k) : bit_to_2(h1, 4 * gi + k));
-                        acc[k][0] = _mm256_add_epi16(acc[k][0], _mm256_maddubs_epi16(w0, act));
-                        acc[k][1] = _mm256_add_epi16(acc[k][1], _mm256_maddubs_epi16(w1, act));
-                    }
-                }
+                k23_sums(g, a->qs, 8, 0, gi, cc, acc);
                 #pragma GCC unroll 2
                 for (int p = 0; p < 2; p++) {
                     __m256i S[4];
@@ -328,8 +318,7 @@ static void dot_x16_q3_k(int n, float *s, const void *vg, const void *vy) {
                     for (int k = 0; k < 4; k++) {
                         const int j = 8 * gi + 2 * k + cc;
                         const __m256i sc = _mm256_sub_epi16(rep_byte(S[j / 4], j % 4), k32);
-                        const __m256i ac = k & 1 ? _mm256_srai_epi16(acc[k][p], 2) : acc[k][p];
-                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(ac, sc));
+                        isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(acc[k][p], sc));
                     }
                 }
             }
