@@ -2,6 +2,7 @@
  * (plain C: a tile is built once per matmul and read by every weight panel,
  * so its cost is one pass over the activations). */
 #include "cpu/kern/gemm/gemm.h"
+#include "core/env.h"
 #include "cpu/kern/gemm/gemm_layout.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
@@ -15,7 +16,7 @@ static const mf_gemm_kind *g_tab[MF_CPU_LEVELS][MF_TYPE_COUNT];
 static const mf_gemm_kind *g_amx[2][MF_TYPE_COUNT];    /* [emulated][type] */
 static const mf_gemm_kind *g_amx_mt[2][MF_TYPE_COUNT]; /* the tile-mins variants */
 static const mf_gemm_kind *g_amxbf[2][MF_TYPE_COUNT]; /* the bf16 kinds */
-static int g_bf16_off;                                 /* MINFER_AMX_BF16=0 */
+static int g_bf16_off;                                 /* MINFER_AMX_BF16 "" or "0" */
 static int g_mins_tile;                                /* MINFER_AMX_MINS=tile */
 static int g_emulate;                                  /* MINFER_AMX_EMULATE=1 (tests only) */
 static mf_cpu_level g_supported;
@@ -38,12 +39,11 @@ static void build(void) {
         mf_gemm_reg_amxemu_bf16(g_amxbf[1]);
         if (mf_amx_bf16_init()) mf_gemm_reg_amx_bf16(g_amxbf[0]);
     }
-    const char *e = getenv("MINFER_NO_GEMM");
-    g_off = e && *e && strcmp(e, "0") != 0;
-    e = getenv("MINFER_AMX_MINS");
+    g_off = mf_env_on("MINFER_NO_GEMM");
+    const char *e = getenv("MINFER_AMX_MINS");
     g_mins_tile = e && !strcmp(e, "tile");
     e = getenv("MINFER_AMX_BF16");
-    g_bf16_off = e && !strcmp(e, "0");
+    g_bf16_off = e && !mf_env_on("MINFER_AMX_BF16"); /* set but off: amx.c's reading */
     e = getenv("MINFER_AMX_EMULATE");
     g_emulate = e && !strcmp(e, "1") && g_supported == MF_CPU_AVX512_VNNI;
 }
