@@ -914,8 +914,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     c->max_width = cfg->max_width;
     c->graph_nout = -1;
     c->graphs = !(getenv("MINFER_CUDA_GRAPH") && !mf_env_on("MINFER_CUDA_GRAPH"));
-    const char *prof = getenv("MINFER_OP_PROFILE");
-    if (prof && strcmp(prof, "0")) c->graphs = false; /* the profiler times ops one by one */
+    if (mf_env_on("MINFER_OP_PROFILE")) c->graphs = false; /* the profiler times ops one by one */
     c->mmvq = !(getenv("MINFER_CUDA_MMVQ") && !mf_env_on("MINFER_CUDA_MMVQ"));
     if (getenv("MINFER_CUDA_MMVQ_OCC")) mfc_mmvq_occ = mf_env_on("MINFER_CUDA_MMVQ_OCC");
     c->tc = !(getenv("MINFER_CUDA_TC") && !mf_env_on("MINFER_CUDA_TC"));

@@ -6,6 +6,7 @@
 #include "backends/registry.h"
 #include "engine/profile.h"
 #include "core/alloc.h"
+#include "core/env.h"
 #include "core/error.h"
 
 #include <stdio.h>
@@ -178,8 +179,7 @@ mf_status mf_context_new(mf_model *model, const mf_context_params *params, mf_co
         }
         ctx->lo.n_layer = n_lo;
     }
-    const char *prof = getenv("MINFER_OP_PROFILE");
-    if (prof && strcmp(prof, "0")) {
+    if (mf_env_on("MINFER_OP_PROFILE")) {
         ctx->be = mf_profile_wrap(ctx->be);
         if (ctx->lo.be) ctx->lo.be = mf_profile_wrap(ctx->lo.be);
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/env.h"
 #include "core/timer.h"
 #include "minfer.h"
 #include "run.h"
@@ -356,7 +357,7 @@ int cmd_run(int argc, char **argv) {
     mf_token *hist = NULL, draft[256];
     mf_batch vb = {0};
     run_spec *spec = NULL;
-    const bool timing = getenv("MINFER_TIMING") && strcmp(getenv("MINFER_TIMING"), "0");
+    const bool timing = mf_env_on("MINFER_TIMING");
     if (!run_open(&opts, &model, &ctx)) goto done;
     const uint32_t nctx = mf_context_n_ctx(ctx);
     const int32_t n_vocab = mf_model_n_vocab(model);
