@@ -12,7 +12,9 @@
 #   BUILD=dir          build folder (build-gpu)
 #   JOBS=n             build jobs (all CPUs)
 #   MODELS=dir         where the benchmark models are written by `minfer synth`
-#                      (once; later runs reuse them) (/tmp/minfer-gpu-models)
+#                      (once, on the CPUs while the GPU runs the tests; their
+#                      times in BUILD/synth.log; later runs reuse them)
+#                      (/tmp/minfer-gpu-models)
 #   PRESETS="p:T ..."  synth preset and type of each benchmark model
 #                      ("qwen3-4b:Q4_K_M llama-3-8b:Q4_K_M qwen3-4b:Q8_0 qwen3-4b:Q6_K")
 #   REPS=n             timed runs per test (3)
@@ -59,6 +61,26 @@ fi
 grep -q "CUDA backend enabled" "$BUILD/configure.log" || { say "build: no CUDA backend (nvcc not found)"; exit 1; }
 say "build: ok"
 
+# The benchmark models are synthesized on the host's CPUs while the GPU
+# runs the tests and kernel benchmarks below (a 4B Q4_K_M file takes
+# minutes); each is written to .tmp and renamed, so a killed run leaves no
+# file that a later run would take for whole. The bench loop waits for them.
+MINFER=$BUILD/bin/minfer
+(
+    for pt in $PRESETS; do
+        preset=${pt%%:*} type=${pt##*:}
+        f=$MODELS/$preset-$type.gguf
+        [ -s "$f" ] && continue
+        t0=$(date +%s)
+        if "$MINFER" synth --preset "$preset" --type "$type" -o "$f.tmp" >/dev/null 2>&1 && mv "$f.tmp" "$f"; then
+            echo "synth $preset $type: $(($(date +%s) - t0)) s"
+        else
+            echo "synth $preset $type: FAILED"
+        fi
+    done
+) >"$BUILD/synth.log" 2>&1 &
+SYNTH_PID=$!
+
 (cd "$BUILD" && ctest -L cuda --output-on-failure) >"$BUILD/cuda-tests.log" 2>&1
 rc=$?
 grep -E "max\|d\||greedy|bitwise|skip|FAIL|files compared" "$BUILD/cuda-tests.log" | sed 's/^/  /'
@@ -87,14 +109,12 @@ if [ -x "$BUILD/tests/bench_attn" ]; then
     sed 's/^/  /' "$BUILD/bench-attn.log" | tee -a "$SUMMARY"
 fi
 
-MINFER=$BUILD/bin/minfer
+wait "$SYNTH_PID"
+sed 's/^/  /' "$BUILD/synth.log" | tee -a "$SUMMARY"
 for pt in $PRESETS; do
     preset=${pt%%:*} type=${pt##*:}
     f=$MODELS/$preset-$type.gguf
-    if [ ! -s "$f" ]; then
-        "$MINFER" synth --preset "$preset" --type "$type" -o "$f.tmp" >/dev/null 2>&1 && mv "$f.tmp" "$f" ||
-            { say "$preset $type: synth FAILED"; continue; }
-    fi
+    [ -s "$f" ] || { say "$preset $type: no model (synth failed)"; continue; }
     out=$("$MINFER" bench -m "$f" -ngl all -p 512 -n 128 -r "$REPS" 2>&1)
     deep=$("$MINFER" bench -m "$f" -ngl all -p 0 -n 128 -d 4096 -r 1 --no-bandwidth 2>&1 | awk -F"|" '/ tg128 /{gsub(/ /,"",$9); print $9}')
     echo "$out" >"$BUILD/bench-$preset-$type.log"
