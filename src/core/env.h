@@ -12,4 +12,8 @@ static inline bool mf_env_on(const char *name) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* A default-on switch is off when set to "" or "0" (MINFER_AMX=0,
+ * MINFER_CUDA_GRAPH=0, ...); unset leaves it on. */
+static inline bool mf_env_off(const char *name) { return getenv(name) && !mf_env_on(name); }
+
 #endif

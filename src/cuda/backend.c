@@ -913,11 +913,11 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     c->max_ctx = cfg->max_ctx;
     c->max_width = cfg->max_width;
     c->graph_nout = -1;
-    c->graphs = !(getenv("MINFER_CUDA_GRAPH") && !mf_env_on("MINFER_CUDA_GRAPH"));
+    c->graphs = !mf_env_off("MINFER_CUDA_GRAPH");
     if (mf_env_on("MINFER_OP_PROFILE")) c->graphs = false; /* the profiler times ops one by one */
-    c->mmvq = !(getenv("MINFER_CUDA_MMVQ") && !mf_env_on("MINFER_CUDA_MMVQ"));
+    c->mmvq = !mf_env_off("MINFER_CUDA_MMVQ");
     if (getenv("MINFER_CUDA_MMVQ_OCC")) mfc_mmvq_occ = mf_env_on("MINFER_CUDA_MMVQ_OCC");
-    c->tc = !(getenv("MINFER_CUDA_TC") && !mf_env_on("MINFER_CUDA_TC"));
+    c->tc = !mf_env_off("MINFER_CUDA_TC");
     cudaGetDevice(&c->device);
     /* int8 activations for the rows the dp4a and int8 tensor-core products
      * take (MINFER_CUDA_MMQ_ROWS: at most that many on the tensor cores, 8
@@ -962,16 +962,16 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
             return NULL;
         }
     }
-    c->fuse = !(getenv("MINFER_CUDA_FUSE") && !mf_env_on("MINFER_CUDA_FUSE"));
-    mfc_fattn_on = !(getenv("MINFER_CUDA_FA") && !mf_env_on("MINFER_CUDA_FA"));
+    c->fuse = !mf_env_off("MINFER_CUDA_FUSE");
+    mfc_fattn_on = !mf_env_off("MINFER_CUDA_FA");
     {
         const char *ak = getenv("MINFER_CUDA_ATT");
         mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : 0;
         if (ak && *ak && strcmp(ak, "grouped") && strcmp(ak, "tile"))
             mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_ATT=%s is neither tile nor grouped; the tile kernel it is\n", ak);
     }
-    c->att_early = !(getenv("MINFER_CUDA_ATT_EARLY") && !mf_env_on("MINFER_CUDA_ATT_EARLY"));
-    mfc_mmq_tile_on = !(getenv("MINFER_CUDA_MMQ_TILE") && !mf_env_on("MINFER_CUDA_MMQ_TILE"));
+    c->att_early = !mf_env_off("MINFER_CUDA_ATT_EARLY");
+    mfc_mmq_tile_on = !mf_env_off("MINFER_CUDA_MMQ_TILE");
     {
         const char *tr = getenv("MINFER_CUDA_MMQ_TILE_ROWS");
         if (tr && *tr) mfc_mmq_tile_rows = atoi(tr);
@@ -980,7 +980,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         struct cudaDeviceProp pr;
         cudaGetDeviceProperties(&pr, c->device);
         /* programmatic dependent launch needs sm_90; process-wide (kernels.h) */
-        mfc_pdl_on = pr.major >= 9 && !(getenv("MINFER_CUDA_PDL") && !mf_env_on("MINFER_CUDA_PDL"));
+        mfc_pdl_on = pr.major >= 9 && !mf_env_off("MINFER_CUDA_PDL");
     }
     if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
         snprintf(why, why_len, "cannot create a CUDA stream: %s", cudaGetErrorString(cudaGetLastError()));

@@ -55,15 +55,14 @@ static void init_once(void) {
     /* int8 tiles: on by default (bitwise the VNNI GEMM, and faster end to end
      * at 2-16 threads where measured: docs/PERFORMANCE.md); MINFER_AMX=0 or
      * MINFER_NO_AMX=1 turns them off for A/B */
-    /* set but not on ("" or "0", env.h's rule): off */
-    const int amx_zero = getenv("MINFER_AMX") && !mf_env_on("MINFER_AMX");
+    const int amx_zero = mf_env_off("MINFER_AMX");
     g_on = g_ok && !amx_zero && !mf_env_on("MINFER_NO_AMX");
     if (no) snprintf(g_note, sizeof g_note, "no AMX: %s", no);
     else if (g_on) snprintf(g_note, sizeof g_note, "AMX int8 tiles (MINFER_AMX=0 turns them off)");
     else snprintf(g_note, sizeof g_note, "AMX int8 tiles available but off (%s)", amx_zero ? "MINFER_AMX=0" : "MINFER_NO_AMX");
     /* bf16 tiles: only under MINFER_AMX=1 (unlike the int8 kind not bitwise:
      * features.h), MINFER_AMX_BF16=0 alone turns them off for A/B */
-    const int bf16_off = getenv("MINFER_AMX_BF16") && !mf_env_on("MINFER_AMX_BF16");
+    const int bf16_off = mf_env_off("MINFER_AMX_BF16");
     g_bf16_ok = no_bf16 == NULL;
     g_bf16_on = g_bf16_ok && mf_env_on("MINFER_AMX") && !bf16_off;
     if (no_bf16) snprintf(g_bf16_note, sizeof g_bf16_note, "no AMX bf16 for F16/BF16 weights: %s", no_bf16);

@@ -42,8 +42,7 @@ static void build(void) {
     g_off = mf_env_on("MINFER_NO_GEMM");
     const char *e = getenv("MINFER_AMX_MINS");
     g_mins_tile = e && !strcmp(e, "tile");
-    e = getenv("MINFER_AMX_BF16");
-    g_bf16_off = e && !mf_env_on("MINFER_AMX_BF16"); /* set but off: amx.c's reading */
+    g_bf16_off = mf_env_off("MINFER_AMX_BF16"); /* amx.c's reading */
     e = getenv("MINFER_AMX_EMULATE");
     g_emulate = e && !strcmp(e, "1") && g_supported == MF_CPU_AVX512_VNNI;
 }
