@@ -64,7 +64,9 @@ say "build: ok"
 # The benchmark models are synthesized on the host's CPUs while the GPU
 # runs the tests and kernel benchmarks below (a 4B Q4_K_M file takes
 # minutes); each is written to .tmp and renamed, so a killed run leaves no
-# file that a later run would take for whole. The bench loop waits for them.
+# file that a later run would take for whole. The bench loop waits for them,
+# so `minfer bench` and llama.cpp never share the host with a synth; the
+# cuda tests and the kernel benchmarks (graph replays, little host work) do.
 MINFER=$BUILD/bin/minfer
 (
     for pt in $PRESETS; do
