@@ -39,31 +39,10 @@
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 #include "cuda/kvcache.cuh"
+#include "cuda/mma16.cuh"
 
 #define FA_ROWS 64 /* query rows per block: four warps of 16 */
 #define FA_KEYS 64 /* keys per tile */
-
-__device__ __forceinline__ uint32_t h2_bits(float a, float b) {
-    const __half2 h = __floats2half2_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
-
-__device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* four 8x8 f16 matrices, transposed: the B fragments of two n-tiles */
-__device__ __forceinline__ void ldsm_x4_t(const __half *p, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(a));
-}
 
 /* 8 elements of a cache row (element i, a multiple of 8) as f16 */
 __device__ __forceinline__ uint4 fa_ld8(const void *c, size_t i, int kvt) {
