@@ -966,9 +966,9 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     mfc_fattn_on = !mf_env_off("MINFER_CUDA_FA");
     {
         const char *ak = getenv("MINFER_CUDA_ATT");
-        mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : 0;
-        if (ak && *ak && strcmp(ak, "grouped") && strcmp(ak, "tile"))
-            mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_ATT=%s is neither tile nor grouped; the tile kernel it is\n", ak);
+        mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : ak && !strcmp(ak, "mma") ? 2 : 0;
+        if (ak && *ak && strcmp(ak, "grouped") && strcmp(ak, "tile") && strcmp(ak, "mma"))
+            mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_ATT=%s is not tile, mma or grouped; tile it is\n", ak);
     }
     c->att_early = !mf_env_off("MINFER_CUDA_ATT_EARLY");
     mfc_mmq_tile_on = !mf_env_off("MINFER_CUDA_MMQ_TILE");
@@ -1020,10 +1020,16 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                                 "store in one launch, attention+quantization\n");
         mf_log(MF_LOG_INFO, "minfer: cuda decode attention: %s, shares of 32 keys (more past 2048) merged by warp "
                             "shuffles%s\n",
-               mfc_att_kernel ? "one block per KV head and share, a thread per key (MINFER_CUDA_ATT=grouped)"
-                              : "K/V tiles of 32 keys in shared memory by cp.async, a warp per query head (f16 "
-                                "caches, heads of 64 or 128; others one block per KV head and share)",
-               c->att_early && !mfc_att_kernel ? ", the first tile's older keys copied before the wait" : "");
+               mfc_att_kernel == 1
+                   ? "one block per KV head and share, a thread per key (MINFER_CUDA_ATT=grouped)"
+               : mfc_att_kernel == 2
+                   ? "f16 tensor cores (MINFER_CUDA_ATT=mma: mma.sync, queries and probabilities as two f16 "
+                     "parts), a warp per share for all the query heads of a KV head, K/V tiles of 32 keys in "
+                     "shared memory by cp.async (f16 caches, heads of 64 or 128, up to 16 query heads a KV head; "
+                     "others as the tile kernel)"
+                   : "K/V tiles of 32 keys in shared memory by cp.async, f32 FMAs, a warp per query head (f16 "
+                     "caches, heads of 64 or 128; others one block per KV head and share)",
+               c->att_early && mfc_att_kernel != 1 ? ", the first tile's older keys copied before the wait" : "");
         mf_log(MF_LOG_INFO, "minfer: cuda prompt attention: %s\n",
                mfc_fattn_on ? "f16 tensor-core flash attention (64 rows x 64-key tiles; head dims 16/32/64/128, f16 "
                               "or q8_0 cache), f32 blocks per row otherwise"

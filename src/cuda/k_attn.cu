@@ -17,8 +17,10 @@
  * multiprocessor busy. A row's shares depend only on its own position,
  * never on the other rows of the step, nor on how many blocks the launch
  * has along z, so a captured step launched with the context's capacity
- * replays at any depth. A share is taken by attn_tile_k (f16 caches, heads
- * of 64 or 128: K and V tiles in shared memory, blocks walking shares), by
+ * replays at any depth. A share is taken by attn_mma_k (k_attn_mma.cu: f16
+ * caches, heads of 64 or 128, on the tensor cores), by attn_tile_k (the
+ * same shapes with f32 FMAs: K and V tiles in shared memory, blocks walking
+ * shares), by
  * attn_dec_k (one block for all the query heads of a KV head; blocks past
  * a row's last share return at once), or by attn_k per query head for
  * shapes neither takes. Every query reads only its own sequence's keys
@@ -568,7 +570,7 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
  * on 16 bytes, K and V heads of 64 or 128, groups of up to 8 */
 static bool tile_takes(const mfc_attn *p, int nsplit, const float *part, const void *kc, const void *vc) {
     const int G = p->n_head_kv ? p->n_head / p->n_head_kv : 0, d = p->head_dim_k;
-    return mfc_att_kernel == 0 && part && nsplit >= 1 && nsplit <= MAX_SHARES && p->kvt == MFC_KV_F16 && G >= 1 &&
+    return mfc_att_kernel != 1 && part && nsplit >= 1 && nsplit <= MAX_SHARES && p->kvt == MFC_KV_F16 && G >= 1 &&
            p->n_head % p->n_head_kv == 0 && G <= 2 * TW && (d == 64 || d == 128) && p->head_dim_v == d &&
            p->k_width % 8 == 0 && p->v_width % 8 == 0 && ((uintptr_t)kc | (uintptr_t)vc) % 16 == 0;
 }
@@ -632,6 +634,10 @@ extern "C" void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, 
     mfc_q8 qo = {NULL, NULL, NULL};
     if (qout && p->head_dim_v % 32 == 0) qo = *qout;
     const int qkb = mfc_q8_tiled_kb(rows, p->n_head * p->head_dim_v);
+    if (mfc_att_kernel == 2 && mfc_att_mma(s, st, rows, q, kc, vc, p, nsplit, nz, part)) {
+        launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);
+        return;
+    }
     if (tile_takes(p, nsplit, part, kc, vc)) {
         tile_launch(s, st, rows, q, kc, vc, p, nsplit, nz, part);
         launch_k(attn_combine_k, dim3(rows, p->n_head), 128, 0, s, *st, (const float *)part, *p, nsplit, out, qo, qkb);

@@ -271,12 +271,19 @@ void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float 
  * head over all its keys (prefill). qout (or NULL): out also quantized there
  * as mfc_quant_x would (head_dim_v % 32 == 0), scales per 32 whatever
  * qout->g8 says (a block a head: the caller clears it). */
-/* the decode kernel for shares: 0 the tile kernel where it takes the shape
- * (f16 cache, heads of 64 or 128), 1 always the grouped one (A/B:
- * MINFER_CUDA_ATT=grouped) */
+/* the decode kernel for shares: 0 the f32 tile kernel where it takes the
+ * shape (f16 cache, heads of 64 or 128), else the grouped one; 1 always the
+ * grouped one (A/B: MINFER_CUDA_ATT=grouped); 2 the tensor-core one where
+ * it takes the shape (f16 cache, heads of 64 or 128, up to 16 query heads a
+ * KV head), else as 0 (MINFER_CUDA_ATT=mma) */
 extern int mfc_att_kernel;
-/* tests: the tile kernel's blocks along the shares (0: sized to the device) */
+/* tests: the tile and tensor-core kernels' blocks along the shares (0:
+ * sized to the device) */
 extern int mfc_att_tile_nz;
+/* the tensor-core decode kernel (k_attn_mma.cu) over the shares, as
+ * mfc_attention's part; false (nothing queued) for shapes it does not take */
+bool mfc_att_mma(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
+                 const mfc_attn *p, int nsplit, int nz, float *part);
 void mfc_attention(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,
                    const mfc_attn *p, float *out, int nsplit, int nz, float *part, const mfc_q8 *qout);
 /* Prompt rows on the f16 tensor cores (k_fattn.cu): f16 or q8_0 caches,

@@ -1,7 +1,8 @@
 /* bench_attn.c - one layer's decode attention (qwen3-4b's shape: 32 query
  * heads over 8 KV heads of 128, f16 cache in pages of 64) at several
- * depths and for 1, 16 or 64 sequences, with the tile kernel (with and
- * without its copies before the wait) and the grouped one, as a decode
+ * depths and for 1, 16 or 64 sequences, with the tensor-core and tile
+ * kernels (with and without their copies before the wait) and the grouped
+ * one, as a decode
  * step runs it: 64 layers' launches captured in a
  * CUDA graph with programmatic dependent launch and replayed, so a figure
  * is one launch's share of the replay. Beside it, an empty kernel's, the
@@ -101,7 +102,7 @@ int main(int argc, char **argv) {
     /* rows (each its own sequence, at the same depth) and depths as minfer
      * bench makes them: tg128 (128 cells), 1024 and 4096 deep, and the
      * aggregate decode of 16 and 64 sequences (12288 cells of context);
-     * each with the tile kernel and the grouped one (mfc_att_kernel) */
+     * each with every decode kernel (mfc_att_kernel) */
     static const int cfgs[][3] = {{1, 128, 256}, {1, 1024, 2048}, {1, 4224, 4352}, {16, 192, 12288}, {64, 192, 12288}};
     for (int ci = 0; ci < 5; ci++) {
         if (only >= 0 && ci != only) continue;
@@ -147,11 +148,13 @@ int main(int argc, char **argv) {
         free(h);
         a.sd = (mfc_step_dev){d, d + rows, d + 2 * rows, d + 3 * rows, d + 4 * rows, d + 5 * rows, d + 6 * rows};
         const double kv_mb = (double)rows * ctx * row * 2 / 1e6;
-        /* the tile kernel with its early copies (as a decode step runs it), without, the grouped kernel */
-        static const char *kn[] = {"tile", "tile, no early copies", "grouped"};
-        for (int k = 0; k < 3; k++) {
-            mfc_att_kernel = k == 2;
-            a.p.early = k == 0;
+        /* the tensor-core and tile kernels with their early copies (as a
+         * decode step runs them) and without, the grouped kernel */
+        static const char *kn[] = {"mma", "mma, no early copies", "tile", "tile, no early copies", "grouped"};
+        static const int kk[] = {2, 2, 0, 0, 1};
+        for (int k = 0; k < 5; k++) {
+            mfc_att_kernel = kk[k];
+            a.p.early = k == 0 || k == 2;
             const double us = per_launch(attention, &a), us2 = per_launch(rope_attention, &a);
             printf("%2d rows, depth %4d (%5.1f MB of K and V), %-21s: attention %7.2f us (%6.0f GB/s), "
                    "RoPE + store + attention %7.2f us\n",

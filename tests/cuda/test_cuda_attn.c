@@ -8,8 +8,9 @@
  * of 128 with a sliding window and a soft cap, 8 over 2 of 256 (the grouped
  * kernel's shape only), an f32 cache (the grouped kernel), and 8 over 2 of
  * 80 (neither: the per-head kernel, and a merge whose last warp is part
- * past the head). Each with the tile kernel where it takes the shape, and
- * the grouped one (mfc_att_kernel = 1).
+ * past the head). Each with the f32 tile kernel (mfc_att_kernel = 0) and
+ * the tensor-core one (2), each where it takes the shape, and the grouped
+ * one (1).
  *
  * Rows at depths 1, 32, 33, 129, 2048 (64 shares of 32), 2049 (33 shares of
  * 64) and 4224 (44 shares of 96: mfc_att_share) in one step: |gpu - ref| <=
@@ -214,13 +215,13 @@ static void check_case(const shape *sh, int rows, const int *depth, int cap, int
           *one = malloc(sizeof(float) * rq);
     run(&c, 0, rows, 0, 1, all);
     run(&c, 0, rows, c.nsplit, 1, cap_nz);
-    const char *kn = kernel ? "grouped" : "tile";
+    const char *kn = kernel == 1 ? "grouped" : kernel == 2 ? "mma" : "tile";
     CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
           "%s (%s): outputs differ between %d blocks along the shares and the step's most", sh->name, kn, c.nsplit);
     run(&c, 0, rows, 0, 0, cap_nz);
     CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
           "%s (%s): outputs differ with and without the copies before the wait", sh->name, kn);
-    mfc_att_tile_nz = 1; /* the tile kernel: one block walks all of a row's shares */
+    mfc_att_tile_nz = 1; /* the tile and mma kernels: one block walks all of a row's shares */
     run(&c, 0, rows, 0, 1, cap_nz);
     mfc_att_tile_nz = 0;
     CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
@@ -289,7 +290,7 @@ int main(void) {
     int many[64];
     for (int i = 0; i < 64; i++) many[i] = 1 + (int)urand(300);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             check_case(&shapes[i], 7, depths, 4352, k, true);
             if (i < 3) check_case(&shapes[i], 64, many, 320, k, false);
         }
