@@ -1025,7 +1025,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                : mfc_att_kernel == 2
                    ? "f16 tensor cores (MINFER_CUDA_ATT=mma: mma.sync, queries and probabilities as two f16 "
                      "parts), a warp per share for all the query heads of a KV head, K/V tiles of 32 keys in "
-                     "shared memory by cp.async (f16 caches, heads of 64 or 128, up to 16 query heads a KV head; "
+                     "shared memory by cp.async (f16 caches, heads of 64 or 128, up to 8 query heads a KV head; "
                      "others as the tile kernel)"
                    : "K/V tiles of 32 keys in shared memory by cp.async, f32 FMAs, a warp per query head (f16 "
                      "caches, heads of 64 or 128; others one block per KV head and share)",

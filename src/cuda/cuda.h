@@ -78,7 +78,7 @@ typedef struct mf_cuda {
      * keys in shares (mfc_att_share), at most att_split of them (at
      * max_ctx); their states go to att_part */
     int att_split;
-    bool att_early; /* MINFER_CUDA_ATT_EARLY=0: the tile attention copies nothing before its wait */
+    bool att_early; /* MINFER_CUDA_ATT_EARLY=0: the tile and mma attention copy nothing before their wait */
     float *att_part;
     int att_heads; /* query heads att_part has room for */
     int max_width;

@@ -17,13 +17,13 @@
  * multiprocessor busy. A row's shares depend only on its own position,
  * never on the other rows of the step, nor on how many blocks the launch
  * has along z, so a captured step launched with the context's capacity
- * replays at any depth. A share is taken by attn_mma_k (k_attn_mma.cu: f16
- * caches, heads of 64 or 128, on the tensor cores), by attn_tile_k (the
- * same shapes with f32 FMAs: K and V tiles in shared memory, blocks walking
- * shares), by
+ * replays at any depth. A share is taken by attn_tile_k (f16 caches, heads
+ * of 64 or 128, groups of up to 8: K and V tiles in shared memory, f32
+ * FMAs, blocks walking shares; or, with MINFER_CUDA_ATT=mma, by attn_mma_k
+ * in k_attn_mma.cu on the tensor cores, same shapes), by
  * attn_dec_k (one block for all the query heads of a KV head; blocks past
  * a row's last share return at once), or by attn_k per query head for
- * shapes neither takes. Every query reads only its own sequence's keys
+ * shapes none of them takes. Every query reads only its own sequence's keys
  * through its own block table: rows of other sequences never enter its
  * sums. */
 #include <cuda_fp16.h>

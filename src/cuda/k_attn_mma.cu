@@ -5,8 +5,8 @@
  * dependent steps (6 cycles between a warp's instructions) that the bytes
  * it reads do not explain. Here one warp takes a share of one row's keys for
  * all the query heads of a KV head at once, as the rows of mma.sync
- * m16n8k16 (head g in rows g and g + 8 of the fragments; rows past the
- * group are zero queries whose results are dropped): a 32-key tile's scores
+ * m16n8k16 (head g in fragment row g, groups of up to 8: MGT; rows past
+ * the group are zero queries whose results are dropped): a 32-key tile's scores
  * are four n-tiles of eight keys, its P V two k-steps of sixteen keys over
  * the head's dimensions, as the prompt kernel (k_fattn.cu) does for rows of
  * one head. The warp walks its share's tiles with the next tile's K and V
@@ -16,7 +16,8 @@
  * Rounding: the query (times the softmax scale) goes in as two f16 parts
  * (its f16 rounding and the rounding of the rest), and so do the
  * probabilities before P V, so each product carries about 22 bits of its
- * f32 factor (K and V are f16 in the cache): the results stay within the
+ * f32 factor (values below about 2^-3 leave a subnormal low part: an error
+ * near 2^-25 absolute; K and V are f16 in the cache): the results stay within the
  * f32 kernels' 2e-5 of a double-precision softmax (test_cuda_attn). The
  * sums are f32 in the tensor cores' order, which is fixed: a share's result
  * depends only on its row's keys, never on the step's other rows or on
@@ -31,7 +32,10 @@
 #include "cuda/mma16.cuh"
 
 #define MK 32    /* keys a tile */
-#define MG 16    /* query heads a KV head: the fragments' rows */
+/* query heads a KV head the kernel takes: the fragments have rows for 16,
+ * but only groups of up to 8 (heads in rows g, never g + 8) have run on a
+ * GPU against the test's reference */
+#define MGT 8
 
 template <int D>
 __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *__restrict__ q, const __half *kc,
@@ -220,7 +224,7 @@ static int mma_occupancy(void) {
 extern "C" bool mfc_att_mma(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
                             const void *vc, const mfc_attn *p, int nsplit, int nz, float *part) {
     const int G = p->n_head_kv ? p->n_head / p->n_head_kv : 0, d = p->head_dim_k;
-    if (!part || nsplit < 1 || nsplit > MFC_ATT_MAX_SHARES || p->kvt != MFC_KV_F16 || G < 1 || G > MG ||
+    if (!part || nsplit < 1 || nsplit > MFC_ATT_MAX_SHARES || p->kvt != MFC_KV_F16 || G < 1 || G > MGT ||
         p->n_head % p->n_head_kv || (d != 64 && d != 128) || p->head_dim_v != d || p->k_width % 8 ||
         p->v_width % 8 || ((uintptr_t)kc | (uintptr_t)vc) % 16)
         return false;

@@ -272,10 +272,11 @@ void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float 
  * as mfc_quant_x would (head_dim_v % 32 == 0), scales per 32 whatever
  * qout->g8 says (a block a head: the caller clears it). */
 /* the decode kernel for shares: 0 the f32 tile kernel where it takes the
- * shape (f16 cache, heads of 64 or 128), else the grouped one; 1 always the
- * grouped one (A/B: MINFER_CUDA_ATT=grouped); 2 the tensor-core one where
- * it takes the shape (f16 cache, heads of 64 or 128, up to 16 query heads a
- * KV head), else as 0 (MINFER_CUDA_ATT=mma) */
+ * shape (f16 cache, heads of 64 or 128, up to 8 query heads a KV head),
+ * else the grouped one where it does (groups of up to 8), else one block per
+ * query head; 1 the grouped one first (A/B: MINFER_CUDA_ATT=grouped); 2 the
+ * tensor-core one where it takes the shape (the tile kernel's), else as 0
+ * (MINFER_CUDA_ATT=mma) */
 extern int mfc_att_kernel;
 /* tests: the tile and tensor-core kernels' blocks along the shares (0:
  * sized to the device) */

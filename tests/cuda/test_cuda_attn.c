@@ -1,4 +1,4 @@
-/* test_cuda_attn.c - the decode attention kernels (k_attn.cu) against a
+/* test_cuda_attn.c - the decode attention kernels (k_attn.cu, k_attn_mma.cu) against a
  * double-precision softmax on the host, over a paged cache whose pages are
  * shuffled between the sequences.
  *
@@ -20,8 +20,8 @@
  * state starts as NaN. Each row's outputs are also the same bit for bit when
  * it is the step's only row, with blocks along the shares for the deepest
  * row or for the capacity (a captured step's), with one block walking all
- * of a row's shares (the tile kernel), and without the tile kernel's copies
- * before its wait (mfc_attn.early): a row's result depends on nothing else
+ * of a row's shares (the tile and mma kernels), and without their copies
+ * before the wait (mfc_attn.early): a row's result depends on nothing else
  * in the step. 64 rows at random depths likewise. Exits 77 (skipped)
  * without a device. */
 #include "testutil.h"
