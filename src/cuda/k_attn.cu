@@ -29,7 +29,6 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-#include "cuda/cpasync.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 #include "cuda/rows.cuh"
@@ -457,18 +456,8 @@ __global__ void __launch_bounds__(TW * 32) attn_tile_k(mfc_step_dev st, const fl
         if (pz < ns) {
             const int f = first0 + pz * sk, last = min(pos, f + sk - 1), t0 = f + pit * TK;
             const int nt = min(TK, last - t0 + 1);
-            /* lane j of every warp looks up key j's cell (TK = 32), one
-             * division a thread where each copy took one */
-            const int tl = t0 + lane, cl = lane < nt ? pages[tl / p.page_size] * p.page_size + tl % p.page_size : 0;
-#pragma unroll
-            for (int i = 0; i < TK / KPP; i++) {
-                const int j = key0 + i * KPP, t = t0 + j;
-                const size_t cell = (size_t)__shfl_sync(0xffffffffu, cl, j);
-                if (j < nt && (sel == 0 || (sel == 1) == (t < pos))) {
-                    cp16(&ks[b][j][piece * 8], kh + cell * p.k_width + piece * 8, true);
-                    cp16(&vs[b][j][piece * 8], vh + cell * p.v_width + piece * 8, true);
-                }
-            }
+            /* V is summed over the tile's nt keys only: no zeros needed past them */
+            copy_key_rows<TK, KPP, RS, false>(ks[b], vs[b], kh, vh, pages, p, t0, nt, pos, sel, lane, key0, piece);
             if (sel != 1) {
                 if (t0 + TK > last) pz += gridDim.z, pit = 0;
                 else pit++;

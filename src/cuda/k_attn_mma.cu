@@ -26,8 +26,8 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-#include "cuda/cpasync.cuh"
 #include "cuda/kernels.h"
+#include "cuda/kvcache.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mma16.cuh"
 
@@ -68,22 +68,7 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
         if (pz < ns) {
             const int f = first0 + pz * sk, last = min(pos, f + sk - 1), t0 = f + pit * MK;
             const int nt = min(MK, last - t0 + 1);
-            /* lane j looks up key j's cell (one division a lane, not one a copy) */
-            const int tl = t0 + lane, cl = lane < nt ? pages[tl / p.page_size] * p.page_size + tl % p.page_size : 0;
-#pragma unroll
-            for (int i = 0; i < MK / KPP; i++) {
-                const int j = key0 + i * KPP, t = t0 + j;
-                const size_t cell = (size_t)__shfl_sync(0xffffffffu, cl, j);
-                if (j < nt) {
-                    if (sel == 0 || (sel == 1) == (t < pos)) {
-                        cp16(&ks[b][j][piece * 8], kh + cell * p.k_width + piece * 8, true);
-                        cp16(&vs[b][j][piece * 8], vh + cell * p.v_width + piece * 8, true);
-                    }
-                } else if (sel != 1) {
-                    cp16(&ks[b][j][piece * 8], kh, false);
-                    cp16(&vs[b][j][piece * 8], vh, false);
-                }
-            }
+            copy_key_rows<MK, KPP, LD, true>(ks[b], vs[b], kh, vh, pages, p, t0, nt, pos, sel, lane, key0, piece);
             if (sel != 1) {
                 if (t0 + MK > last) pz += gridDim.z, pit = 0;
                 else pit++;
@@ -146,7 +131,7 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
                     sc[nn][j] = v;
                     mx[j >> 1] = fmaxf(mx[j >> 1], v);
                 }
-            float cf[2], rs[2] = {0.0f, 0.0f};
+            float cf[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
@@ -155,23 +140,7 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
                 cf[i] = expf(m[i] - mn);
                 m[i] = mn;
             }
-#pragma unroll
-            for (int nn = 0; nn < MK / 8; nn++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float e = expf(sc[nn][j] - m[j >> 1]);
-                    sc[nn][j] = e;
-                    rs[j >> 1] += e;
-                }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 1);
-                rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 2);
-                l[i] = l[i] * cf[i] + rs[i];
-            }
-            if (it) /* the first tile's o is zero */
-#pragma unroll
-                for (int nn = 0; nn < NO; nn++) o[nn][0] *= cf[0], o[nn][1] *= cf[0], o[nn][2] *= cf[1], o[nn][3] *= cf[1];
+            softmax_tile(sc, m, cf, l, o, it != 0); /* the first tile's o is zero: no rescale */
             /* O += P V: P's C fragments are the A fragments of 16-key steps */
 #pragma unroll
             for (int kc2 = 0; kc2 < MK / 16; kc2++) {

@@ -72,12 +72,7 @@ __device__ __forceinline__ void fa_ld8_split(const void *c, size_t i, uint4 &hi,
     ld_q8(c, i, 8, f);
     uint32_t h[4], l[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const __half2 x = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-        const float2 xf = __half22float2(x);
-        memcpy(&h[j], &x, 4);
-        l[j] = h2_bits(f[2 * j] - xf.x, f[2 * j + 1] - xf.y);
-    }
+    for (int j = 0; j < 4; j++) h2_split(f[2 * j], f[2 * j + 1], h[j], l[j]);
     hi = make_uint4(h[0], h[1], h[2], h[3]);
     lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
@@ -126,11 +121,7 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
             const int i = j & 1, d = 16 * kk + 2 * t4 + 8 * (j >> 1);
             float2 v = make_float2(0.0f, 0.0f);
             if (row[i] < n_rows) v = *(const float2 *)(q + ((size_t)row[i] * p.n_head + h) * D + d);
-            v.x *= p.scale, v.y *= p.scale;
-            const __half2 hi = __floats2half2_rn(v.x, v.y);
-            const float2 hf = __half22float2(hi);
-            memcpy(&qf[kk][j], &hi, 4);
-            ql[kk][j] = h2_bits(v.x - hf.x, v.y - hf.y);
+            h2_split(v.x * p.scale, v.y * p.scale, qf[kk][j], ql[kk][j]);
         }
     float o[NO][4];
 #pragma unroll
@@ -230,23 +221,7 @@ __global__ void __launch_bounds__(128) fattn_k(mfc_step_dev st, int n_rows, cons
                 m[i] = mn;
                 mx[i] = base;
             }
-            float rs[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int n = 0; n < FA_KEYS / 8; n++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float e = expf(sc[n][j] - mx[j >> 1]);
-                    sc[n][j] = e;
-                    rs[j >> 1] += e;
-                }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 1);
-                rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 2);
-                l[i] = l[i] * cf[i] + rs[i];
-            }
-#pragma unroll
-            for (int n = 0; n < NO; n++) o[n][0] *= cf[0], o[n][1] *= cf[0], o[n][2] *= cf[1], o[n][3] *= cf[1];
+            softmax_tile(sc, mx, cf, l, o, true);
             /* O += P V: P's C fragments are the A fragments of 16-key steps */
 #pragma unroll
             for (int kc = 0; kc < FA_KEYS / 16; kc++) {

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "cuda/cpasync.cuh"
 #include "cuda/kernels.h"
 
 /* q8_0: element i of a cache whose rows are whole blocks */
@@ -61,6 +62,37 @@ __device__ __forceinline__ void st_cache(void *c, size_t i, float x, int kvt) {
     if (kvt == MFC_KV_Q8) st_q8(c, i, x);
     else if (kvt == MFC_KV_F16) ((__half *)c)[i] = __float2half_rn(x);
     else ((float *)c)[i] = x;
+}
+
+/* The decode attention kernels' tile copies (attn_tile_k, attn_mma_k): the
+ * K and V rows of keys t0 .. t0 + nt - 1 of one KV head (kh, vh: the
+ * caches offset to the head) into kd, vd by cp.async, 16 bytes a copy,
+ * keys key0, key0 + KPP, ... of NK with this thread's piece of each row.
+ * Lane j of the warp looks up key j's cell (NK <= 32), one division a lane
+ * where each copy took one, and the copies take it by shuffle: every lane
+ * of the warp must call this. sel 0: every key; 1: the keys below pos only
+ * (copies before the wait, the tile left open); 2: the key at pos only.
+ * With ZERO, rows past nt are zero-filled (unless sel is 1): for kernels
+ * that multiply them by zero probabilities, where a stale NaN would show. */
+template <int NK, int KPP, int RS, bool ZERO>
+__device__ __forceinline__ void copy_key_rows(__half (*kd)[RS], __half (*vd)[RS], const __half *kh, const __half *vh,
+                                              const int32_t *pages, const mfc_attn &p, int t0, int nt, int pos,
+                                              int sel, int lane, int key0, int piece) {
+    const int tl = t0 + lane, cl = lane < nt ? pages[tl / p.page_size] * p.page_size + tl % p.page_size : 0;
+#pragma unroll
+    for (int i = 0; i < NK / KPP; i++) {
+        const int j = key0 + i * KPP, t = t0 + j;
+        const size_t cell = (size_t)__shfl_sync(0xffffffffu, cl, j);
+        if (j < nt) {
+            if (sel == 0 || (sel == 1) == (t < pos)) {
+                cp16(&kd[j][piece * 8], kh + cell * p.k_width + piece * 8, true);
+                cp16(&vd[j][piece * 8], vh + cell * p.v_width + piece * 8, true);
+            }
+        } else if (ZERO && sel != 1) {
+            cp16(&kd[j][piece * 8], kh, false);
+            cp16(&vd[j][piece * 8], vh, false);
+        }
+    }
 }
 
 #endif

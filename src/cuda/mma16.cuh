@@ -38,6 +38,34 @@ __device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* A tile's online-softmax step after its maxima (both flash-attention
+ * kernels): each score of the C fragments sc (row j >> 1 of element j)
+ * becomes exp(score - base[row]), each row's l becomes l * cf + the tile's
+ * sum (the row's four lanes added by xor shuffles), and, with rescale, the
+ * output's C fragments o are scaled by cf. */
+template <int NT, int NO>
+__device__ __forceinline__ void softmax_tile(float (&sc)[NT][4], const float *base, const float *cf, float *l,
+                                             float (&o)[NO][4], bool rescale) {
+    float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float e = expf(sc[n][j] - base[j >> 1]);
+            sc[n][j] = e;
+            rs[j >> 1] += e;
+        }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 1);
+        rs[i] += __shfl_xor_sync(0xffffffffu, rs[i], 2);
+        l[i] = l[i] * cf[i] + rs[i];
+    }
+    if (rescale)
+#pragma unroll
+        for (int n = 0; n < NO; n++) o[n][0] *= cf[0], o[n][1] *= cf[0], o[n][2] *= cf[1], o[n][3] *= cf[1];
+}
+
 /* four 8x8 f16 matrices, transposed: the B fragments of two n-tiles */
 __device__ __forceinline__ void ldsm_x4_t(const __half *p, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
