@@ -966,9 +966,9 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
     mfc_fattn_on = !mf_env_off("MINFER_CUDA_FA");
     {
         const char *ak = getenv("MINFER_CUDA_ATT");
-        mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : ak && !strcmp(ak, "mma") ? 2 : 0;
+        mfc_att_kernel = ak && !strcmp(ak, "grouped") ? 1 : ak && !strcmp(ak, "tile") ? 0 : 2;
         if (ak && *ak && strcmp(ak, "grouped") && strcmp(ak, "tile") && strcmp(ak, "mma"))
-            mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_ATT=%s is not tile, mma or grouped; tile it is\n", ak);
+            mf_log(MF_LOG_WARN, "minfer: MINFER_CUDA_ATT=%s is not mma, tile or grouped; mma it is\n", ak);
     }
     c->att_early = !mf_env_off("MINFER_CUDA_ATT_EARLY");
     mfc_mmq_tile_on = !mf_env_off("MINFER_CUDA_MMQ_TILE");
@@ -1023,12 +1023,13 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                mfc_att_kernel == 1
                    ? "one block per KV head and share, a thread per key (MINFER_CUDA_ATT=grouped)"
                : mfc_att_kernel == 2
-                   ? "f16 tensor cores (MINFER_CUDA_ATT=mma: mma.sync, queries and probabilities as two f16 "
-                     "parts), a warp per share for all the query heads of a KV head, K/V tiles of 32 keys in "
-                     "shared memory by cp.async (f16 caches, heads of 64 or 128, up to 8 query heads a KV head; "
-                     "others as the tile kernel)"
-                   : "K/V tiles of 32 keys in shared memory by cp.async, f32 FMAs, a warp per query head (f16 "
-                     "caches, heads of 64 or 128; others one block per KV head and share)",
+                   ? "f16 tensor cores (mma.sync, queries and probabilities as two f16 parts), a block per "
+                     "share for all the query heads of a KV head, its two warps splitting K/V tiles of 32 keys "
+                     "in shared memory by cp.async (f16 caches, heads of 64 or 128, up to 16 query heads a KV "
+                     "head; others as the tile kernel)"
+                   : "K/V tiles of 32 keys in shared memory by cp.async, f32 FMAs, a warp per query head "
+                     "(MINFER_CUDA_ATT=tile; f16 caches, heads of 64 or 128; others one block per KV head and "
+                     "share)",
                c->att_early && mfc_att_kernel != 1 ? ", the first tile's older keys copied before the wait" : "");
         mf_log(MF_LOG_INFO, "minfer: cuda prompt attention: %s\n",
                mfc_fattn_on ? "f16 tensor-core flash attention (64 rows x 64-key tiles; head dims 16/32/64/128, f16 "

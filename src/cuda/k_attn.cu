@@ -17,11 +17,11 @@
  * multiprocessor busy. A row's shares depend only on its own position,
  * never on the other rows of the step, nor on how many blocks the launch
  * has along z, so a captured step launched with the context's capacity
- * replays at any depth. A share is taken by attn_tile_k (f16 caches, heads
- * of 64 or 128, groups of up to 8: K and V tiles in shared memory, f32
- * FMAs, blocks walking shares; or, with MINFER_CUDA_ATT=mma, by attn_mma_k
- * in k_attn_mma.cu on the tensor cores, same shapes), by
- * attn_dec_k (one block for all the query heads of a KV head; blocks past
+ * replays at any depth. A share is taken by attn_mma_k in k_attn_mma.cu
+ * (f16 caches, heads of 64 or 128, groups of up to 16: K and V tiles in
+ * shared memory, the f16 tensor cores, blocks walking shares), or with
+ * MINFER_CUDA_ATT=tile by attn_tile_k (the same with f32 FMAs, groups of
+ * up to 8), by attn_dec_k (one block for all the query heads of a KV head; blocks past
  * a row's last share return at once), or by attn_k per query head for
  * shapes none of them takes. Every query reads only its own sequence's keys
  * through its own block table: rows of other sequences never enter its
@@ -34,7 +34,7 @@
 #include "cuda/rows.cuh"
 #include "cuda/kvcache.cuh"
 
-int mfc_att_kernel = 0;
+int mfc_att_kernel = 2;
 
 #define AW 4           /* warps per block */
 #define MAXD 256       /* largest head dimension */

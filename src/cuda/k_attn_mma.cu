@@ -3,15 +3,21 @@
  * The tile kernel (k_attn.cu) scores a tile's keys with f32 FMAs, a warp per
  * query head, and sums V key by key: at 4224 keys `ncu` found it a chain of
  * dependent steps (6 cycles between a warp's instructions) that the bytes
- * it reads do not explain. Here one warp takes a share of one row's keys for
+ * it reads do not explain. Here a block takes a share of one row's keys for
  * all the query heads of a KV head at once, as the rows of mma.sync
- * m16n8k16 (head g in fragment row g, groups of up to 8: MGT; rows past
- * the group are zero queries whose results are dropped): a 32-key tile's scores
- * are four n-tiles of eight keys, its P V two k-steps of sixteen keys over
- * the head's dimensions, as the prompt kernel (k_fattn.cu) does for rows of
- * one head. The warp walks its share's tiles with the next tile's K and V
- * on their way into shared memory by cp.async (two buffers a warp), and
- * blocks of one warp walk shares blockIdx.z, + gridDim.z, ... of their row.
+ * (head g in fragment rows g and g + 8, groups of up to 16: MGT; rows past
+ * the group are zero queries whose results are dropped), as the prompt
+ * kernel (k_fattn.cu) does for rows of one head. The block's NW warps
+ * split each 32-key tile: warp w takes keys SK w .. SK w + SK - 1 (SK =
+ * 32 / NW; scores as SK / 8 n-tiles of eight keys, P V as k-steps of 16
+ * keys, or one m16n8k8 step of 8 where SK is 8), each with its own online
+ * softmax and its next tile's K and V on their way into shared memory by
+ * cp.async (two buffers a warp); at the share's end the warps' states are
+ * merged pairwise in a fixed order. Blocks walk shares blockIdx.z, +
+ * gridDim.z, ... of their row. More warps a share shorten the chain each
+ * warp runs (a one-row step at 128 keys has 32 blocks: 4 shares of 8 KV heads); with four the
+ * query's fragments come from shared memory, leaving registers for more
+ * blocks.
  *
  * Rounding: the query (times the softmax scale) goes in as two f16 parts
  * (its f16 rounding and the rounding of the rest), and so do the
@@ -32,23 +38,42 @@
 #include "cuda/mma16.cuh"
 
 #define MK 32    /* keys a tile */
-/* query heads a KV head the kernel takes: the fragments have rows for 16,
- * but only groups of up to 8 (heads in rows g, never g + 8) have run on a
- * GPU against the test's reference */
-#define MGT 8
+#define MGT 16 /* query heads a KV head: the fragments' rows */
+/* warps a block: one a share ran slower everywhere end to end, four lost
+ * at 64 rows (fewer blocks fit) and gained nothing elsewhere (docs/PERFORMANCE.md) */
+#define MW 2
 
-template <int D>
-__global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *__restrict__ q, const __half *kc,
-                                                 const __half *vc, mfc_attn p, int nsplit, float *part) {
+/* the kernel's shared memory, dynamic (43 KiB for heads of 128, near the
+ * 48 KiB a static allocation may have): K and V [NW][2][SK][D + 8] halves
+ * each, the warps' states [NW / 2][32][5 + D / 2] floats */
+template <int D, int NW>
+struct mma_smem {
+    static constexpr int SK = MK / NW, LD = D + 8, XS = 5 + 4 * (D / 8);
+    static constexpr size_t kv = (size_t)NW * 2 * SK * LD * 2;
+    static constexpr size_t x = NW > 1 ? (size_t)(NW / 2) * 32 * XS * 4 : 0;
+    static constexpr size_t bytes = 2 * kv + x;
+};
+
+template <int D, int NW>
+__global__ void __launch_bounds__(32 * NW) attn_mma_k(mfc_step_dev st, const float *__restrict__ q, const __half *kc,
+                                                      const __half *vc, mfc_attn p, int nsplit, float *part) {
+    constexpr int SK = MK / NW;      /* keys of each tile warp w takes: SK w .. SK w + SK - 1 */
     constexpr int LD = D + 8;        /* row stride in halves: conflict-free fragment loads (as k_fattn.cu) */
     constexpr int NK = D / 16;       /* k-steps of the scores */
     constexpr int NO = D / 8;        /* n-tiles of the output */
     constexpr int CPR = D / 8;       /* 16-byte pieces a row */
     constexpr int KPP = 32 / CPR;    /* keys one pass of the warp's copies covers */
-    __shared__ __align__(16) __half ks[2][MK][LD];
-    __shared__ __align__(16) __half vs[2][MK][LD];
+    using SM = mma_smem<D, NW>;
+    extern __shared__ __align__(16) unsigned char smem[];
+    __half(*ks_all)[2][SK][LD] = (__half(*)[2][SK][LD])smem;
+    __half(*vs_all)[2][SK][LD] = (__half(*)[2][SK][LD])(smem + SM::kv);
+    /* the share states of warps NW/2 .. NW-1 by lane, merged pairwise (odd stride: no bank conflicts) */
+    float(*xs)[32][5 + 4 * NO] = (float(*)[32][5 + 4 * NO])(smem + 2 * SM::kv);
     /* the step's arrays are written before the step, never by its kernels: read before the wait */
-    const int r = blockIdx.x, hk = blockIdx.y, lane = threadIdx.x, g = lane >> 2, t4 = lane & 3;
+    const int r = blockIdx.x, hk = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2,
+              t4 = lane & 3;
+    __half(*ks)[SK][LD] = ks_all[w];
+    __half(*vs)[SK][LD] = vs_all[w];
     const int G = p.n_head / p.n_head_kv;
     const int pos = st.pos[r];
     const int first0 = mfc_att_first(p.window, pos);
@@ -66,11 +91,11 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
     int pz = blockIdx.z, pit = 0;
     auto issue = [&](int b, int sel) {
         if (pz < ns) {
-            const int f = first0 + pz * sk, last = min(pos, f + sk - 1), t0 = f + pit * MK;
-            const int nt = min(MK, last - t0 + 1);
-            copy_key_rows<MK, KPP, LD, true>(ks[b], vs[b], kh, vh, pages, p, t0, nt, pos, sel, lane, key0, piece);
+            const int f = first0 + pz * sk, last = min(pos, f + sk - 1), tt = f + pit * MK, t0 = tt + SK * w;
+            const int nt = min(SK, last - t0 + 1); /* the warp's keys of the tile: may be none */
+            copy_key_rows<SK, KPP, LD, true>(ks[b], vs[b], kh, vh, pages, p, t0, nt, pos, sel, lane, key0, piece);
             if (sel != 1) {
-                if (t0 + MK > last) pz += gridDim.z, pit = 0;
+                if (tt + MK > last) pz += gridDim.z, pit = 0;
                 else pit++;
             }
         }
@@ -98,15 +123,16 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
 #pragma unroll
         for (int i = 0; i < NO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
         for (int it = 0; it < ntile; it++, b ^= 1) {
-            const int nt = min(MK, last - (f + it * MK) + 1);
+            const int nt = min(SK, last - (f + it * MK + SK * w) + 1);
             issue(b ^ 1, 0); /* the buffer the previous tile used: the warp is past it */
             cp_wait_1();
             __syncwarp();
+            if (nt <= 0) continue; /* warp w > 0: its part of the share's last tile is empty */
             /* S = Q K^T: four n-tiles of eight keys, the low and high parts
              * in chains of their own (half as long), added at the end */
-            float sc[MK / 8][4];
+            float sc[SK / 8][4];
 #pragma unroll
-            for (int nn = 0; nn < MK / 8; nn++) {
+            for (int nn = 0; nn < SK / 8; nn++) {
                 float sl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 sc[nn][0] = sc[nn][1] = sc[nn][2] = sc[nn][3] = 0.0f;
                 const __half *kr = &ks[b][8 * nn + g][2 * t4];
@@ -122,7 +148,7 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
             /* soft cap, keys past the tile's last, the online softmax per head */
             float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int nn = 0; nn < MK / 8; nn++)
+            for (int nn = 0; nn < SK / 8; nn++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     float v = sc[nn][j];
@@ -143,7 +169,7 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
             softmax_tile(sc, m, cf, l, o, it != 0); /* the first tile's o is zero: no rescale */
             /* O += P V: P's C fragments are the A fragments of 16-key steps */
 #pragma unroll
-            for (int kc2 = 0; kc2 < MK / 16; kc2++) {
+            for (int kc2 = 0; kc2 < SK / 16; kc2++) {
                 uint32_t ah[4], al[4];
                 h2_split(sc[2 * kc2][0], sc[2 * kc2][1], ah[0], al[0]);
                 h2_split(sc[2 * kc2][2], sc[2 * kc2][3], ah[1], al[1]);
@@ -162,6 +188,39 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
             }
             __syncwarp(); /* the next tile's copies refill buffer b */
         }
+        /* the warps' states pairwise: warp w + h into warp w for h = NW/2,
+         * ..., 1, in that order (a warp's part of a short share may have no
+         * keys: m = -inf, l = 0, o = 0, weighing nothing) */
+#pragma unroll
+        for (int h = NW / 2; h >= 1; h /= 2) {
+            if (w >= h && w < 2 * h) {
+                float *x = xs[w - h][lane];
+                x[0] = m[0], x[1] = m[1], x[2] = l[0], x[3] = l[1];
+#pragma unroll
+                for (int nn = 0; nn < NO; nn++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) x[4 + 4 * nn + j] = o[nn][j];
+            }
+            __syncthreads();
+            if (w < h) {
+                const float *x = xs[w][lane];
+                float c0[2], c1[2];
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const float m1 = x[i], mn = fmaxf(m[i], m1);
+                    c0[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn);
+                    c1[i] = m1 == -INFINITY ? 0.0f : expf(m1 - mn);
+                    l[i] = l[i] * c0[i] + x[2 + i] * c1[i];
+                    m[i] = mn;
+                }
+#pragma unroll
+                for (int nn = 0; nn < NO; nn++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) o[nn][j] = o[nn][j] * c0[j >> 1] + x[4 + 4 * nn + j] * c1[j >> 1];
+            }
+            __syncthreads(); /* xs is rewritten next (or by the next share) */
+        }
+        if (w) continue;
         /* the share's state per head, as attn_combine_k reads it */
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -177,17 +236,39 @@ __global__ void __launch_bounds__(32) attn_mma_k(mfc_step_dev st, const float *_
 }
 
 /* resident blocks a multiprocessor, once per kernel */
-template <int D>
+template <int D, int NW>
 static int mma_occupancy(void) {
     static int occ;
     if (!occ) {
-        cudaFuncSetAttribute(attn_mma_k<D>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, attn_mma_k<D>, 32, 0) != cudaSuccess || occ < 1) {
+        cudaFuncSetAttribute(attn_mma_k<D, NW>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaFuncSetAttribute(attn_mma_k<D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)mma_smem<D, NW>::bytes);
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, attn_mma_k<D, NW>, 32 * NW, mma_smem<D, NW>::bytes) !=
+                cudaSuccess ||
+            occ < 1) {
             cudaGetLastError();
             occ = 1;
         }
     }
     return occ;
+}
+
+template <int D, int NW>
+static void mma_launch(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const __half *k,
+                       const __half *v, const mfc_attn *p, int nsplit, int nz, float *part) {
+    /* blocks along the shares: one wave of resident blocks over the step's
+     * rows and KV heads (at least one; tests pin it with mfc_att_tile_nz) */
+    static int n_sm;
+    if (!n_sm) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            n_sm = 132;
+    }
+    const int occ = mma_occupancy<D, NW>(); /* also allows the kernel its dynamic shared memory */
+    int z = mfc_att_tile_nz > 0 ? mfc_att_tile_nz : occ * n_sm / (rows * p->n_head_kv);
+    z = z < 1 ? 1 : z < nz ? z : nz;
+    launch_k(attn_mma_k<D, NW>, dim3(rows, p->n_head_kv, z), 32 * NW, mma_smem<D, NW>::bytes, s, *st, q, k, v, *p,
+             nsplit, part);
 }
 
 extern "C" bool mfc_att_mma(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc,
@@ -197,20 +278,8 @@ extern "C" bool mfc_att_mma(cudaStream_t s, const mfc_step_dev *st, int rows, co
         p->n_head % p->n_head_kv || (d != 64 && d != 128) || p->head_dim_v != d || p->k_width % 8 ||
         p->v_width % 8 || ((uintptr_t)kc | (uintptr_t)vc) % 16)
         return false;
-    /* blocks along the shares: one wave of resident blocks over the step's
-     * rows and KV heads (at least one; tests pin it with mfc_att_tile_nz) */
-    static int n_sm;
-    if (!n_sm) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            n_sm = 132;
-    }
-    const int occ = d == 128 ? mma_occupancy<128>() : mma_occupancy<64>();
-    int z = mfc_att_tile_nz > 0 ? mfc_att_tile_nz : occ * n_sm / (rows * p->n_head_kv);
-    z = z < 1 ? 1 : z < nz ? z : nz;
-    const dim3 grid(rows, p->n_head_kv, z);
     const __half *k = (const __half *)kc, *v = (const __half *)vc;
-    if (d == 128) launch_k(attn_mma_k<128>, grid, 32, 0, s, *st, q, k, v, *p, nsplit, part);
-    else launch_k(attn_mma_k<64>, grid, 32, 0, s, *st, q, k, v, *p, nsplit, part);
+    if (d == 128) mma_launch<128, MW>(s, st, rows, q, k, v, p, nsplit, nz, part);
+    else mma_launch<64, MW>(s, st, rows, q, k, v, p, nsplit, nz, part);
     return true;
 }

@@ -271,12 +271,13 @@ void mfc_kv_store(cudaStream_t s, const mfc_step_dev *st, int rows, const float 
  * head over all its keys (prefill). qout (or NULL): out also quantized there
  * as mfc_quant_x would (head_dim_v % 32 == 0), scales per 32 whatever
  * qout->g8 says (a block a head: the caller clears it). */
-/* the decode kernel for shares: 0 the f32 tile kernel where it takes the
- * shape (f16 cache, heads of 64 or 128, up to 8 query heads a KV head),
- * else the grouped one where it does (groups of up to 8), else one block per
- * query head; 1 the grouped one first (A/B: MINFER_CUDA_ATT=grouped); 2 the
- * tensor-core one where it takes the shape (the tile kernel's), else as 0
- * (MINFER_CUDA_ATT=mma) */
+/* the decode kernel for shares: 2 (the default) the tensor-core one where
+ * it takes the shape (f16 cache, heads of 64 or 128, up to 16 query heads
+ * a KV head), else as 0; 0 the f32 tile kernel where it takes the shape
+ * (f16 cache, heads of 64 or 128, up to 8 query heads a KV head), else the
+ * grouped one where it does (groups of up to 8), else one block per query
+ * head (MINFER_CUDA_ATT=tile); 1 the grouped one first
+ * (MINFER_CUDA_ATT=grouped) */
 extern int mfc_att_kernel;
 /* tests: the tile and tensor-core kernels' blocks along the shares (0:
  * sized to the device) */

@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
                    "RoPE + store + attention %7.2f us\n",
                    rows, ctx, kv_mb, kn[k], us, kv_mb / us * 1e3, us2);
         }
-        mfc_att_kernel = 0;
+        mfc_att_kernel = 2; /* the default */
         for (int l = 0; l < L; l++) cudaFree(a.kc[l]), cudaFree(a.vc[l]);
         cudaFree(a.q), cudaFree(a.k), cudaFree(a.out), cudaFree(a.v), cudaFree(a.part), cudaFree(d);
         cudaFree(a.q8.q), cudaFree(a.q8.d), cudaFree(a.q8.s);

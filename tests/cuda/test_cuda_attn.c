@@ -8,9 +8,10 @@
  * of 128 with a sliding window and a soft cap, 8 over 2 of 256 (the grouped
  * kernel's shape only), an f32 cache (the grouped kernel), and 8 over 2 of
  * 80 (neither: the per-head kernel, and a merge whose last warp is part
- * past the head). Each with the f32 tile kernel (mfc_att_kernel = 0) and
- * the tensor-core one (2), each where it takes the shape, and the grouped
- * one (1).
+ * past the head), and 32 over 2 of 128 and 24 over 2 of 64 (16 and 12 query
+ * heads a KV head: the tensor-core kernel's fragment rows g + 8). Each with
+ * the tensor-core kernel (mfc_att_kernel = 2, the default) and the f32 tile
+ * one (0), each where it takes the shape, and the grouped one (1).
  *
  * Rows at depths 1, 32, 33, 129, 2048 (64 shares of 32), 2049 (33 shares of
  * 64) and 4224 (44 shares of 96: mfc_att_share) in one step: |gpu - ref| <=
@@ -240,7 +241,7 @@ static void check_case(const shape *sh, int rows, const int *depth, int cap, int
     CHECK(bad == 0, "%s (%s), %d rows: %d outputs off the host's by more than 2e-5 (worst %.3g)", sh->name, kn, rows,
           bad, worst);
     printf("test_cuda_attn: %s, %s kernel, %d rows: max|d| %.3g\n", sh->name, kn, rows, worst);
-    mfc_att_kernel = 0;
+    mfc_att_kernel = 2; /* the default */
     free(all), free(cap_nz), free(one);
     teardown(&c);
 }
@@ -285,6 +286,8 @@ int main(void) {
         {"8/2 heads of 256", 8, 2, 256, 0, 0.0f, MFC_KV_F16},
         {"8/2 heads of 128, f32 cache", 8, 2, 128, 0, 0.0f, MFC_KV_F32},
         {"8/2 heads of 80 (the per-head kernel)", 8, 2, 80, 0, 0.0f, MFC_KV_F16},
+        {"32/2 heads of 128 (sixteen a KV head)", 32, 2, 128, 0, 0.0f, MFC_KV_F16},
+        {"24/2 heads of 64 (twelve a KV head)", 24, 2, 64, 0, 0.0f, MFC_KV_F16},
     };
     static const int depths[] = {1, 32, 33, 129, 2048, 2049, 4224};
     int many[64];
