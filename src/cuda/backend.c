@@ -1026,7 +1026,7 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
                    ? "f16 tensor cores (mma.sync, queries and probabilities as two f16 parts), a block per "
                      "share for all the query heads of a KV head, its two warps splitting K/V tiles of 32 keys "
                      "in shared memory by cp.async (f16 caches, heads of 64 or 128, up to 16 query heads a KV "
-                     "head; others as the tile kernel)"
+                     "head; other shapes the grouped kernel, else one block per query head)"
                    : "K/V tiles of 32 keys in shared memory by cp.async, f32 FMAs, a warp per query head "
                      "(MINFER_CUDA_ATT=tile; f16 caches, heads of 64 or 128; others one block per KV head and "
                      "share)",

@@ -7,17 +7,17 @@
  * all the query heads of a KV head at once, as the rows of mma.sync
  * (head g in fragment rows g and g + 8, groups of up to 16: MGT; rows past
  * the group are zero queries whose results are dropped), as the prompt
- * kernel (k_fattn.cu) does for rows of one head. The block's NW warps
- * split each 32-key tile: warp w takes keys SK w .. SK w + SK - 1 (SK =
- * 32 / NW; scores as SK / 8 n-tiles of eight keys, P V as k-steps of 16
- * keys, or one m16n8k8 step of 8 where SK is 8), each with its own online
- * softmax and its next tile's K and V on their way into shared memory by
- * cp.async (two buffers a warp); at the share's end the warps' states are
- * merged pairwise in a fixed order. Blocks walk shares blockIdx.z, +
- * gridDim.z, ... of their row. More warps a share shorten the chain each
- * warp runs (a one-row step at 128 keys has 32 blocks: 4 shares of 8 KV heads); with four the
- * query's fragments come from shared memory, leaving registers for more
- * blocks.
+ * kernel (k_fattn.cu) does for rows of one head. The block's two warps
+ * split each 32-key tile: warp w takes keys 16 w .. 16 w + 15 (scores as
+ * two n-tiles of eight keys, P V as one k-step of 16), each with its own
+ * online softmax and its next tile's K and V on their way into shared
+ * memory by cp.async (two buffers a warp); at the share's end warp 1's
+ * state is merged into warp 0's in that order. Blocks walk shares
+ * blockIdx.z, + gridDim.z, ... of their row. The second warp halves the
+ * chain each warp runs (a one-row step at 128 keys has only 32 blocks: 4
+ * shares of 8 KV heads). Forms with one warp (the first version) and four
+ * (8 keys a warp by m16n8k8, the query from shared memory) were measured
+ * and dropped (docs/PERFORMANCE.md; the four-warp code is commit def1c46).
  *
  * Rounding: the query (times the softmax scale) goes in as two f16 parts
  * (its f16 rounding and the rounding of the rest), and so do the
@@ -39,9 +39,12 @@
 
 #define MK 32    /* keys a tile */
 #define MGT 16 /* query heads a KV head: the fragments' rows */
-/* warps a block: one a share ran slower everywhere end to end, four lost
- * at 64 rows (fewer blocks fit) and gained nothing elsewhere (docs/PERFORMANCE.md) */
+/* warps a block: one ran slower at tg128 and at depth 4096, four lost at
+ * 64 rows (fewer blocks fit) and gained nothing elsewhere; the merge and
+ * the fragments below are written for 16 keys a warp or more */
 #define MW 2
+
+int mfc_att_mma_runs = 0;
 
 /* the kernel's shared memory, dynamic (43 KiB for heads of 128, near the
  * 48 KiB a static allocation may have): K and V [NW][2][SK][D + 8] halves
@@ -58,6 +61,7 @@ template <int D, int NW>
 __global__ void __launch_bounds__(32 * NW) attn_mma_k(mfc_step_dev st, const float *__restrict__ q, const __half *kc,
                                                       const __half *vc, mfc_attn p, int nsplit, float *part) {
     constexpr int SK = MK / NW;      /* keys of each tile warp w takes: SK w .. SK w + SK - 1 */
+    static_assert(NW == 1 || NW == 2, "P V takes k-steps of 16 keys a warp; the merge one pair of warps");
     constexpr int LD = D + 8;        /* row stride in halves: conflict-free fragment loads (as k_fattn.cu) */
     constexpr int NK = D / 16;       /* k-steps of the scores */
     constexpr int NO = D / 8;        /* n-tiles of the output */
@@ -128,7 +132,7 @@ __global__ void __launch_bounds__(32 * NW) attn_mma_k(mfc_step_dev st, const flo
             cp_wait_1();
             __syncwarp();
             if (nt <= 0) continue; /* warp w > 0: its part of the share's last tile is empty */
-            /* S = Q K^T: four n-tiles of eight keys, the low and high parts
+            /* S = Q K^T: SK / 8 n-tiles of eight keys, the low and high parts
              * in chains of their own (half as long), added at the end */
             float sc[SK / 8][4];
 #pragma unroll
@@ -281,5 +285,6 @@ extern "C" bool mfc_att_mma(cudaStream_t s, const mfc_step_dev *st, int rows, co
     const __half *k = (const __half *)kc, *v = (const __half *)vc;
     if (d == 128) mma_launch<128, MW>(s, st, rows, q, k, v, p, nsplit, nz, part);
     else mma_launch<64, MW>(s, st, rows, q, k, v, p, nsplit, nz, part);
+    mfc_att_mma_runs++;
     return true;
 }

@@ -44,8 +44,8 @@ typedef struct mfc_attn {
     int k_width, v_width; /* elements per cache row */
     int kvt;              /* cache type: MFC_KV_F32, MFC_KV_F16 or MFC_KV_Q8 */
     /* each row's keys below its own position were written by earlier steps
-     * (every sequence has one row in the step), so the tile kernel may start
-     * copying them before the kernel before it completes */
+     * (every sequence has one row in the step), so the tensor-core and tile
+     * kernels may start copying them before the kernel before it completes */
     int early;
 } mfc_attn;
 
@@ -282,6 +282,8 @@ extern int mfc_att_kernel;
 /* tests: the tile and tensor-core kernels' blocks along the shares (0:
  * sized to the device) */
 extern int mfc_att_tile_nz;
+/* tests: launches of the tensor-core decode kernel so far (which shapes it took) */
+extern int mfc_att_mma_runs;
 /* the tensor-core decode kernel (k_attn_mma.cu) over the shares, as
  * mfc_attention's part; false (nothing queued) for shapes it does not take */
 bool mfc_att_mma(cudaStream_t s, const mfc_step_dev *st, int rows, const float *q, const void *kc, const void *vc,

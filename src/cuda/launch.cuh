@@ -10,8 +10,8 @@
  * visible. The rule that makes this safe: a kernel launched by launch_k
  * reads and writes activations only after pdl_wait(); what no kernel of
  * the step writes may be read before it: the step's arrays (uploaded before
- * the step) and KV cells of earlier steps (the decode attention's tile
- * kernel copies those early). Waiting is
+ * the step) and KV cells of earlier steps (the decode attention's
+ * tensor-core and tile kernels copy those early). Waiting is
  * transitive (the predecessor itself finished only after its own wait), so
  * every earlier kernel of the stream is complete by then too.
  *

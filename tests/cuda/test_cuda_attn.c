@@ -2,9 +2,9 @@
  * double-precision softmax on the host, over a paged cache whose pages are
  * shuffled between the sequences.
  *
- * Shapes: qwen3's (32 query heads over 8 KV heads of 128: the tile kernel,
- * one head a warp), 32 over 4 of 128 (two heads a warp), 16 over 2 of 64
- * (two heads a warp), 4 over 4 of 64 (one query head a KV head), 12 over 4
+ * Shapes: qwen3's (32 query heads over 8 KV heads of 128; the tile kernel
+ * takes one head a warp), 32 over 4 of 128 (tile: two heads a warp), 16
+ * over 2 of 64 (tile: two heads a warp), 4 over 4 of 64 (one query head a KV head), 12 over 4
  * of 128 with a sliding window and a soft cap, 8 over 2 of 256 (the grouped
  * kernel's shape only), an f32 cache (the grouped kernel), and 8 over 2 of
  * 80 (neither: the per-head kernel, and a merge whose last warp is part
@@ -214,7 +214,12 @@ static void check_case(const shape *sh, int rows, const int *depth, int cap, int
     const size_t rq = (size_t)sh->nh * sh->d;
     float *all = malloc(sizeof(float) * rows * rq), *cap_nz = malloc(sizeof(float) * rows * rq),
           *one = malloc(sizeof(float) * rq);
+    const int runs0 = mfc_att_mma_runs;
     run(&c, 0, rows, 0, 1, all);
+    /* the tensor-core kernel takes f16 caches, heads of 64 or 128, up to 16 query heads a KV head */
+    const bool mma_takes = sh->kvt == MFC_KV_F16 && (sh->d == 64 || sh->d == 128) && sh->nh / sh->nkv <= 16;
+    CHECK(kernel != 2 || (mfc_att_mma_runs > runs0) == mma_takes, "%s: the tensor-core kernel %s the shape",
+          sh->name, mma_takes ? "did not take" : "took");
     run(&c, 0, rows, c.nsplit, 1, cap_nz);
     const char *kn = kernel == 1 ? "grouped" : kernel == 2 ? "mma" : "tile";
     CHECK(memcmp(all, cap_nz, sizeof(float) * rows * rq) == 0,
