@@ -529,7 +529,7 @@ static void dot_x16_f16(int n, float *s, const void *vg, const void *vy) {
  * lanes (two 8-double vectors each). That is two fmas per 64-byte line where
  * all-double lanes took four conversions and four double fmas. */
 static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
-    enum { BLK = MF_DDOT_LANES * MF_BF16_RUN };
+    enum { BLK = MF_DDOT_LANES * MF_BF16_RUN, E = 8 };
     const uint8_t *g = vg;
     const uint16_t *y = vy;
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
@@ -543,33 +543,46 @@ static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
             _mm512_store_ps(yf + c, _mm512_castsi512_ps(_mm512_slli_epi32(
                                         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(y + c0 + c))), 16)));
         for (; c < len; c++) yf[c] = mf_bf16_to_fp32(y[c0 + c]);
-        __m512 r[32];
-        for (int l = 0; l < 32; l++) r[l] = _mm512_setzero_ps();
+        /* Lanes 2j .. 2j + 15 (lines j .. j + 7, plus 16t) at a time, so
+         * their 16 runs stay in registers: the line-order walk kept 32 runs
+         * live and spilled some of them. Each lane still adds its columns in
+         * order. The next block is prefetched line by line in memory order,
+         * one line per line used (a half block ahead measured 0.8x). Against
+         * the line-order walk on a Zen 5 (synth llama-3.2-1b BF16, -t 2,
+         * four interleaved rounds, docs/PERFORMANCE.md): 1.09x; 2 lanes'
+         * pairs at a time (4 runs) were slower than either. */
         const uint8_t *gc = g + 32 * (size_t)c0;
-        if (len == BLK) {
-            for (int w0 = 0; w0 < BLK / 2; w0 += 16) {
-                #pragma GCC unroll 16
-                for (int w = w0; w < w0 + 16; w++) {
-                    _mm_prefetch((const char *)gc + 64 * w + X16_PREFETCH, _MM_HINT_T0);
-                    const __m512i v = line(gc, w);
-                    const int l = (2 * w) % 32;
-                    r[l] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_set1_ps(yf[2 * w]), r[l]);
-                    r[l + 1] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_set1_ps(yf[2 * w + 1]),
-                                               r[l + 1]);
+        const int nw = len / 2;
+        int pk = 0;
+        for (int j = 0; j < 16; j += E) {
+            __m512 r[2 * E];
+            for (int l = 0; l < 2 * E; l++) r[l] = _mm512_setzero_ps();
+            if (nw == BLK / 2) {
+                #pragma GCC unroll 8
+                for (int t = 0; t < 8; t++) {
+                    #pragma GCC unroll 4
+                    for (int e = 0; e < E; e++) {
+                        const int w = j + 16 * t + e;
+                        _mm_prefetch((const char *)gc + 64 * (pk++ + BLK / 2), _MM_HINT_T0);
+                        const __m512i v = line(gc, w);
+                        r[2 * e] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_set1_ps(yf[2 * w]), r[2 * e]);
+                        r[2 * e + 1] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_set1_ps(yf[2 * w + 1]),
+                                                       r[2 * e + 1]);
+                    }
                 }
+            } else {
+                for (int w = j; w < nw; w += 16)
+                    for (int e = 0; e < E && w + e < nw; e++) {
+                        const __m512i v = _mm512_loadu_si512(gc + 64 * (w + e));
+                        r[2 * e] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_set1_ps(yf[2 * (w + e)]), r[2 * e]);
+                        r[2 * e + 1] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_set1_ps(yf[2 * (w + e) + 1]),
+                                                       r[2 * e + 1]);
+                    }
             }
-        } else {
-            for (int w = 0; w < len / 2; w++) {
-                const __m512i v = _mm512_loadu_si512(gc + 64 * w);
-                const int l = (2 * w) % 32;
-                r[l] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_set1_ps(yf[2 * w]), r[l]);
-                r[l + 1] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_set1_ps(yf[2 * w + 1]),
-                                           r[l + 1]);
+            for (int l = 0; l < 2 * E; l++) {
+                acc[2 * j + l][0] = _mm512_add_pd(acc[2 * j + l][0], _mm512_cvtps_pd(_mm512_castps512_ps256(r[l])));
+                acc[2 * j + l][1] = _mm512_add_pd(acc[2 * j + l][1], _mm512_cvtps_pd(_mm512_extractf32x8_ps(r[l], 1)));
             }
-        }
-        for (int l = 0; l < 32; l++) {
-            acc[l][0] = _mm512_add_pd(acc[l][0], _mm512_cvtps_pd(_mm512_castps512_ps256(r[l])));
-            acc[l][1] = _mm512_add_pd(acc[l][1], _mm512_cvtps_pd(_mm512_extractf32x8_ps(r[l], 1)));
         }
     }
     for (int h = 16; h >= 1; h /= 2)
