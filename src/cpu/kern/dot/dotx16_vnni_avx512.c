@@ -51,9 +51,10 @@ static inline __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_lo
  * a line where one does. On a Zen 5 (bench_dot, one thread, 2026-12-06)
  * that took the x16 kernels from L2 1.05-1.59x faster (BF16 46 -> 58-63
  * GB/s, Q5_1 54 -> 86, Q5_K and IQ4_XS 1.3-1.5x); from memory within the
- * VM's noise, except Q4_0 (0.90-0.96x in three interleaved runs), Q2_K
- * (0.84x in six) and Q8_0, whose lines are read once anyway: those, and
- * Q3_K beside Q2_K (dotx16_k23_avx512.inc), keep line_f. */
+ * VM's noise. Q4_0 first kept line_f (one thread from memory 0.90-0.96x);
+ * two-thread decode measured later took line: 1.08x, L2 59 -> 68 GB/s
+ * (2026-12-07). Q2_K's and Q3_K's scale lines (their level lines take
+ * line) and Q8_0, whose lines are read once anyway, keep line_f. */
 static inline __m512i line(const uint8_t *g, int w) {
     __m512i v = _mm512_loadu_si512(g + 64 * w);
     __asm__("" : "+v"(v));
@@ -351,7 +352,7 @@ static inline __m512i q4_0_isum(const uint8_t *g, const block_q8_0 *a) {
     __m512i p0 = _mm512_setzero_si512(), p1 = p0;
     #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        const __m512i v = line_f(g, c);
+        const __m512i v = line(g, c);
         p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(v, m4), bcast4(a->qs + 4 * c));
         p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), bcast4(a->qs + 16 + 4 * c));
     }
