@@ -58,26 +58,51 @@ static void read_fn(void *arg, int ith, int nth) {
     t->sink[ith % 512] = a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-double mf_read_bandwidth(int n_threads, size_t bytes) {
+struct mf_bw_probe {
+    uint64_t *buf;
+    size_t bytes;
+    mf_pool *pool;
+    bw_task task;
+};
+
+mf_bw_probe *mf_bw_probe_new(int n_threads, size_t bytes) {
     if (bytes < (64u << 20)) bytes = 64u << 20;
-    uint64_t *buf = mf_alloc_aligned(bytes);
-    mf_pool *pool = mf_pool_new(n_threads);
-    if (!buf || !pool) {
-        free(buf);
-        mf_pool_free(pool);
-        return 0;
+    mf_bw_probe *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->bytes = bytes;
+    p->buf = mf_alloc_aligned(bytes);
+    p->pool = mf_pool_new(n_threads);
+    if (!p->buf || !p->pool) {
+        mf_bw_probe_free(p);
+        return NULL;
     }
-    memset(buf, 1, bytes); /* fault every page in before timing */
-    bw_task t = {buf, bytes / sizeof(uint64_t), {0}};
+    memset(p->buf, 1, bytes); /* fault every page in before timing */
+    p->task.buf = p->buf;
+    p->task.n = bytes / sizeof(uint64_t);
+    return p;
+}
+
+double mf_bw_probe_run(mf_bw_probe *p, int passes) {
     double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; p && rep < passes; rep++) {
         double t0 = mf_now();
-        mf_pool_run(pool, read_fn, &t);
-        double dt = mf_now() - t0;
-        double gbs = (double)bytes / dt / 1e9;
+        mf_pool_run(p->pool, read_fn, &p->task);
+        double gbs = (double)p->bytes / (mf_now() - t0) / 1e9;
         if (gbs > best) best = gbs;
     }
-    mf_pool_free(pool);
-    free(buf);
     return best;
+}
+
+void mf_bw_probe_free(mf_bw_probe *p) {
+    if (!p) return;
+    mf_pool_free(p->pool);
+    free(p->buf);
+    free(p);
+}
+
+double mf_read_bandwidth(int n_threads, size_t bytes) {
+    mf_bw_probe *p = mf_bw_probe_new(n_threads, bytes);
+    const double gbs = mf_bw_probe_run(p, 5);
+    mf_bw_probe_free(p);
+    return gbs;
 }

@@ -57,6 +57,22 @@ int main(void) {
         rows++;
     }
     CHECK(rows == 2, "bench --batch printed %d rows for 2 levels", rows);
+    /* bench's ceiling line: one probe per timed run, the median fraction
+     * inside the printed range of the runs' own fractions */
+    snprintf(cmd, sizeof cmd, "%s bench -m ../shared/models/stories260K.gguf -p 0 -n 4 -r 3 -t 2 2>&1 >/dev/null",
+             test_minfer_bin());
+    rc = test_run(cmd, out, sizeof out);
+    {
+        const char *at = strstr(out, "ceiling: tg4 decode = ");
+        double pct = -1, gbs = -1, lo = -1, hi = -1;
+        int runs = 0;
+        CHECK(rc == 0 && at &&
+                  sscanf(at, "ceiling: tg4 decode = %lf%% of %lf GB/s measured read bandwidth (median of %d runs, each "
+                             "against a probe just before it: %lf-%lf%%;", &pct, &gbs, &runs, &lo, &hi) == 5,
+              "bench ceiling line: rc %d, '%s'", rc, out);
+        CHECK(runs == 3 && gbs > 0 && lo > 0 && lo <= pct && pct <= hi, "bench ceiling: %g%% of %g GB/s, %d runs, %g-%g%%",
+              pct, gbs, runs, lo, hi);
+    }
     /* MINFER_OP_PROFILE=1: ops counted by step kind. stories260K has 5
      * layers; "Once upon a time" is one prompt step, then 7 decode steps
      * for 8 tokens */

@@ -1,7 +1,8 @@
 /* bench.c - `minfer bench`: prefill and decode throughput in llama-bench's
  * shape (pp512 / tg128 / tg128@d4096, mean ± stddev over -r runs after one
  * warm-up), plus the measured ceiling: decode as a fraction of what the
- * machine's read bandwidth allows for this model's bytes per token. */
+ * machine's read bandwidth allows for this model's bytes per token, each
+ * timed run against a probe taken just before it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ typedef struct result {
     int n_prompt, n_gen, n_depth;
     int reps;
     double *ts;  /* tokens/s per run */
+    double *bw;  /* CPU decode: the read probe's GB/s just before each run */
     double mean, sd;
 } result;
 
@@ -91,6 +93,17 @@ static void human_size(uint64_t b, char *out, size_t cap) {
 static void human_params(uint64_t p, char *out, size_t cap) {
     if (p >= 1000000000ull) snprintf(out, cap, "%.2f B", p / 1e9);
     else snprintf(out, cap, "%.2f M", p / 1e6);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* the median of v[0..n), n >= 1; sorts v */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -155,6 +168,7 @@ int cmd_bench(int argc, char **argv) {
     mf_token *buf = NULL;
     result res[2];
     int n_res = 0;
+    mf_bw_probe *bwp = NULL;
     memset(res, 0, sizeof res);
     if (mf_model_load(model_path, &mp, &model)) { fprintf(stderr, "minfer bench: %s\n", mf_last_error()); goto done; }
     if (n_levels) {
@@ -189,16 +203,25 @@ int cmd_bench(int argc, char **argv) {
         r->n_depth = (int)n_depth;
         snprintf(r->test, sizeof r->test, n_depth ? "tg%ld @ d%ld" : "tg%ld", n_gen, n_depth);
     }
+    /* CPU decode's ceiling: the read probe runs just before each timed run,
+     * so each run has its own ceiling; a neighbour's load on a shared host
+     * moves the bandwidth by 10-40% within minutes (docs/PERFORMANCE.md) */
+    if (probe && n_gen && !gpu && !(bwp = mf_bw_probe_new((int)n_threads, (size_t)1 << 30))) {
+        fprintf(stderr, "minfer bench: out of memory for the bandwidth probe\n");
+        goto done;
+    }
     for (int k = 0; k < n_res; k++) {
         result *r = &res[k];
         r->reps = (int)reps;
         r->ts = calloc((size_t)reps, sizeof *r->ts);
         if (!r->ts) goto done;
+        if (r->n_gen && bwp && !(r->bw = calloc((size_t)reps, sizeof *r->bw))) goto done;
         bool ok;
         run_once(ctx, buf, n_vocab, r, &ok); /* warm-up */
         if (!ok) goto done;
         double sum = 0, sq = 0;
         for (int i = 0; i < reps; i++) {
+            if (r->bw) r->bw[i] = mf_bw_probe_run(bwp, 3);
             r->ts[i] = run_once(ctx, buf, n_vocab, r, &ok);
             if (!ok) goto done;
             sum += r->ts[i];
@@ -258,16 +281,32 @@ int cmd_bench(int argc, char **argv) {
                     tg->test, tg->mean * bpt / 1e9, 100.0 * tg->mean * bpt / (gbs * 1e9), gbs, bpt / 1048576.0,
                     gbs * 1e9 / bpt);
     } else if (probe && n_gen) {
-        const double gbs = mf_read_bandwidth((int)n_threads, (size_t)1 << 30);
-        const double bpt = (double)mf_model_bytes_per_token(model);
-        const double ceiling = gbs * 1e9 / bpt;
         const result *tg = &res[n_res - 1];
-        fprintf(stderr, "ceiling: %s decode = %.1f%% of %.1f GB/s measured read bandwidth (%.1f MiB of weights per token, ceiling %.1f t/s)\n",
-                tg->test, 100.0 * tg->mean / ceiling, gbs, bpt / 1048576.0, ceiling);
+        const double bpt = (double)mf_model_bytes_per_token(model);
+        double *f = malloc(sizeof *f * (size_t)tg->reps), *bw = malloc(sizeof *bw * (size_t)tg->reps);
+        if (!f || !bw) {
+            free(f);
+            free(bw);
+            goto done;
+        }
+        for (int i = 0; i < tg->reps; i++) {
+            bw[i] = tg->bw[i];
+            f[i] = bw[i] > 0 ? 100.0 * tg->ts[i] * bpt / (bw[i] * 1e9) : 0;
+        }
+        const double fm = median(f, tg->reps), gbs = median(bw, tg->reps); /* sorts */
+        fprintf(stderr, "ceiling: %s decode = %.1f%% of %.1f GB/s measured read bandwidth (median of %d runs, each against "
+                        "a probe just before it: %.1f-%.1f%%; %.1f MiB of weights per token, ceiling %.1f t/s)\n",
+                tg->test, fm, gbs, tg->reps, f[0], f[tg->reps - 1], bpt / 1048576.0, gbs * 1e9 / bpt);
+        free(f);
+        free(bw);
     }
     rc = 0;
 done:
-    for (int k = 0; k < n_res; k++) free(res[k].ts);
+    for (int k = 0; k < n_res; k++) {
+        free(res[k].ts);
+        free(res[k].bw);
+    }
+    mf_bw_probe_free(bwp);
     free(buf);
     mf_context_free(ctx);
     mf_model_free(model);
