@@ -196,8 +196,10 @@ static void dot_x16_q6_k(int n, float *s, const void *vg, const void *vy) {
  * The 2-bit levels at bits 2k of qs word 8g + c are elements 128g + 32k + 4c
  * .. of sub-block 8g + 2k + c / 4; Q3_K's third bit of those elements is bit
  * 4g + k of hmask word c. A sub-block's 4 words go into one vpdpbusd
- * accumulator (levels 0..3 or 0..7 unsigned against the signed activations),
- * which is then scaled with vpmulld: exact int32 throughout. (The AVX2
+ * accumulator (levels 0..3 or 0..7 unsigned against the signed activations);
+ * two sub-blocks' sums, exact in int16, then share one vpdpwssd against
+ * their scales (byte_pair) where a vpmulld and an add each took: exact
+ * int32 throughout. (The AVX2
  * kernels these replace on this level add vpmaddubsw pairs in int16 and
  * were compute-bound at about 55-60% of the read bandwidth.) */
 
@@ -253,6 +255,14 @@ __attribute__((target("gfni"))) static inline void k23_acc_gfni(const uint8_t *g
             acc[k][c >> 2] = _mm512_dpbusd_epi32(acc[k][c >> 2], w, bcast4(qs + 128 * gi + 32 * k + 4 * c));
         }
     }
+}
+
+/* bytes b and b + 1 of each 32-bit lane to the low bytes of its two 16-bit
+ * halves, the rest zero (b = 0 or 2): a pair of sub-block scales placed for
+ * one vpdpwssd against two sub-blocks' sums */
+static inline __m512i byte_pair(__m512i w, int b) {
+    const __m128i lo = _mm_setr_epi8(0, -128, 1, -128, 4, -128, 5, -128, 8, -128, 9, -128, 12, -128, 13, -128);
+    return _mm512_shuffle_epi8(w, _mm512_broadcast_i32x4(b ? _mm_add_epi8(lo, _mm_setr_epi8(2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0)) : lo));
 }
 
 #define K23_ATTR
