@@ -311,9 +311,11 @@ uint64_t mf_model_size(const mf_model *model); /* bytes of tensor data */
 /* Read bandwidth in GB/s: a streaming read of `bytes` (>= 64 MiB) by
  * n_threads threads (0 = all CPUs), best of 5. */
 double mf_read_bandwidth(int n_threads, size_t bytes);
-/* The same probe kept alive (its buffer and threads), so it can be run next
- * to each measurement it is a ceiling for: on a shared host the bandwidth
- * moves within minutes. run: best of `passes` reads, GB/s (0 on error). */
+/* The same probe kept alive (its buffer, at least 64 MiB and faulted in at
+ * creation, and its threads), so it can be run next to each measurement it
+ * is a ceiling for: on a shared host the bandwidth moves within minutes.
+ * new: NULL when the buffer or the threads cannot be had. run: best of
+ * `passes` reads in GB/s, 0 for a NULL probe. */
 typedef struct mf_bw_probe mf_bw_probe;
 mf_bw_probe *mf_bw_probe_new(int n_threads, size_t bytes);
 double       mf_bw_probe_run(mf_bw_probe *p, int passes);

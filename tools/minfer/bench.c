@@ -62,10 +62,14 @@ static bool fill(mf_context *ctx, mf_token *buf, int32_t n_vocab, int depth) {
     return true;
 }
 
-/* One timed run: prefill n_prompt tokens or decode n_gen tokens one by one. */
-static double run_once(mf_context *ctx, mf_token *buf, int32_t n_vocab, const result *r, bool *ok) {
+/* One timed run: prefill n_prompt tokens or decode n_gen tokens one by one.
+ * With a probe, its read bandwidth goes to *bw, taken after the untimed fill
+ * and just before the timed part. */
+static double run_once(mf_context *ctx, mf_token *buf, int32_t n_vocab, const result *r, mf_bw_probe *probe, double *bw,
+                       bool *ok) {
     *ok = fill(ctx, buf, n_vocab, r->n_depth);
     if (!*ok) return 0;
+    if (probe) *bw = mf_bw_probe_run(probe, 3);
     double t0, dt;
     if (r->n_prompt) {
         for (int i = 0; i < r->n_prompt; i++) buf[i] = rand_token(n_vocab);
@@ -205,11 +209,11 @@ int cmd_bench(int argc, char **argv) {
     }
     /* CPU decode's ceiling: the read probe runs just before each timed run,
      * so each run has its own ceiling; a neighbour's load on a shared host
-     * moves the bandwidth by 10-40% within minutes (docs/PERFORMANCE.md) */
-    if (probe && n_gen && !gpu && !(bwp = mf_bw_probe_new((int)n_threads, (size_t)1 << 30))) {
-        fprintf(stderr, "minfer bench: out of memory for the bandwidth probe\n");
-        goto done;
-    }
+     * moves the bandwidth by 10-40% within minutes (docs/PERFORMANCE.md).
+     * Its 1 GiB read also evicts the caches before every run, as a decode of
+     * any model larger than the last-level cache does by itself. */
+    if (probe && n_gen && !gpu && !(bwp = mf_bw_probe_new((int)n_threads, (size_t)1 << 30)))
+        fprintf(stderr, "minfer bench: no ceiling line: the bandwidth probe could not get 1 GiB and its threads\n");
     for (int k = 0; k < n_res; k++) {
         result *r = &res[k];
         r->reps = (int)reps;
@@ -217,12 +221,11 @@ int cmd_bench(int argc, char **argv) {
         if (!r->ts) goto done;
         if (r->n_gen && bwp && !(r->bw = calloc((size_t)reps, sizeof *r->bw))) goto done;
         bool ok;
-        run_once(ctx, buf, n_vocab, r, &ok); /* warm-up */
+        run_once(ctx, buf, n_vocab, r, NULL, NULL, &ok); /* warm-up */
         if (!ok) goto done;
         double sum = 0, sq = 0;
         for (int i = 0; i < reps; i++) {
-            if (r->bw) r->bw[i] = mf_bw_probe_run(bwp, 3);
-            r->ts[i] = run_once(ctx, buf, n_vocab, r, &ok);
+            r->ts[i] = run_once(ctx, buf, n_vocab, r, r->bw ? bwp : NULL, r->bw ? &r->bw[i] : NULL, &ok);
             if (!ok) goto done;
             sum += r->ts[i];
         }
@@ -280,23 +283,27 @@ int cmd_bench(int argc, char **argv) {
                             "bandwidth (read + write) measured now (%.1f MiB per token, ceiling %.1f t/s)\n",
                     tg->test, tg->mean * bpt / 1e9, 100.0 * tg->mean * bpt / (gbs * 1e9), gbs, bpt / 1048576.0,
                     gbs * 1e9 / bpt);
-    } else if (probe && n_gen) {
+    } else if (probe && n_gen && bwp) {
+        /* runs whose probe failed (0 GB/s) are left out */
         const result *tg = &res[n_res - 1];
         const double bpt = (double)mf_model_bytes_per_token(model);
         double *f = malloc(sizeof *f * (size_t)tg->reps), *bw = malloc(sizeof *bw * (size_t)tg->reps);
-        if (!f || !bw) {
-            free(f);
-            free(bw);
-            goto done;
+        int m = 0;
+        for (int i = 0; f && bw && i < tg->reps; i++)
+            if (tg->bw[i] > 0) {
+                bw[m] = tg->bw[i];
+                f[m++] = 100.0 * tg->ts[i] * bpt / (tg->bw[i] * 1e9);
+            }
+        if (m) {
+            /* X: the median of the runs' fractions; Y: the median probe (a
+             * separate median, so X is not mean t/s over Y's ceiling) */
+            const double fm = median(f, m), gbs = median(bw, m); /* sorts */
+            fprintf(stderr, "ceiling: %s decode = %.1f%% of %.1f GB/s measured read bandwidth (median of %d runs, each "
+                            "against a probe just before it: %.1f-%.1f%%; %.1f MiB of weights per token, ceiling %.1f t/s)\n",
+                    tg->test, fm, gbs, m, f[0], f[m - 1], bpt / 1048576.0, gbs * 1e9 / bpt);
+        } else {
+            fprintf(stderr, "minfer bench: no ceiling line: the bandwidth probe failed\n");
         }
-        for (int i = 0; i < tg->reps; i++) {
-            bw[i] = tg->bw[i];
-            f[i] = bw[i] > 0 ? 100.0 * tg->ts[i] * bpt / (bw[i] * 1e9) : 0;
-        }
-        const double fm = median(f, tg->reps), gbs = median(bw, tg->reps); /* sorts */
-        fprintf(stderr, "ceiling: %s decode = %.1f%% of %.1f GB/s measured read bandwidth (median of %d runs, each against "
-                        "a probe just before it: %.1f-%.1f%%; %.1f MiB of weights per token, ceiling %.1f t/s)\n",
-                tg->test, fm, gbs, tg->reps, f[0], f[tg->reps - 1], bpt / 1048576.0, gbs * 1e9 / bpt);
         free(f);
         free(bw);
     }
