@@ -554,14 +554,16 @@ static void dot_x16_bf16(int n, float *s, const void *vg, const void *vy) {
             _mm512_store_ps(yf + c, _mm512_castsi512_ps(_mm512_slli_epi32(
                                         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(y + c0 + c))), 16)));
         for (; c < len; c++) yf[c] = mf_bf16_to_fp32(y[c0 + c]);
-        /* Lanes 2j .. 2j + 15 (lines j .. j + 7, plus 16t) at a time, so
-         * their 16 runs stay in registers: the line-order walk kept 32 runs
-         * live and spilled some of them. Each lane still adds its columns in
-         * order. The next block is prefetched line by line in memory order,
-         * one line per line used (a half block ahead measured 0.8x). Against
-         * the line-order walk on a Zen 5 (synth llama-3.2-1b BF16, -t 2,
-         * four interleaved rounds, docs/PERFORMANCE.md): 1.09x; 2 lanes'
-         * pairs at a time (4 runs) were slower than either. */
+        /* Lanes 2j .. 2j + 15 (lines j .. j + 7, plus 16t) at a time; each
+         * lane still adds its columns in order. The next block is prefetched
+         * line by line in memory order, one line per line used (a half
+         * block ahead measured 0.8x). Against the line-order walk on a Zen 5
+         * (synth llama-3.2-1b BF16, -t 2, docs/PERFORMANCE.md): 1.07x. As
+         * GCC 12 builds it (the lane loop unrolled by 4), the 16 runs live in
+         * a stack array in L1, a load and a store around each fma; the same
+         * walk unrolled whole, runs in registers, measured 0.90x, and 2 or 4
+         * lane pairs at a time (runs in registers) were slower too. Why the
+         * register forms lose is not known (no hardware counters here). */
         const uint8_t *gc = g + 32 * (size_t)c0;
         const int nw = len / 2;
         int pk = 0;
