@@ -213,7 +213,7 @@ int cmd_bench(int argc, char **argv) {
      * Its 1 GiB read also evicts the caches before every run, as a decode of
      * any model larger than the last-level cache does by itself. */
     if (probe && n_gen && !gpu && !(bwp = mf_bw_probe_new((int)n_threads, (size_t)1 << 30)))
-        fprintf(stderr, "minfer bench: no ceiling line: the bandwidth probe could not get 1 GiB and its threads\n");
+        fprintf(stderr, "minfer bench: no ceiling line: the bandwidth probe could not get its 1 GiB buffer or its threads\n");
     for (int k = 0; k < n_res; k++) {
         result *r = &res[k];
         r->reps = (int)reps;
