@@ -99,17 +99,6 @@ static void human_params(uint64_t p, char *out, size_t cap) {
     else snprintf(out, cap, "%.2f M", p / 1e6);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* the median of v[0..n), n >= 1; sorts v */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int cmd_bench(int argc, char **argv) {
     mf_model_params mp = mf_model_default_params();
     const char *model_path = NULL, *fmt = "md";
@@ -297,7 +286,7 @@ int cmd_bench(int argc, char **argv) {
         if (m) {
             /* X: the median of the runs' fractions; Y: the median probe (a
              * separate median, so X is not mean t/s over Y's ceiling) */
-            const double fm = median(f, m), gbs = median(bw, m); /* sorts */
+            const double fm = cli_median(f, m), gbs = cli_median(bw, m); /* sorts */
             fprintf(stderr, "ceiling: %s decode = %.1f%% of %.1f GB/s measured read bandwidth (median of %d runs, each "
                             "against a probe just before it: %.1f-%.1f%%; %.1f MiB of weights per token, ceiling %.1f t/s)\n",
                     tg->test, fm, gbs, m, f[0], f[m - 1], bpt / 1048576.0, gbs * 1e9 / bpt);

@@ -22,11 +22,6 @@ typedef struct level_result {
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static mf_token rnd_tok(int32_t n_vocab) { return cli_rand_token(&g_rng, n_vocab); }
 
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One run at level B: returns false on error (message printed). */
 static bool run_level(mf_context *ctx, mf_batch *bt, int B, const bench_batch_opts *o, int32_t n_vocab, double *t_pp,
                       double *t_tg) {
@@ -86,9 +81,7 @@ int bench_batch(mf_model *model, const char *model_path, const bench_batch_opts 
         mf_batch_free(&bt);
         mf_context_free(ctx);
         if (!ok) goto done;
-        qsort(tp, (size_t)o->reps, sizeof *tp, cmp_d);
-        qsort(tt, (size_t)o->reps, sizeof *tt, cmp_d);
-        res[li] = (level_result){B, tp[o->reps / 2], tt[o->reps / 2]};
+        res[li] = (level_result){B, cli_median(tp, o->reps), cli_median(tt, o->reps)};
     }
     const int PP = o->n_prompt, TG = o->n_gen;
     if (!strcmp(o->fmt, "md")) {

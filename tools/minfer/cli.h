@@ -32,6 +32,9 @@ bool cli_kv_type(const char *cmd, const char *val, mf_kv_type *out);
 const char *cli_kv_name(mf_kv_type t);
 /* Fixed pseudo-random token ids for benchmarks (xorshift64 on *state). */
 mf_token cli_rand_token(uint64_t *state, int32_t n_vocab);
+/* The median of v[0..n), n >= 1 (the mean of the middle two for even n);
+ * sorts v. */
+double cli_median(double *v, int n);
 
 /* Where the model runs: --backend NAME (cpu, cpu-ref, cuda) and
  * -ngl N|all|auto (llama.cpp's --n-gpu-layers): N > 0, all or auto loads the

@@ -92,6 +92,16 @@ bool cli_kv_type(const char *cmd, const char *val, mf_kv_type *out) {
 
 const char *cli_kv_name(mf_kv_type t) { return t == MF_KV_F32 ? "f32" : t == MF_KV_Q8_0 ? "q8_0" : "f16"; }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 mf_token cli_rand_token(uint64_t *state, int32_t n_vocab) {
     uint64_t x = *state;
     x ^= x << 13;
