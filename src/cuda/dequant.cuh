@@ -16,8 +16,19 @@
 enum {
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
     T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
-    T_Q8_0R = 200 /* MFC_T_Q8_0R (kernels.h): Q8_0 regrouped, runs of 8 scales then 8 x 32 levels */
+    T_Q8_0R = 200, /* MFC_T_Q8_0R (kernels.h): Q8_0 regrouped, runs of 8 scales then 8 x 32 levels */
+    T_Q6_KP = 201  /* MFC_T_Q6_KP (kernels.h): Q6_K, every odd super-block's parts reversed */
 };
+
+/* the parts of Q6_K super-block sb, which starts at b (= row + 210 sb in
+ * both layouts): low bits (128 bytes), high bits (64), scales (16), d */
+struct q6_at {
+    const uint8_t *ql, *qh, *sc, *d;
+};
+template <int T> __device__ __forceinline__ q6_at q6_parts(const uint8_t *b, int sb) {
+    if (T == T_Q6_KP && (sb & 1)) return q6_at{b + 82, b + 18, b + 2, b};
+    return q6_at{b, b + 128, b + 192, b + 208};
+}
 
 __device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(*(const __half *)p); }
 
@@ -143,12 +154,12 @@ template <int T> __device__ __forceinline__ void dq8(const uint8_t *__restrict__
             if constexpr (T == T_Q5_K) q |= ((b[16 + e % 32 + i] >> j) & 1) << 4;
             v[i] = dl * (float)q - ml;
         }
-    } else if constexpr (T == T_Q6_K) {
-        const uint8_t *b = row + (size_t)(e0 / 256) * 210;
+    } else if constexpr (T == T_Q6_K || T == T_Q6_KP) {
+        const q6_at b = q6_parts<T>(row + (size_t)(e0 / 256) * 210, e0 / 256);
         const int e = e0 % 256, h = e / 128, r = e % 128, l = r % 32, quarter = r / 32;
-        const float d = ld_h(b + 208);
-        const float ds = d * (float)(int8_t)b[192 + e / 16];
-        const uint8_t *ql = b + 64 * h + l + 32 * (quarter & 1), *qh = b + 128 + 32 * h + l;
+        const float d = ld_h(b.d);
+        const float ds = d * (float)(int8_t)b.sc[e / 16];
+        const uint8_t *ql = b.ql + 64 * h + l + 32 * (quarter & 1), *qh = b.qh + 32 * h + l;
         const int sl = 4 * (quarter >> 1), shh = 2 * quarter;
 #pragma unroll
         for (int i = 0; i < 8; i++) {

@@ -133,15 +133,15 @@ __device__ __forceinline__ void hb_load(hb_raw<T> &r, const uint8_t *__restrict_
         const uint8_t *b = row + (size_t)sb * 144;
         r.hd = *(const uint4 *)b;
         r.q = *(const uint4 *)(b + 16 + 32 * j + 16 * h);
-    } else if constexpr (T == T_Q6_K) {
-        const uint8_t *b = row + (size_t)sb * 210;
+    } else if constexpr (T == T_Q6_K || T == T_Q6_KP) {
+        const q6_at b = q6_parts<T>(row + (size_t)sb * 210, sb);
         const int hh = j >> 1, p = j & 1;
-        r.q = ld128_2e(b + 64 * hh + 16 * h);
-        r.q2 = ld128_2e(b + 64 * hh + 32 + 16 * h);
-        r.qh = ld128_2e(b + 128 + 32 * hh + 16 * h);
-        const float d = ld_h(b + 208);
-        r.s0 = d * (float)(int8_t)b[192 + 8 * hh + h + 4 * p];
-        r.s1 = d * (float)(int8_t)b[192 + 8 * hh + h + 2 + 4 * p];
+        r.q = ld128_2e(b.ql + 64 * hh + 16 * h);
+        r.q2 = ld128_2e(b.ql + 64 * hh + 32 + 16 * h);
+        r.qh = ld128_2e(b.qh + 32 * hh + 16 * h);
+        const float d = ld_h(b.d);
+        r.s0 = d * (float)(int8_t)b.sc[8 * hh + h + 4 * p];
+        r.s1 = d * (float)(int8_t)b.sc[8 * hh + h + 2 + 4 * p];
     } else if constexpr (T == T_Q8_0) {
         const uint8_t *b = row + (size_t)(k0 >> 5) * 34;
         r.q = ld128_2e(b + 2 + 16 * h);
@@ -193,7 +193,7 @@ __device__ __forceinline__ void hb_store(const hb_raw<T> &r, __half *br, bool ok
             lev4(q[i], 0x000F000Fu, s0, c0, lo[2 * i], lo[2 * i + 1]);
             lev4(q[i] >> 4, 0x000F000Fu, s1, c1, hi[2 * i], hi[2 * i + 1]);
         }
-    } else if constexpr (T == T_Q6_K) {
+    } else if constexpr (T == T_Q6_K || T == T_Q6_KP) {
         const int p = (k0 >> 6) & 1;
         const __half2 s0 = __float2half2_rn(r.s0), s1 = __float2half2_rn(r.s1);
         const uint32_t qa[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, qb[4] = {r.q2.x, r.q2.y, r.q2.z, r.q2.w},
@@ -424,7 +424,7 @@ extern "C" int mfc_gemm_h_parts(int k, int n) {
 
 static bool h_type(int type) {
     switch (type) {
-    case T_Q4_K: case T_Q6_K: case T_Q8_0: case T_Q8_0R: case T_Q5_K: case T_F16: case T_Q4_0: case T_Q4_1:
+    case T_Q4_K: case T_Q6_K: case T_Q6_KP: case T_Q8_0: case T_Q8_0R: case T_Q5_K: case T_F16: case T_Q4_0: case T_Q4_1:
     case T_Q5_0: case T_Q5_1: case T_Q2_K: case T_Q3_K: case T_IQ4_NL: case T_IQ4_XS: return true;
     default: return false;
     }
@@ -441,13 +441,14 @@ extern "C" void mfc_x_to_h(cudaStream_t s, const float *x, int k, int rows, cons
 extern "C" bool mfc_gemm_h(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int k, const float *x, int rows,
                            const mfc_xh *xh) {
     if (nseg < 1 || nseg > MFC_MAX_SEGS) return false;
-    bool k46 = true, same = true;
+    bool k46 = true, k46f = true, same = true; /* Q6_K in the device's layout (k46) or the file's */
     for (int i = 0; i < nseg; i++) {
         if (!mfc_gemm_h_takes(seg[i].type, k, rows)) return false;
-        k46 = k46 && (seg[i].type == T_Q4_K || seg[i].type == T_Q6_K);
+        k46 = k46 && (seg[i].type == T_Q4_K || seg[i].type == T_Q6_KP);
+        k46f = k46f && (seg[i].type == T_Q4_K || seg[i].type == T_Q6_K);
         same = same && seg[i].type == seg[0].type;
     }
-    if (!k46 && !same) return false; /* the caller launches each product alone */
+    if (!k46 && !k46f && !same) return false; /* the caller launches each product alone */
     hb_segs S = {};
     S.nseg = nseg;
     S.part = xh->part;
@@ -468,7 +469,8 @@ extern "C" bool mfc_gemm_h(cudaStream_t s, const mfc_mm_seg *seg, int nseg, int 
     if (!nb) return true;
     if (x) mfc_x_to_h(s, x, k, rows, xh);
     const dim3 grid((unsigned)nb, (unsigned)((rows + HB_M - 1) / HB_M));
-    if (k46) h_launch<T_Q4_K, T_Q6_K>(s, grid, S, k, xh, rows);
+    if (k46) h_launch<T_Q4_K, T_Q6_KP>(s, grid, S, k, xh, rows);
+    else if (k46f) h_launch<T_Q4_K, T_Q6_K>(s, grid, S, k, xh, rows);
     else switch (seg[0].type) {
     case T_Q8_0: h_launch<T_Q8_0, T_Q8_0>(s, grid, S, k, xh, rows); break;
     case T_Q8_0R: h_launch<T_Q8_0R, T_Q8_0R>(s, grid, S, k, xh, rows); break;

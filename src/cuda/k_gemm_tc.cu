@@ -128,6 +128,7 @@ extern "C" bool mfc_gemm_tc(cudaStream_t s, int type, const void *w, size_t row_
     case T_Q4_K: gemm_tc_k<T_Q4_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q5_K: gemm_tc_k<T_Q5_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q6_K: gemm_tc_k<T_Q6_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
+    case T_Q6_KP: gemm_tc_k<T_Q6_KP><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q2_K: gemm_tc_k<T_Q2_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_Q3_K: gemm_tc_k<T_Q3_K><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;
     case T_IQ4_NL: gemm_tc_k<T_IQ4_NL><<<grid, 256, 0, s>>>(wp, row_bytes, k, n, x, rows, out, b, res); break;

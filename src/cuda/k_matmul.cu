@@ -17,7 +17,7 @@
 
 #define MV_WARPS 4
 
-static_assert(T_Q8_0R == MFC_T_Q8_0R, "one id for the regrouped Q8_0 in C and CUDA");
+static_assert(T_Q8_0R == MFC_T_Q8_0R && T_Q6_KP == MFC_T_Q6_KP, "one id for each device layout in C and CUDA");
 
 template <int T, int R, bool V>
 __global__ void __launch_bounds__(MV_WARPS * 32) matvec_k(const uint8_t *__restrict__ w, size_t row_bytes, int k, int n,
@@ -179,6 +179,7 @@ extern "C" bool mfc_type_ok(int t) {
     case T_Q4_K: F<T_Q4_K>(__VA_ARGS__); break;                                                                        \
     case T_Q5_K: F<T_Q5_K>(__VA_ARGS__); break;                                                                        \
     case T_Q6_K: F<T_Q6_K>(__VA_ARGS__); break;                                                                        \
+    case T_Q6_KP: F<T_Q6_KP>(__VA_ARGS__); break;                                                                      \
     case T_IQ4_NL: F<T_IQ4_NL>(__VA_ARGS__); break;                                                                    \
     case T_IQ4_XS: F<T_IQ4_XS>(__VA_ARGS__); break;                                                                    \
     default: return false;                                                                                             \

@@ -77,6 +77,7 @@ template <> struct mq_w<T_Q6_K> {
     uint32_t sc[2][4];     /* 16 scale bytes of rows 2t, 2t+1 */
     float d[2];
 };
+template <> struct mq_w<T_Q6_KP> : mq_w<T_Q6_K> {};
 /* Q8_0 in the device's layout (MFC_T_Q8_0R): runs of 8 scales, then 8 x 32
  * levels */
 template <> struct mq_w<T_Q8_0R> {
@@ -101,20 +102,20 @@ __device__ __forceinline__ void wload(mq_w<T> &w, const uint8_t *__restrict__ wb
         for (int i = 0; i < 4; i++) w.qv[i] = *(const uint2 *)(wb + (size_t)sb * 144 + 16 + 32 * i + 8 * t);
         w.hd[0] = *(const uint4 *)(we0 + (size_t)sb * 144);
         w.hd[1] = *(const uint4 *)(we1 + (size_t)sb * 144);
-    } else if constexpr (T == T_Q6_K) {
+    } else if constexpr (T == T_Q6_K || T == T_Q6_KP) {
+        const q6_at p = q6_parts<T>(wb + (size_t)sb * 210, sb);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const uint8_t *b = wb + (size_t)sb * 210 + 64 * h + 8 * t;
-            w.ql[h][0] = ld64_2(b);
-            w.ql[h][1] = ld64_2(b + 32);
-            w.qh[h] = ld64_2(wb + (size_t)sb * 210 + 128 + 32 * h + 8 * t);
+            w.ql[h][0] = ld64_q6<T>(p.ql + 64 * h + 8 * t);
+            w.ql[h][1] = ld64_q6<T>(p.ql + 64 * h + 32 + 8 * t);
+            w.qh[h] = ld64_q6<T>(p.qh + 32 * h + 8 * t);
         }
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            const uint8_t *be = (e ? we1 : we0) + (size_t)sb * 210;
+            const q6_at pe = q6_parts<T>((e ? we1 : we0) + (size_t)sb * 210, sb);
 #pragma unroll
-            for (int i = 0; i < 4; i++) w.sc[e][i] = ld32_2(be + 192 + 4 * i);
-            w.d[e] = ld_h(be + 208);
+            for (int i = 0; i < 4; i++) w.sc[e][i] = ld32_q6<T>(pe.sc + 4 * i);
+            w.d[e] = ld_h(pe.d);
         }
     } else { /* block b's levels at 16 + 32 b of the run, lane t's 8 at + 8 t; the run's scales first */
         const uint8_t *run = wb + (size_t)sb * 272;
@@ -221,7 +222,7 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
                 }
             }
         }
-    } else if constexpr (T == T_Q6_K) {
+    } else if constexpr (T == T_Q6_K || T == T_Q6_KP) {
         const bool lo16 = t < 2; /* this lane's 8 positions are in the block's first 16 */
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -417,7 +418,7 @@ __device__ __forceinline__ void mq_run(const mq_rows (&wr)[NT], int k, const mfc
                 for (int e = 0; e < 4; e++) acc[u][m][e] -= accm[u][m][e];
 }
 
-/* TS: the types the launch's segments have: 0 Q4_K/Q6_K, 1 Q8_0, 2 any.
+/* TS: the types the launch's segments have: 0 Q4_K/Q6_K (either layout), 1 Q8_0, 2 any.
  * A warp takes NT tiles of 8 weight rows; a block 4 / W such groups. */
 template <int MT, int W, int TS, int NT, bool STG, int MINB, bool IS>
 __global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, int rows, int nch, int crow) {
@@ -452,6 +453,7 @@ __global__ void __launch_bounds__(128, MINB) mmq_k(mq_segs S, int k, mfc_q8 q, i
     else if (TS != 0 && (TS == 1 || sg.type == T_Q8_0R))
         mq_run<T_Q8_0R, MT, W, NT, STG, false>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     else if (TS != 1 && sg.type == T_Q4_K) mq_run<T_Q4_K, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
+    else if (TS != 1 && sg.type == T_Q6_KP) mq_run<T_Q6_KP, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     else if (TS != 1) mq_run<T_Q6_K, MT, W, NT, STG, IS>(wr, k, q, st, mt0, nr, tw, lane, g, t, acc);
     if constexpr (W > 1) { /* the team's warps summed in warp order */
         __shared__ float red[4][NT * MT * 4][32];

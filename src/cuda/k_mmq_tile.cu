@@ -54,6 +54,7 @@ template <> struct mt_raw<T_Q6_K> {
     uint32_t sc;          /* scale bytes 4t..4t+3 */
     float d;
 };
+template <> struct mt_raw<T_Q6_KP> : mt_raw<T_Q6_K> {};
 
 template <int T, int WN>
 __device__ __forceinline__ void mt_load_w(mt_raw<T> (&raw)[WN], const uint8_t *__restrict__ w, size_t row_bytes,
@@ -69,15 +70,15 @@ __device__ __forceinline__ void mt_load_w(mt_raw<T> (&raw)[WN], const uint8_t *_
             for (int j = 0; j < 4; j++) raw[i].q[j] = ok ? *(const uint2 *)(sbp + 16 + 32 * j + 8 * t) : make_uint2(0, 0);
             raw[i].hd = ok ? *(const uint4 *)sbp : make_uint4(0, 0, 0, 0);
         } else {
-            const uint8_t *sbp = b + (size_t)sb * 210;
+            const q6_at p = q6_parts<T>(b + (size_t)sb * 210, sb);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                raw[i].l[h][0] = ok ? ld64_2(sbp + 64 * h + 8 * t) : make_uint2(0, 0);
-                raw[i].l[h][1] = ok ? ld64_2(sbp + 64 * h + 32 + 8 * t) : make_uint2(0, 0);
-                raw[i].qh[h] = ok ? ld64_2(sbp + 128 + 32 * h + 8 * t) : make_uint2(0, 0);
+                raw[i].l[h][0] = ok ? ld64_q6<T>(p.ql + 64 * h + 8 * t) : make_uint2(0, 0);
+                raw[i].l[h][1] = ok ? ld64_q6<T>(p.ql + 64 * h + 32 + 8 * t) : make_uint2(0, 0);
+                raw[i].qh[h] = ok ? ld64_q6<T>(p.qh + 32 * h + 8 * t) : make_uint2(0, 0);
             }
-            raw[i].d = ok ? ld_h(sbp + 208) : 0.0f;
-            raw[i].sc = ok ? ld32_2(sbp + 192 + 4 * t) : 0u;
+            raw[i].d = ok ? ld_h(p.d) : 0.0f;
+            raw[i].sc = ok ? ld32_q6<T>(p.sc + 4 * t) : 0u;
         }
     }
 }
@@ -162,7 +163,7 @@ __device__ __forceinline__ void mt_mul(const mt_smem<WN> &sm, int nmt, int warp,
             const float2 da = sm.ad[m][j][g], db = sm.ad[m][j][g + 8];
 #pragma unroll
             for (int u = 0; u < WN; u++) {
-                if constexpr (T == T_Q6_K) {
+                if constexpr (T != T_Q4_K) {
                     const bool lo16 = t < 2; /* this lane's 8 positions are in the block's first 16 */
                     int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
                     mma_k32(c0, a.x, a.y, a.z, a.w, lo16 ? b[u].x : 0u, lo16 ? b[u].y : 0u);
@@ -226,6 +227,7 @@ __global__ void __launch_bounds__(128) mmq_tile_k(mq_segs S, int k, mfc_q8 q, in
         for (int m = 0; m < 4; m++) acc[u][m][0] = acc[u][m][1] = acc[u][m][2] = acc[u][m][3] = 0.0f;
     pdl_enter();
     if (sg.type == T_Q4_K) mt_run<T_Q4_K, WN>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
+    else if (sg.type == T_Q6_KP) mt_run<T_Q6_KP, WN>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
     else mt_run<T_Q6_K, WN>(sm, sg, k, q, n0, r0 / 16, nmt, warp, lane, acc);
 #pragma unroll
     for (int u = 0; u < WN; u++)
@@ -276,7 +278,7 @@ extern "C" bool mfc_mmq_tile(cudaStream_t s, const mfc_mm_seg *seg, int nseg, in
     for (int i = 0; i < nseg; i++) {
         /* Q8_0 measured slower here than k_mmq.cu's kernel at 512 rows (its
          * weight bytes are 1.9x Q4_K's for the same products) */
-        if (seg[i].type != T_Q4_K && seg[i].type != T_Q6_K) return false;
+        if (seg[i].type != T_Q4_K && seg[i].type != T_Q6_K && seg[i].type != T_Q6_KP) return false;
         n += seg[i].n;
     }
     /* the widest weight tile that still gives every multiprocessor about

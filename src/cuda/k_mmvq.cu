@@ -89,6 +89,7 @@ template <> struct wround<T_Q6_K> {
     uint32_t la[NB][2], lb[NB][2], lh[NB][2], scb[NB];
     float dd[NB];
 };
+template <> struct wround<T_Q6_KP> : wround<T_Q6_K> {};
 /* Q8_0 (the device's layout, MFC_T_Q8_0R): a "super-block" is a run of 8
  * blocks of 32 (272 bytes: 8 scales, then 8 x 32 levels), lane t takes
  * block t: its scale and its 32 levels in two 16-byte loads */
@@ -126,6 +127,20 @@ __device__ __forceinline__ void wload(wround<T> &w, const uint8_t *__restrict__ 
             iq4nl_load<NB>(w, u, wr + (size_t)sb * 144, t);
         } else if constexpr (T == T_IQ4_XS) {
             iq4xs_load<NB>(w, u, wr + (size_t)sb * 136, t);
+        } else if constexpr (T == T_Q6_KP) { /* every part on 4 bytes (kernels.h) */
+            const int h = t >> 2, l0 = (t & 3) * 8;
+            const q6_at p = q6_parts<T>(wr + (size_t)sb * 210, sb);
+            const uint32_t *qa = (const uint32_t *)(p.ql + 64 * h + l0), *qh = (const uint32_t *)(p.qh + 32 * h + l0);
+#pragma unroll
+            for (int wd = 0; wd < 2; wd++) {
+                w.la[u][wd] = qa[wd];
+                w.lb[u][wd] = qa[8 + wd];
+                w.lh[u][wd] = qh[wd];
+            }
+            /* scales 8h + l0 / 16 + {0, 2, 4, 6}: two words, one byte permute */
+            const uint32_t *sc = (const uint32_t *)(p.sc + 8 * h);
+            w.scb[u] = __byte_perm(sc[0], sc[1], l0 >= 16 ? 0x7531 : 0x6420);
+            w.dd[u] = ld_h(p.d);
         } else { /* 210-byte blocks are only 2-byte aligned */
             const int h = t >> 2, l0 = (t & 3) * 8;
             const uint8_t *blk = wr + (size_t)sb * 210;
@@ -266,14 +281,15 @@ __device__ __forceinline__ void row_dot(const uint8_t *__restrict__ wr, int k, c
  * type gets a kernel of that path alone (Q4_K and Q6_K, which Q4_K_M files
  * mix in one launch, share one), and other mixes the kernel of all */
 enum {
-    S_Q4_K = 1, S_Q6_K = 2, S_Q8_0 = 4, S_Q2_K = 8, S_Q3_K = 16, S_IQ4_NL = 32, S_IQ4_XS = 64, S_ALL = 127,
-    S_K46 = S_Q4_K | S_Q6_K
+    S_Q4_K = 1, S_Q6_K = 2, S_Q8_0 = 4, S_Q2_K = 8, S_Q3_K = 16, S_IQ4_NL = 32, S_IQ4_XS = 64, S_Q6_KP = 128,
+    S_ALL = 255, S_K46 = S_Q4_K | S_Q6_KP, S_K46F = S_Q4_K | S_Q6_K /* Q6_K in the device's layout, or the file's */
 };
 
 static int type_bit(int type) {
     switch (type) {
     case T_Q4_K: return S_Q4_K;
     case T_Q6_K: return S_Q6_K;
+    case T_Q6_KP: return S_Q6_KP;
     case T_Q8_0R: return S_Q8_0;
     case T_Q2_K: return S_Q2_K;
     case T_Q3_K: return S_Q3_K;
@@ -302,6 +318,7 @@ __device__ __forceinline__ void row_dot_t(int type, const uint8_t *wr, int k, co
                                           int vl) {
     if (row_dot_if<T_Q8_0R, S_Q8_0, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q4_K, S_Q4_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
+    if (row_dot_if<T_Q6_KP, S_Q6_KP, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q6_K, S_Q6_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q2_K, S_Q2_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
     if (row_dot_if<T_Q3_K, S_Q3_K, R, W, TS>(type, wr, k, q, rows, acc, vl)) return;
@@ -365,7 +382,7 @@ __global__ void __launch_bounds__(128, MINB) mmvq_k(mm_segs S, int k, mfc_q8 q, 
 
 extern "C" bool mfc_mmvq_takes(int type, int k, int rows) {
     if (k % 256 || rows < 1) return false;
-    if (type == T_Q4_K || type == T_Q6_K || type == T_Q8_0R) return rows <= 8 || rows <= mfc_mmq_rows;
+    if (type == T_Q4_K || type == T_Q6_K || type == T_Q6_KP || type == T_Q8_0R) return rows <= 8 || rows <= mfc_mmq_rows;
     /* dp4a only: more rows of these take the f16 tensor-core tiles
      * (k_gemm_tc.cu), the int8 mma kernel (k_mmq.cu) has no paths for them */
     return (type == T_Q2_K || type == T_Q3_K || type == T_IQ4_NL || type == T_IQ4_XS) && rows <= 8;
@@ -404,9 +421,9 @@ int mfc_mmvq_occ = 1;
 
 template <int W, int TS>
 static void mmvq_launch_r(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
-    if constexpr (W == 1 && TS == S_K46)
+    if constexpr (W == 1 && (TS == S_K46 || TS == S_K46F))
         if (rows == 1 && nb >= 1024 && mfc_mmvq_occ) {
-            launch_k(mmvq_k<1, 1, S_K46, 8>, nb, 128, 0, s, S, k, *q, rows);
+            launch_k(mmvq_k<1, 1, TS, 8>, nb, 128, 0, s, S, k, *q, rows);
             return;
         }
     if (rows == 1) launch_k(mmvq_k<1, W, TS>, nb, 128, 0, s, S, k, *q, rows);
@@ -419,12 +436,20 @@ template <int W>
 static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const mfc_q8 *q, int rows) {
     int set = 0;
     for (int i = 0; i < S.nseg; i++) set |= type_bit(S.seg[i].type);
-    switch (set) {
-    case S_Q4_K: case S_Q6_K: case S_K46: mmvq_launch_r<W, S_K46>(s, S, nb, k, q, rows); break;
-    case S_Q8_0: mmvq_launch_r<W, S_Q8_0>(s, S, nb, k, q, rows); break;
-    case S_Q8_0 | S_Q4_K: case S_Q8_0 | S_Q6_K: case S_Q8_0 | S_K46:
+    if (set && !(set & ~S_K46)) {
+        mmvq_launch_r<W, S_K46>(s, S, nb, k, q, rows);
+        return;
+    }
+    if (set && !(set & ~S_K46F)) {
+        mmvq_launch_r<W, S_K46F>(s, S, nb, k, q, rows);
+        return;
+    }
+    if ((set & S_Q8_0) && !(set & ~(S_Q8_0 | S_K46))) {
         mmvq_launch_r<W, S_Q8_0 | S_K46>(s, S, nb, k, q, rows);
-        break;
+        return;
+    }
+    switch (set) {
+    case S_Q8_0: mmvq_launch_r<W, S_Q8_0>(s, S, nb, k, q, rows); break;
     case S_Q2_K: mmvq_launch_r<W, S_Q2_K>(s, S, nb, k, q, rows); break;
     case S_Q3_K: mmvq_launch_r<W, S_Q3_K>(s, S, nb, k, q, rows); break;
     case S_IQ4_NL: mmvq_launch_r<W, S_IQ4_NL>(s, S, nb, k, q, rows); break;

@@ -91,6 +91,7 @@ extern "C" bool mfc_matmul_id(cudaStream_t s, int type, const void *w, size_t sl
     case T_Q4_K: launch_id<T_Q4_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q5_K: launch_id<T_Q5_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q6_K: launch_id<T_Q6_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
+    case T_Q6_KP: launch_id<T_Q6_KP>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q2_K: launch_id<T_Q2_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_Q3_K: launch_id<T_Q3_K>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;
     case T_IQ4_NL: launch_id<T_IQ4_NL>(s, w, slice, row_bytes, k, n, x, per_slot, slots, K, sel, out); break;

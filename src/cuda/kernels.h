@@ -99,12 +99,31 @@ bool mfc_type_ok(int type);
  * uploads Q8_0 matrices so (mfc_q8_0r_pack), other rows stay as in the
  * file. */
 #define MFC_T_Q8_0R 200
+/* Q6_K on the device, rows of an even number of super-blocks (k % 512 ==
+ * 0): each odd super-block holds the file's four parts in reverse order,
+ * f16 d (2 bytes), 16 scales, 64 bytes of high bits, 128 of low bits;
+ * even ones stay as in the file (low bits, high bits, scales, d). A
+ * 210-byte block leaves every odd block 2 bytes off a 4-byte boundary, so
+ * in the file the kernels read its parts by 2-byte loads (a lane of the
+ * one-row product: 17 loads for 24 bytes a super-block); reversed, every
+ * part of both blocks of a pair starts on 4 bytes (rows start on 4: an
+ * even count of 210-byte blocks). Block offsets and the row size are the
+ * file's. */
+#define MFC_T_Q6_KP 201
 /* the kernels' type of a weight of mf_type `type` with rows of k: 8 is
- * MF_TYPE_Q8_0 (weights.c asserts it) */
-static inline int mfc_dev_type(int type, long long k) { return type == 8 && k % 256 == 0 ? MFC_T_Q8_0R : type; }
+ * MF_TYPE_Q8_0, 14 MF_TYPE_Q6_K (weights.c asserts it) */
+static inline int mfc_dev_type(int type, long long k) {
+    return type == 8 && k % 256 == 0 ? MFC_T_Q8_0R : type == 14 && k % 512 == 0 ? MFC_T_Q6_KP : type;
+}
 /* n_rows Q8_0 rows of k (k % 256 == 0) from src (the file's blocks) into
  * dst (the layout above); src and dst do not overlap */
 void mfc_q8_0r_pack(const void *src, void *dst, size_t n_rows, int k);
+/* n_rows Q6_K rows of k (k % 512 == 0) into MFC_T_Q6_KP's layout; src and
+ * dst do not overlap */
+void mfc_q6_kp_pack(const void *src, void *dst, size_t n_rows, int k);
+/* the device layout of a weight's rows: as in the file, or one of the two
+ * above (the packer for `dev_type`, rows of k) */
+void mfc_dev_pack(int dev_type, const void *src, void *dst, size_t n_rows, int k);
 
 /* out[r][j] = x[r] . W[j] (+ b[j]); res[r][j] += out[r][j] when res is given.
  * W: n rows of k elements in type `type` (row_bytes apart). */

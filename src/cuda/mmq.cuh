@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cuda/cpasync.cuh"
+#include "cuda/dequant.cuh"
 #include "cuda/kernels.h"
 
 __device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -30,6 +31,17 @@ __device__ __forceinline__ uint2 ld64_2(const uint8_t *p) {
     if (((uintptr_t)p & 3) == 0) return make_uint2(w[0], w[1]);
     const uint32_t a = w[0], b = w[1], c = w[2];
     return make_uint2(__funnelshift_r(a, b, 16), __funnelshift_r(b, c, 16));
+}
+
+/* Q6_K's parts: 8 and 4 bytes, 2-byte aligned in the file's layout, on
+ * 4 bytes in the device's (MFC_T_Q6_KP) */
+template <int T> __device__ __forceinline__ uint2 ld64_q6(const uint8_t *p) {
+    if (T == T_Q6_KP) return make_uint2(((const uint32_t *)p)[0], ((const uint32_t *)p)[1]);
+    return ld64_2(p);
+}
+template <int T> __device__ __forceinline__ uint32_t ld32_q6(const uint8_t *p) {
+    if (T == T_Q6_KP) return *(const uint32_t *)p;
+    return ld32_2(p);
 }
 
 __device__ __forceinline__ int sbyte(uint32_t a, uint32_t b, uint32_t c, int i) {

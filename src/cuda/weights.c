@@ -4,7 +4,9 @@
  * allocation, in the file's encoding (the kernels decode blocks as they read
  * them, cuda/dequant.cuh), except Q8_0 rows of whole super-blocks, whose
  * scales and levels are regrouped for aligned loads (kernels.h,
- * MFC_T_Q8_0R); each tensor's `dev` is its device address. Types the
+ * MFC_T_Q8_0R), and Q6_K rows of an even number of super-blocks, every odd
+ * one's parts reversed for the same reason (MFC_T_Q6_KP); each tensor's
+ * `dev` is its device address. Types the
  * kernels do not take, and models the backend cannot run yet, are refused
  * here, before anything is copied. */
 #include "cuda/cuda.h"
@@ -20,12 +22,13 @@
 
 #define ALIGN(n) (((n) + 255) & ~(size_t)255)
 
-_Static_assert(MF_TYPE_Q8_0 == 8, "mfc_dev_type names Q8_0 by its id");
+_Static_assert(MF_TYPE_Q8_0 == 8 && MF_TYPE_Q6_K == 14, "mfc_dev_type names Q8_0 and Q6_K by their ids");
 
-/* t's bytes to d: as in the file, or repacked (MFC_T_Q8_0R) through a host
- * buffer of whole rows */
+/* t's bytes to d: as in the file, or repacked (MFC_T_Q8_0R, MFC_T_Q6_KP)
+ * through a host buffer of whole rows */
 static bool upload(const mf_tensor *t, uint8_t *d, size_t *n_repacked) {
-    if (mfc_dev_type((int)t->type, t->ne[0]) != MFC_T_Q8_0R)
+    const int dt = mfc_dev_type((int)t->type, t->ne[0]);
+    if (dt == (int)t->type)
         return cudaMemcpy(d, t->data, t->nbytes, cudaMemcpyHostToDevice) == cudaSuccess;
     const size_t rb = mf_row_size(t->type, t->ne[0]), n_rows = t->nbytes / rb;
     size_t chunk = ((size_t)16 << 20) / rb;
@@ -36,7 +39,7 @@ static bool upload(const mf_tensor *t, uint8_t *d, size_t *n_repacked) {
     bool ok = true;
     for (size_t r = 0; ok && r < n_rows; r += chunk) {
         const size_t nr = n_rows - r < chunk ? n_rows - r : chunk;
-        mfc_q8_0r_pack((const uint8_t *)t->data + r * rb, buf, nr, (int)t->ne[0]);
+        mfc_dev_pack(dt, (const uint8_t *)t->data + r * rb, buf, nr, (int)t->ne[0]);
         ok = cudaMemcpy(d + r * rb, buf, nr * rb, cudaMemcpyHostToDevice) == cudaSuccess;
     }
     free(buf);
@@ -201,8 +204,9 @@ mf_status mf_cuda_weights_load(mf_model *m, const mf_model_params *p) {
                m->n_cpu_layers - 1);
     if (m->verbose || p->verbose)
         mf_log(MF_LOG_INFO, "minfer: cuda: %llu tensors (%.1f MiB) uploaded once in the file's encoding, %zu of them "
-                            "(Q8_0 rows of whole super-blocks) repacked: each 8 blocks' scales, then their levels, "
-                            "16-byte aligned; in %.2f s\n",
+                            "repacked for aligned loads (Q8_0 rows of whole super-blocks: each 8 blocks' scales, "
+                            "then their levels; Q6_K rows of an even count of super-blocks: every odd one's parts "
+                            "reversed); in %.2f s\n",
                (unsigned long long)n_up, (double)total / (1 << 20), n_rp, mf_now() - t0);
     return MF_OK;
 }

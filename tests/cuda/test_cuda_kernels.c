@@ -54,13 +54,14 @@ static void *dup_dev(const void *p, size_t n) {
 }
 
 /* n weight rows of k as the backend uploads them (weights.c): Q8_0 rows of
- * whole super-blocks regrouped (kernels.h, MFC_T_Q8_0R), others as they
- * are; *dt: the type the kernels are given */
+ * whole super-blocks regrouped (kernels.h, MFC_T_Q8_0R), Q6_K rows of an
+ * even count of super-blocks with the odd ones reversed (MFC_T_Q6_KP),
+ * others as they are; *dt: the type the kernels are given */
 static void *up_w(int type, const uint8_t *wq, size_t rb, int n, int k, int *dt) {
     *dt = mfc_dev_type(type, k);
     if (*dt == type) return dup_dev(wq, rb * (size_t)n);
     uint8_t *p = malloc(rb * (size_t)n);
-    mfc_q8_0r_pack(wq, p, (size_t)n, k);
+    mfc_dev_pack(*dt, wq, p, (size_t)n, k);
     void *d = dup_dev(p, rb * (size_t)n);
     free(p);
     return d;
@@ -329,7 +330,8 @@ static void check_occ(int type, int k, int n) {
     float *x = malloc(sizeof(float) * (size_t)k), *xr = malloc(sizeof(float) * (size_t)k);
     for (int i = 0; i < k; i++) x[i] = frand() * 3.0f;
     q8_round(x, k, xr, false);
-    void *dw = dup_dev(wq, rb * (size_t)n);
+    int dt;
+    void *dw = up_w(type, wq, rb, n, k, &dt);
     float *dx = dup_dev(x, sizeof(float) * (size_t)k), *dout = NULL;
     cudaMalloc((void **)&dout, sizeof(float) * (size_t)n);
     mfc_q8 q8 = {0};
@@ -342,7 +344,7 @@ static void check_occ(int type, int k, int n) {
     for (int v = 0; v < 2; v++) {
         mfc_mmvq_occ = v;
         cudaMemset(dout, 0, sizeof(float) * (size_t)n);
-        mfc_mmvq(0, type, dw, rb, k, n, &q8, 1, dout, NULL, NULL);
+        mfc_mmvq(0, dt, dw, rb, k, n, &q8, 1, dout, NULL, NULL);
         CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s occ %d: %s", mf_type_name(type), v,
               cudaGetErrorString(cudaGetLastError()));
         cudaMemcpy(got[v], dout, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost);
@@ -394,9 +396,10 @@ static void check_h_mixed(int k, int n, int rows, int span) {
             tr->from_float_ref(wf + (size_t)j * k, wq + (size_t)j * rb, k);
             tr->to_float(wq + (size_t)j * rb, wd[t] + (size_t)j * k, k);
         }
-        dw[t] = dup_dev(wq, rb * (size_t)n);
+        int dt;
+        dw[t] = up_w(ty[t], wq, rb, n, k, &dt);
         cudaMalloc((void **)&dout[t], sizeof(float) * (size_t)rows * n);
-        sg[t] = (mfc_mm_seg){dw[t], rb, ty[t], n, dout[t], NULL, NULL};
+        sg[t] = (mfc_mm_seg){dw[t], rb, dt, n, dout[t], NULL, NULL};
         free(wf), free(wq);
     }
     CHECK(mfc_gemm_h(0, sg, 2, k, dx, rows, &xh), "f16 prompt gemm refused Q4_K + Q6_K");
@@ -422,8 +425,8 @@ static void check_h_mixed(int k, int n, int rows, int span) {
     free(x), free(out), free(solo);
 }
 
-/* mfc_q8_0r_pack puts every scale and level where kernels.h says (host
- * only: runs without a device) */
+/* mfc_q8_0r_pack and mfc_q6_kp_pack put every byte where kernels.h says
+ * (host only: runs without a device) */
 static void check_pack(void) {
     enum { K = 512, N = 3 };
     const size_t rb = mf_row_size(MF_TYPE_Q8_0, K);
@@ -443,18 +446,35 @@ static void check_pack(void) {
               mfc_dev_type(MF_TYPE_Q4_K, K) == MF_TYPE_Q4_K,
           "mfc_dev_type: Q8_0 regrouped only for rows of whole super-blocks");
     free(a), free(b);
+    /* Q6_K: even super-blocks as in the file, odd ones d, scales, high bits, low bits */
+    const size_t rq = mf_row_size(MF_TYPE_Q6_K, K);
+    a = malloc(rq * N), b = malloc(rq * N);
+    for (size_t i = 0; i < rq * N; i++) a[i] = (uint8_t)(frand() * 127.0f + 128.0f);
+    mfc_dev_pack(MFC_T_Q6_KP, a, b, N, K);
+    static const int off_file[4] = {0, 128, 192, 208}, off_odd[4] = {82, 18, 2, 0}, len[4] = {128, 64, 16, 2};
+    bad = 0;
+    for (size_t sb = 0; sb < rq * N / 210; sb++)
+        for (int part = 0; part < 4; part++)
+            for (int i = 0; i < len[part]; i++)
+                bad += b[sb * 210 + (size_t)((sb & 1) ? off_odd[part] : off_file[part]) + i] !=
+                       a[sb * 210 + (size_t)off_file[part] + i];
+    CHECK(bad == 0, "mfc_q6_kp_pack: %d bytes misplaced", bad);
+    CHECK(mfc_dev_type(MF_TYPE_Q6_K, K) == MFC_T_Q6_KP && mfc_dev_type(MF_TYPE_Q6_K, 2304) == MF_TYPE_Q6_K,
+          "mfc_dev_type: Q6_K repacked only for rows of an even count of super-blocks");
+    free(a), free(b);
 }
 
 int main(void) {
     check_pack();
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
-        fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device (the host-only Q8_0 layout check ran)\n");
+        fprintf(stderr, "test_cuda_kernels: skipped: no CUDA device (the host-only Q8_0 and Q6_K layout checks ran)\n");
         return g_test_failures ? 1 : 77;
     }
     /* 4100 rows: 1025 blocks of 4, the 64-register variant's grids, the last block partial */
     check_occ(MF_TYPE_Q4_K, 2560, 4100);
     check_occ(MF_TYPE_Q6_K, 2560, 4100);
+    check_occ(MF_TYPE_Q6_K, 2304, 4100); /* the file's layout (9 super-blocks a row) */
     static const int types[] = {MF_TYPE_F32,  MF_TYPE_F16,  MF_TYPE_BF16, MF_TYPE_Q4_0,   MF_TYPE_Q4_1,
                                 MF_TYPE_Q5_0, MF_TYPE_Q5_1, MF_TYPE_Q8_0, MF_TYPE_Q2_K,   MF_TYPE_Q3_K,
                                 MF_TYPE_Q4_K, MF_TYPE_Q5_K, MF_TYPE_Q6_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS};
@@ -479,8 +499,11 @@ int main(void) {
         check_type(lowbit[i], 9728, 5);
     }
     check_type(MF_TYPE_IQ4_NL, 1056, 13);
-    /* Q8_0 rows of 9 blocks stay in the file's layout (the generic paths) */
+    /* Q8_0 rows of 9 blocks stay in the file's layout (the generic paths),
+     * and so do Q6_K rows of 9 super-blocks */
     check_type(MF_TYPE_Q8_0, 288, 13);
+    check_type(MF_TYPE_Q6_K, 2304, 9);
+    check_type(MF_TYPE_Q6_K, 2304, 300);
     check_mixed(2560, 11);
     check_h_mixed(2560, 300, 200, 40);
     /* rows up to 2^118 (a row scale's exponent past 2^114), k small enough that no sum overflows f32 */
