@@ -59,21 +59,20 @@ extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, 
     return true;
 }
 
-/* byte i (0..11) of the 12 scale bytes held in three words */
-__device__ __forceinline__ int sbyte(uint32_t a, uint32_t b, uint32_t c, int i) {
-    const uint32_t w = i < 4 ? a : i < 8 ? b : c;
-    return (int)((w >> (8 * (i & 3))) & 0xFF);
-}
-
-/* k4_scale_min over the scale bytes in registers */
-__device__ __forceinline__ void k4_scale_min_r(int j, uint32_t a, uint32_t b, uint32_t c, int &sc, int &mn) {
-    if (j < 4) {
-        sc = sbyte(a, b, c, j) & 63;
-        mn = sbyte(a, b, c, j + 4) & 63;
-    } else {
-        sc = (sbyte(a, b, c, j + 4) & 0x0f) | ((sbyte(a, b, c, j - 4) >> 6) << 4);
-        mn = (sbyte(a, b, c, j + 4) >> 4) | ((sbyte(a, b, c, j) >> 6) << 4);
-    }
+/* The scales and minimums of Q4_K sub-blocks 2kk and 2kk + 1 from the 12
+ * scale bytes in three words a, b, c (k4_scale_min's layout): those of
+ * sub-blocks 4h..4h+3 one byte each in a word (h = kk / 2; sub-blocks 4..7
+ * take their low 4 bits from c and their top 2 from bits 6-7 of a or b),
+ * then two bytes of it. The same integers as k4_scale_min, by word
+ * operations where a byte chosen by a runtime index took a select chain
+ * per value. */
+__device__ __forceinline__ void k4_pair(int kk, uint32_t a, uint32_t b, uint32_t c, int &sc0, int &mn0, int &sc1,
+                                        int &mn1) {
+    const uint32_t s4 = kk < 2 ? a & 0x3F3F3F3Fu : (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t m4 = kk < 2 ? b & 0x3F3F3F3Fu : ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+    const int sh = 16 * (kk & 1);
+    sc0 = (int)((s4 >> sh) & 0xFF), sc1 = (int)((s4 >> (sh + 8)) & 0xFF);
+    mn0 = (int)((m4 >> sh) & 0xFF), mn1 = (int)((m4 >> (sh + 8)) & 0xFF);
 }
 
 /* One round of a lane's weights: NB super-blocks, ST = 4 W apart (a team
@@ -172,8 +171,7 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
             const __half2 dm = *(const __half2 *)&w.hd[u].x;
             const float d = __low2float(dm), dmin = __high2float(dm);
             int sc0, m0, sc1, m1;
-            k4_scale_min_r(2 * kk, w.hd[u].y, w.hd[u].z, w.hd[u].w, sc0, m0);
-            k4_scale_min_r(2 * kk + 1, w.hd[u].y, w.hd[u].z, w.hd[u].w, sc1, m1);
+            k4_pair(kk, w.hd[u].y, w.hd[u].z, w.hd[u].w, sc0, m0, sc1, m1);
             const uint32_t qw[4] = {w.qv[u].x, w.qv[u].y, w.qv[u].z, w.qv[u].w};
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -444,12 +442,15 @@ static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const m
         mmvq_launch_r<W, S_K46F>(s, S, nb, k, q, rows);
         return;
     }
+    if (set == S_Q8_0) {
+        mmvq_launch_r<W, S_Q8_0>(s, S, nb, k, q, rows);
+        return;
+    }
     if ((set & S_Q8_0) && !(set & ~(S_Q8_0 | S_K46))) {
         mmvq_launch_r<W, S_Q8_0 | S_K46>(s, S, nb, k, q, rows);
         return;
     }
     switch (set) {
-    case S_Q8_0: mmvq_launch_r<W, S_Q8_0>(s, S, nb, k, q, rows); break;
     case S_Q2_K: mmvq_launch_r<W, S_Q2_K>(s, S, nb, k, q, rows); break;
     case S_Q3_K: mmvq_launch_r<W, S_Q3_K>(s, S, nb, k, q, rows); break;
     case S_IQ4_NL: mmvq_launch_r<W, S_IQ4_NL>(s, S, nb, k, q, rows); break;
