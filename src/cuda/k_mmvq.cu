@@ -172,6 +172,9 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
             const float d = __low2float(dm), dmin = __high2float(dm);
             int sc0, m0, sc1, m1;
             k4_pair(kk, w.hd[u].y, w.hd[u].z, w.hd[u].w, sc0, m0, sc1, m1);
+            /* the two lanes of a sub-block pair take one minimum each (the
+             * half with h 0 took both, the other lane idle beside it) */
+            const int mh = h ? m1 : m0;
             const uint32_t qw[4] = {w.qv[u].x, w.qv[u].y, w.qv[u].z, w.qv[u].w};
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -179,7 +182,8 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                 const int8_t *xr = xq + (size_t)r * k + sb * 256 + 64 * kk + 16 * h;
                 const int4 a4 = *(const int4 *)xr, b4 = *(const int4 *)(xr + 32);
                 const size_t xb0 = (size_t)r * kb + sb * 8 + 2 * kk;
-                const float2 dv = *(const float2 *)(xd + xb0), sv = *(const float2 *)(xs + xb0);
+                const float2 dv = *(const float2 *)(xd + xb0);
+                const float sv = xs[xb0 + h]; /* the minimum term of sub-block 2kk + h */
                 const int xav[4] = {a4.x, a4.y, a4.z, a4.w}, xbv[4] = {b4.x, b4.y, b4.z, b4.w};
                 int s0 = 0, s1 = 0;
 #pragma unroll
@@ -187,9 +191,8 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                     s0 = __dp4a((int)(qw[i] & 0x0F0F0F0Fu), xav[i], s0);
                     s1 = __dp4a((int)((qw[i] >> 4) & 0x0F0F0F0Fu), xbv[i], s1);
                 }
-                float v = d * (float)sc0 * dv.x * (float)s0 + d * (float)sc1 * dv.y * (float)s1;
-                if (h == 0) v -= dmin * ((float)m0 * sv.x + (float)m1 * sv.y);
-                acc[r] += v;
+                const float v = d * (float)sc0 * dv.x * (float)s0 + d * (float)sc1 * dv.y * (float)s1;
+                acc[r] += v - dmin * ((float)mh * sv);
             }
         } else if constexpr (T == T_Q8_0R) {
             const uint32_t qw[8] = {w.q[u][0].x, w.q[u][0].y, w.q[u][0].z, w.q[u][0].w,

@@ -44,32 +44,24 @@ template <int T> __device__ __forceinline__ uint32_t ld32_q6(const uint8_t *p) {
     return ld32_2(p);
 }
 
-__device__ __forceinline__ int sbyte(uint32_t a, uint32_t b, uint32_t c, int i) {
-    const uint32_t w = i < 4 ? a : i < 8 ? b : c;
-    return (int)((w >> (8 * (i & 3))) & 0xFF);
-}
-
-/* Q4_K's scale and min of sub-block j (6 bits each, 12 packed bytes) */
-__device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &mw) {
-    const __half2 dm = *(const __half2 *)&hd.x;
-    int sc, mn;
-    if (j < 4) {
-        sc = sbyte(hd.y, hd.z, hd.w, j) & 63;
-        mn = sbyte(hd.y, hd.z, hd.w, j + 4) & 63;
-    } else {
-        sc = (sbyte(hd.y, hd.z, hd.w, j + 4) & 0x0f) | ((sbyte(hd.y, hd.z, hd.w, j - 4) >> 6) << 4);
-        mn = (sbyte(hd.y, hd.z, hd.w, j + 4) >> 4) | ((sbyte(hd.y, hd.z, hd.w, j) >> 6) << 4);
-    }
-    dw = __low2float(dm) * (float)sc;
-    mw = __high2float(dm) * (float)mn;
-}
-
 /* Q4_K's scales (mn false) or minimums (mn true) of sub-blocks 4h..4h+3,
  * one 6-bit value a byte, from the 12 packed bytes (k4_sm's layout) */
 __device__ __forceinline__ uint32_t k4_pack(const uint4 &hd, int h, bool mn) {
     const uint32_t lo = mn ? hd.z : hd.y;
     if (h == 0) return lo & 0x3f3f3f3fu;
     return ((mn ? hd.w >> 4 : hd.w) & 0x0f0f0f0fu) | ((lo >> 2) & 0x30303030u);
+}
+
+/* Q4_K's scale and min of sub-block j (6 bits each, 12 packed bytes) times
+ * d and dmin: the byte of k4_pack's word (the same integers as picking the
+ * bytes one by one, in a few word operations where a runtime j took a
+ * select chain per byte) */
+__device__ __forceinline__ void k4_sm(const uint4 &hd, int j, float &dw, float &mw) {
+    const __half2 dm = *(const __half2 *)&hd.x;
+    const int sh = 8 * (j & 3);
+    const int sc = (int)((k4_pack(hd, j >> 2, false) >> sh) & 0xFF), mn = (int)((k4_pack(hd, j >> 2, true) >> sh) & 0xFF);
+    dw = __low2float(dm) * (float)sc;
+    mw = __high2float(dm) * (float)mn;
 }
 
 /* f * (float)(byte i of w) in two instructions: the byte under 2^23's
