@@ -453,6 +453,10 @@ static void mmvq_launch(cudaStream_t s, const mm_segs &S, int nb, int k, const m
         mmvq_launch_r<W, S_Q8_0 | S_K46>(s, S, nb, k, q, rows);
         return;
     }
+    if ((set & S_Q8_0) && !(set & ~(S_Q8_0 | S_K46F))) {
+        mmvq_launch_r<W, S_Q8_0 | S_K46F>(s, S, nb, k, q, rows);
+        return;
+    }
     switch (set) {
     case S_Q2_K: mmvq_launch_r<W, S_Q2_K>(s, S, nb, k, q, rows); break;
     case S_Q3_K: mmvq_launch_r<W, S_Q3_K>(s, S, nb, k, q, rows); break;

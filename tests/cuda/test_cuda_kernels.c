@@ -244,9 +244,13 @@ static void check_type(int type, int k, int n) {
  * reference as above, and bit for bit what a launch of that segment alone
  * gives (kernels.h: a row's value does not depend on the launch). */
 static void check_mixed(int k, int n) {
-    static const int sets[3][4] = {{MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS},
-                                   {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_IQ4_XS},
-                                   {MF_TYPE_Q4_K, MF_TYPE_Q8_0, MF_TYPE_Q6_K, MF_TYPE_Q8_0}};
+    /* the kernel of every path, Q4_K/Q6_K/Q8_0's, Q4_K/Q6_K's (Q6_K in the
+     * device's layout at an even count of super-blocks, else the file's) */
+    enum { NSET = 4 };
+    static const int sets[NSET][4] = {{MF_TYPE_Q2_K, MF_TYPE_Q3_K, MF_TYPE_IQ4_NL, MF_TYPE_IQ4_XS},
+                                      {MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q8_0, MF_TYPE_IQ4_XS},
+                                      {MF_TYPE_Q4_K, MF_TYPE_Q8_0, MF_TYPE_Q6_K, MF_TYPE_Q8_0},
+                                      {MF_TYPE_Q6_K, MF_TYPE_Q4_K, MF_TYPE_Q6_K, MF_TYPE_Q4_K}};
     enum { NS = 4, R = 8 };
     float *x = malloc(sizeof(float) * R * k), *xr = malloc(sizeof(float) * R * k);
     for (size_t i = 0; i < (size_t)R * k; i++) x[i] = frand() * 3.0f;
@@ -260,7 +264,7 @@ static void check_mixed(int k, int n) {
     float *dout = NULL, *done = NULL;
     cudaMalloc((void **)&dout, sizeof(float) * NS * R * n);
     cudaMalloc((void **)&done, sizeof(float) * R * n);
-    for (int si = 0; si < 3; si++) {
+    for (int si = 0; si < NSET; si++) {
         mfc_mm_seg seg[NS];
         float *wd[NS];
         for (int i = 0; i < NS; i++) {
@@ -509,6 +513,7 @@ int main(void) {
     /* rows up to 2^118 (a row scale's exponent past 2^114), k small enough that no sum overflows f32 */
     check_h_mixed(256, 300, 100, 118);
     check_mixed(9728, 6);
+    check_mixed(2304, 11); /* Q6_K in the file's layout beside the others */
     check_type(MF_TYPE_F32, 172, 33);
     check_type(MF_TYPE_F16, 172, 33);
     return test_summary("test_cuda_kernels");
