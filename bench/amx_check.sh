@@ -22,13 +22,18 @@
 #      MINFER_AMX=1 against MINFER_AMX=1 MINFER_AMX_BF16=0 (BF16: vec_dot,
 #      F16: the f32 FMA GEMM), at 2 and 8 threads, interleaved.
 # Only the build and step 5 if the first argument is "bf16" (then BUILD_DIR and
-# MODEL_DIR move one place right).
+# MODEL_DIR move one place right). With "quick" instead: the build of
+# minfer-cli and cpu_gemm alone, the tests of step 1 and the pp512 of step 4
+# at 2 threads (twice) and 8 (once): about a minute and a half on 16 cores
+# beside a build that is already there, short enough to share a device call
+# with other work.
 # Knobs it does not vary (for a follow-up): MINFER_AMX_PF=0|1|2 (software
 # prefetch), MINFER_GEMM_CHUNK_KB (weight bytes packed per chunk).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-ONLY_BF16=0
+ONLY_BF16=0 QUICK=0
 if [ "${1:-}" = bf16 ]; then ONLY_BF16=1; shift; fi
+if [ "${1:-}" = quick ]; then QUICK=1; shift; fi
 B=${1:-build-amx}
 M=${2:-/tmp/amx_check}
 J=$(nproc)
@@ -37,7 +42,11 @@ say() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - t0 ))"; }
 
 say "build ($B, -j$J), commit $(git rev-parse --short HEAD 2>/dev/null)"
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-cmake --build "$B" -j "$J" --target minfer-cli cpu_gemm cpu_gemm_amx_bf16 bench_gemm bench_amx bench_amx_tiles bench_amx_vec >/dev/null || exit 1
+if [ $QUICK = 1 ]; then
+    cmake --build "$B" -j "$J" --target minfer-cli cpu_gemm >/dev/null || exit 1
+else
+    cmake --build "$B" -j "$J" --target minfer-cli cpu_gemm cpu_gemm_amx_bf16 bench_gemm bench_amx bench_amx_tiles bench_amx_vec >/dev/null || exit 1
+fi
 grep -m1 'model name' /proc/cpuinfo
 grep -o -w 'amx_tile\|amx_int8\|amx_bf16\|avx512_vnni' /proc/cpuinfo | sort | uniq -c
 
@@ -61,6 +70,27 @@ bf16_part() {
     done
 }
 if [ $ONLY_BF16 = 1 ]; then bf16_part; say "done"; exit 0; fi
+
+# the synth Q4_K_M file of step 4, once
+q4km() {
+    mkdir -p "$M"
+    F="$M/llama-3.2-1b-q4_k_m.gguf"
+    [ -s "$F" ] || "$B"/bin/minfer synth --preset llama-3.2-1b --type Q4_K_M -o "$F" -t "$J" >/dev/null || exit 1
+}
+if [ $QUICK = 1 ]; then
+    say "tests: cpu_gemm (quick)"
+    "$B"/tests/cpu_gemm > /tmp/amx_cpu_gemm.log 2>&1
+    echo "rc $?"; grep -E 'FAIL|checks' /tmp/amx_cpu_gemm.log | head -10
+    q4km
+    for th in 2 2 8; do
+        for amx in 0 1; do
+            say "pp512, -t $th, MINFER_AMX=$amx"
+            MINFER_AMX=$amx "$B"/bin/minfer bench -m "$F" -p 512 -n 0 -r 2 -t $th --no-bandwidth 2>&1 | grep -E 'pp512'
+        done
+    done
+    say "done"
+    exit 0
+fi
 
 say "tests: cpu_gemm (kernels on the tile instructions; summary lines)"
 "$B"/tests/cpu_gemm > /tmp/amx_cpu_gemm.log 2>&1
@@ -87,9 +117,7 @@ say "q4_K kernels alone at k 8192 (ffn_down's shape)"
 "$B"/tests/bench_gemm -K -r 1 -k 8192 -n 2048 -t 512 -T q4_K | grep -E 'kernel only'
 
 say "synth llama-3.2-1b Q4_K_M"
-mkdir -p "$M"
-F="$M/llama-3.2-1b-q4_k_m.gguf"
-[ -s "$F" ] || "$B"/bin/minfer synth --preset llama-3.2-1b --type Q4_K_M -o "$F" -t "$J" >/dev/null || exit 1
+q4km
 ls -l "$F"
 for th in 2 8; do
     for rep in 1 2; do
