@@ -79,6 +79,17 @@ __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int &sc, i
     }
 }
 
+/* Q4_K's scales (mn false) or minimums (mn true) of sub-blocks 4h..4h+3,
+ * one 6-bit value a byte, from a super-block's first 16 bytes in hd (d and
+ * dmin, then k4_scale_min's 12 packed bytes): the same integers as
+ * k4_scale_min, in word operations where a runtime sub-block index picks
+ * bytes by a select chain per value */
+__device__ __forceinline__ uint32_t k4_pack(const uint4 &hd, int h, bool mn) {
+    const uint32_t lo = mn ? hd.z : hd.y;
+    if (h == 0) return lo & 0x3f3f3f3fu;
+    return ((mn ? hd.w >> 4 : hd.w) & 0x0f0f0f0fu) | ((lo >> 2) & 0x30303030u);
+}
+
 template <int T> __device__ __forceinline__ void dq8(const uint8_t *__restrict__ row, int e0, float *v) {
     if constexpr (T == T_F32) {
         const float4 *p = (const float4 *)(row + (size_t)e0 * 4);

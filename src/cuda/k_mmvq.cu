@@ -59,22 +59,6 @@ extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, 
     return true;
 }
 
-/* The scales and minimums of Q4_K sub-blocks 2kk and 2kk + 1 from the 12
- * scale bytes in three words a, b, c (k4_scale_min's layout): those of
- * sub-blocks 4h..4h+3 one byte each in a word (h = kk / 2; sub-blocks 4..7
- * take their low 4 bits from c and their top 2 from bits 6-7 of a or b),
- * then two bytes of it. The same integers as k4_scale_min, by word
- * operations where a byte chosen by a runtime index took a select chain
- * per value. */
-__device__ __forceinline__ void k4_pair(int kk, uint32_t a, uint32_t b, uint32_t c, int &sc0, int &mn0, int &sc1,
-                                        int &mn1) {
-    const uint32_t s4 = kk < 2 ? a & 0x3F3F3F3Fu : (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
-    const uint32_t m4 = kk < 2 ? b & 0x3F3F3F3Fu : ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
-    const int sh = 16 * (kk & 1);
-    sc0 = (int)((s4 >> sh) & 0xFF), sc1 = (int)((s4 >> (sh + 8)) & 0xFF);
-    mn0 = (int)((m4 >> sh) & 0xFF), mn1 = (int)((m4 >> (sh + 8)) & 0xFF);
-}
-
 /* One round of a lane's weights: NB super-blocks, ST = 4 W apart (a team
  * of W warps covers 16 W super-blocks per round, a 4096 W-wide row), their
  * loads all issued before the first is used. */
@@ -170,11 +154,13 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
             const int kk = t >> 1, h = t & 1;
             const __half2 dm = *(const __half2 *)&w.hd[u].x;
             const float d = __low2float(dm), dmin = __high2float(dm);
-            int sc0, m0, sc1, m1;
-            k4_pair(kk, w.hd[u].y, w.hd[u].z, w.hd[u].w, sc0, m0, sc1, m1);
-            /* the two lanes of a sub-block pair take one minimum each (the
-             * half with h 0 took both, the other lane idle beside it) */
-            const int mh = h ? m1 : m0;
+            /* sub-blocks 2kk, 2kk + 1: bytes 2 (kk % 2) and + 1 of their
+             * group's words; the two lanes of the pair take one minimum
+             * each (the half with h 0 took both, the other idle beside it) */
+            const int sh = 16 * (kk & 1);
+            const uint32_t s4 = k4_pack(w.hd[u], kk >> 1, false), m4 = k4_pack(w.hd[u], kk >> 1, true);
+            const int sc0 = (int)((s4 >> sh) & 0xFF), sc1 = (int)((s4 >> (sh + 8)) & 0xFF);
+            const int mh = (int)((m4 >> (sh + 8 * h)) & 0xFF);
             const uint32_t qw[4] = {w.qv[u].x, w.qv[u].y, w.qv[u].z, w.qv[u].w};
 #pragma unroll
             for (int r = 0; r < R; r++) {

@@ -44,14 +44,6 @@ template <int T> __device__ __forceinline__ uint32_t ld32_q6(const uint8_t *p) {
     return ld32_2(p);
 }
 
-/* Q4_K's scales (mn false) or minimums (mn true) of sub-blocks 4h..4h+3,
- * one 6-bit value a byte, from the 12 packed bytes (k4_sm's layout) */
-__device__ __forceinline__ uint32_t k4_pack(const uint4 &hd, int h, bool mn) {
-    const uint32_t lo = mn ? hd.z : hd.y;
-    if (h == 0) return lo & 0x3f3f3f3fu;
-    return ((mn ? hd.w >> 4 : hd.w) & 0x0f0f0f0fu) | ((lo >> 2) & 0x30303030u);
-}
-
 /* Q4_K's scale and min of sub-block j (6 bits each, 12 packed bytes) times
  * d and dmin: the byte of k4_pack's word (the same integers as picking the
  * bytes one by one, in a few word operations where a runtime j took a
