@@ -121,9 +121,9 @@ void mfc_q8_0r_pack(const void *src, void *dst, size_t n_rows, int k);
 /* n_rows Q6_K rows of k (k % 512 == 0) into MFC_T_Q6_KP's layout; src and
  * dst do not overlap */
 void mfc_q6_kp_pack(const void *src, void *dst, size_t n_rows, int k);
-/* the device layout of a weight's rows: as in the file, or one of the two
- * above (the packer for `dev_type`, rows of k) */
-void mfc_dev_pack(int dev_type, const void *src, void *dst, size_t n_rows, int k);
+/* n_rows rows of k into the device layout `dev_type` (one of the two
+ * above: its packer); false, and nothing written, for any other type */
+bool mfc_dev_pack(int dev_type, const void *src, void *dst, size_t n_rows, int k);
 
 /* out[r][j] = x[r] . W[j] (+ b[j]); res[r][j] += out[r][j] when res is given.
  * W: n rows of k elements in type `type` (row_bytes apart). */

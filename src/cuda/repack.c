@@ -33,7 +33,9 @@ void mfc_q6_kp_pack(const void *src, void *dst, size_t n_rows, int k) {
     }
 }
 
-void mfc_dev_pack(int dev_type, const void *src, void *dst, size_t n_rows, int k) {
+bool mfc_dev_pack(int dev_type, const void *src, void *dst, size_t n_rows, int k) {
     if (dev_type == MFC_T_Q8_0R) mfc_q8_0r_pack(src, dst, n_rows, k);
     else if (dev_type == MFC_T_Q6_KP) mfc_q6_kp_pack(src, dst, n_rows, k);
+    else return false;
+    return true;
 }

@@ -39,8 +39,8 @@ static bool upload(const mf_tensor *t, uint8_t *d, size_t *n_repacked) {
     bool ok = true;
     for (size_t r = 0; ok && r < n_rows; r += chunk) {
         const size_t nr = n_rows - r < chunk ? n_rows - r : chunk;
-        mfc_dev_pack(dt, (const uint8_t *)t->data + r * rb, buf, nr, (int)t->ne[0]);
-        ok = cudaMemcpy(d + r * rb, buf, nr * rb, cudaMemcpyHostToDevice) == cudaSuccess;
+        ok = mfc_dev_pack(dt, (const uint8_t *)t->data + r * rb, buf, nr, (int)t->ne[0]) &&
+             cudaMemcpy(d + r * rb, buf, nr * rb, cudaMemcpyHostToDevice) == cudaSuccess;
     }
     free(buf);
     (*n_repacked)++;

@@ -61,7 +61,10 @@ static void *up_w(int type, const uint8_t *wq, size_t rb, int n, int k, int *dt)
     *dt = mfc_dev_type(type, k);
     if (*dt == type) return dup_dev(wq, rb * (size_t)n);
     uint8_t *p = malloc(rb * (size_t)n);
-    mfc_dev_pack(*dt, wq, p, (size_t)n, k);
+    if (!mfc_dev_pack(*dt, wq, p, (size_t)n, k)) {
+        free(p);
+        return NULL;
+    }
     void *d = dup_dev(p, rb * (size_t)n);
     free(p);
     return d;
@@ -454,7 +457,8 @@ static void check_pack(void) {
     const size_t rq = mf_row_size(MF_TYPE_Q6_K, K);
     a = malloc(rq * N), b = malloc(rq * N);
     for (size_t i = 0; i < rq * N; i++) a[i] = (uint8_t)(frand() * 127.0f + 128.0f);
-    mfc_dev_pack(MFC_T_Q6_KP, a, b, N, K);
+    CHECK(mfc_dev_pack(MFC_T_Q6_KP, a, b, N, K) && !mfc_dev_pack(MF_TYPE_Q4_K, a, b, N, K),
+          "mfc_dev_pack: a packer for the two device layouts alone");
     static const int off_file[4] = {0, 128, 192, 208}, off_odd[4] = {82, 18, 2, 0}, len[4] = {128, 64, 16, 2};
     bad = 0;
     for (size_t sb = 0; sb < rq * N / 210; sb++)
