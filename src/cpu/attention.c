@@ -216,6 +216,15 @@ static void attn_tile(attn_task *t, const mf_step_seq *sq, int hk, int h0, int n
         /* the chunk's page, and the chunk's first slot in it */
         const size_t pg = (size_t)sq->pages[s0 / P], slot = s0 % P;
         const uint8_t *K = K0 + pg * cpu->k_page_bytes + slot * krow, *V = V0 + pg * cpu->v_page_bytes + slot * vrow;
+        if (s0 + KC <= hi) {
+            /* the next chunk's K and V rows on their way while this one computes */
+            const uint32_t n0 = s0 + KC;
+            const int nn = (int)(hi - n0 + 1 < KC ? hi - n0 + 1 : KC);
+            const size_t npg = (size_t)sq->pages[n0 / P], nsl = n0 % P;
+            const uint8_t *NK = K0 + npg * cpu->k_page_bytes + nsl * krow, *NV = V0 + npg * cpu->v_page_bytes + nsl * vrow;
+            for (size_t b = 0; b < (size_t)nn * krow; b += 64) __builtin_prefetch(NK + b, 0, 3);
+            for (size_t b = 0; b < (size_t)nn * vrow; b += 64) __builtin_prefetch(NV + b, 0, 3);
+        }
         for (int i = 0; i < nk; i++) kr[i] = kk->load_k(K + (size_t)i * krow, koff, dk, kbuf + (size_t)i * dk);
         kk->scores(qv, nq, kr, nk, dk, p->scale, sc, KC);
         for (int j = 0; j < nq; j++) {
