@@ -1,5 +1,5 @@
-/* test_attn_kernels.c - attention inner loops: the AVX2 set equals the scalar
- * set bitwise (dot, scores, accum, exp_sum, axpy, scale, and the f16/q8_0 row
+/* test_attn_kernels.c - attention inner loops: the AVX2 and AVX-512 sets equal
+ * the scalar set bitwise (dot, scores, accum, exp_sum, axpy, scale, and the f16/q8_0 row
  * loads) on random data and odd lengths; mf_attn_expf is within 2e-7 relative
  * of exp() over the range softmax uses; and the attention op (any KV type)
  * matches a double-precision softmax(q.k) v reference. */
@@ -201,6 +201,13 @@ int main(void) {
             break;
         }
         compare_sets((mf_kv_type)kv, s, v);
+    }
+    if (mf_cpu_init() >= MF_CPU_AVX512) {
+        for (int kv = 0; kv < 3; kv++)
+            compare_sets((mf_kv_type)kv, mf_attn_kernels_scalar((mf_kv_type)kv), mf_attn_kernels_avx512((mf_kv_type)kv));
+        fprintf(stderr, "AVX-512 attention kernels compared with the scalar set\n");
+    } else {
+        fprintf(stderr, "no AVX-512 here: the AVX-512 attention kernels not compared\n");
     }
     for (int kv = 0; kv < 3; kv++) op_vs_reference((mf_kv_type)kv, 0, 0);
     op_vs_reference(MF_KV_F32, 37, 0);

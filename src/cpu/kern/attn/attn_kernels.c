@@ -86,6 +86,7 @@ const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t) { return &g_scalar[t
 
 const mf_attn_kernels *mf_attn_kernels_get(mf_kv_type t) {
     /* the one feature detection (cpu/kern/features.c), with its environment switches */
+    if (mf_cpu_init() >= MF_CPU_AVX512) return mf_attn_kernels_avx512(t);
     if (mf_cpu_init() >= MF_CPU_AVX2) {
         const mf_attn_kernels *k = mf_attn_kernels_avx2(t);
         if (k) return k;

@@ -64,5 +64,11 @@ const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t);
 const mf_attn_kernels *mf_attn_kernels_scalar(mf_kv_type t);
 /* AVX2+FMA+F16C set, or NULL when not compiled in. */
 const mf_attn_kernels *mf_attn_kernels_avx2(mf_kv_type t);
+/* The AVX2 set with scores and accum on 512-bit vectors (AVX-512F/DQ),
+ * bitwise the same. */
+const mf_attn_kernels *mf_attn_kernels_avx512(mf_kv_type t);
+void mf_attn_scores_avx512(const float *const *q, int nq, const float *const *k, int nk, int d, float scale, float *out,
+                           int ld);
+void mf_attn_accum_avx512(const float *w, int ld, int nq, const float *const *v, int nk, int d, float *acc);
 
 #endif

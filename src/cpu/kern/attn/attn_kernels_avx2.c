@@ -2,6 +2,7 @@
  * those flags; selected only after a CPUID check). */
 #include "cpu/kern/attn/attn_kernels.h"
 #include "cpu/kern/attn/exp_avx2.h"
+#include "cpu/kern/attn/fold_avx2.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 
@@ -68,23 +69,6 @@ static float dot(const float *a, const float *b, int n) {
 }
 
 static void axpy(float *acc, float s, const float *v, int n);
-
-/* fold8 of eight vectors at once: lane i of the result = fold8(s[i]), with
- * the same additions in the same order (halves, then pairs of pairs, then
- * the last pair), done on transposed data instead of one vector at a time */
-static __m256 fold8x8(const __m256 s[8]) {
-    __m256 t[4], u[2];
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) /* [s_i halves summed | s_(i+4) halves summed] */
-        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(s[i], s[i + 4], 0x20), _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
-    #pragma GCC unroll 2
-    for (int i = 0; i < 2; i++) { /* lanes 0+2, 1+3 of two sources, side by side */
-        const __m256d a = _mm256_castps_pd(t[2 * i]), b = _mm256_castps_pd(t[2 * i + 1]);
-        u[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-    }
-    return _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
 
 /* 8 keys per pass over the query: the query's loads serve eight dots; each
  * dot keeps its own 8 lanes and fold8x8 folds them as fold8 would, so the
@@ -201,3 +185,13 @@ static const mf_attn_kernels g_avx2[3] = {
 };
 
 const mf_attn_kernels *mf_attn_kernels_avx2(mf_kv_type t) { return &g_avx2[t]; }
+
+/* the same with the scores and V accumulation of attn_kernels_avx512.c
+ * (chosen only where the CPU has AVX-512) */
+static const mf_attn_kernels g_avx512[3] = {
+    [MF_KV_F32] = {load_f32, load_f32, dot, mf_attn_scores_avx512, mf_attn_accum_avx512, exp_sum, axpy, scale, "avx512 f32"},
+    [MF_KV_F16] = {load_f16, load_f16, dot, mf_attn_scores_avx512, mf_attn_accum_avx512, exp_sum, axpy, scale, "avx512 f16"},
+    [MF_KV_Q8_0] = {load_q8_0, load_q8_0, dot, mf_attn_scores_avx512, mf_attn_accum_avx512, exp_sum, axpy, scale, "avx512 q8_0"},
+};
+
+const mf_attn_kernels *mf_attn_kernels_avx512(mf_kv_type t) { return &g_avx512[t]; }
