@@ -170,6 +170,15 @@ static float row_max(const float *x, int n) {
     return m;
 }
 
+/* The first row of a head's K (or V) slab at key position s of sequence sq:
+ * the position's page from the block table, then its slot in the page.
+ * base: the head's slab in page 0 (rows `row` bytes apart). */
+static inline const uint8_t *chunk_rows(const mf_cpu *cpu, const mf_step_seq *sq, const uint8_t *base,
+                                        size_t page_bytes, size_t row, uint32_t s) {
+    const uint32_t P = cpu->kv.page_size;
+    return base + (size_t)sq->pages[s / P] * page_bytes + (size_t)(s % P) * row;
+}
+
 /* One task: sequence sq of the step, kv head hk, query heads [h0, h0+nh) of
  * its group, the sequence's query rows [t0, t1).
  * Keys are taken in chunks of KC: the chunk's K rows are converted once, every
@@ -213,17 +222,16 @@ static void attn_tile(attn_task *t, const mf_step_seq *sq, int hk, int h0, int n
         }
     for (uint32_t s0 = lo - lo % KC; s0 <= hi; s0 += KC) {
         const int nk = (int)(hi - s0 + 1 < KC ? hi - s0 + 1 : KC);
-        /* the chunk's page, and the chunk's first slot in it */
-        const size_t pg = (size_t)sq->pages[s0 / P], slot = s0 % P;
-        const uint8_t *K = K0 + pg * cpu->k_page_bytes + slot * krow, *V = V0 + pg * cpu->v_page_bytes + slot * vrow;
+        const uint8_t *K = chunk_rows(cpu, sq, K0, cpu->k_page_bytes, krow, s0);
+        const uint8_t *V = chunk_rows(cpu, sq, V0, cpu->v_page_bytes, vrow, s0);
         if (s0 + KC <= hi) {
             /* the next chunk's K and V rows on their way while this one computes */
             const uint32_t n0 = s0 + KC;
-            const int nn = (int)(hi - n0 + 1 < KC ? hi - n0 + 1 : KC);
-            const size_t npg = (size_t)sq->pages[n0 / P], nsl = n0 % P;
-            const uint8_t *NK = K0 + npg * cpu->k_page_bytes + nsl * krow, *NV = V0 + npg * cpu->v_page_bytes + nsl * vrow;
-            for (size_t b = 0; b < (size_t)nn * krow; b += 64) __builtin_prefetch(NK + b, 0, 3);
-            for (size_t b = 0; b < (size_t)nn * vrow; b += 64) __builtin_prefetch(NV + b, 0, 3);
+            const size_t nn = hi - n0 + 1 < KC ? hi - n0 + 1 : KC;
+            const uint8_t *NK = chunk_rows(cpu, sq, K0, cpu->k_page_bytes, krow, n0);
+            const uint8_t *NV = chunk_rows(cpu, sq, V0, cpu->v_page_bytes, vrow, n0);
+            for (size_t b = 0; b < nn * krow; b += 64) __builtin_prefetch(NK + b, 0, 3);
+            for (size_t b = 0; b < nn * vrow; b += 64) __builtin_prefetch(NV + b, 0, 3);
         }
         for (int i = 0; i < nk; i++) kr[i] = kk->load_k(K + (size_t)i * krow, koff, dk, kbuf + (size_t)i * dk);
         kk->scores(qv, nq, kr, nk, dk, p->scale, sc, KC);
