@@ -32,6 +32,13 @@ template <int T> __device__ __forceinline__ q6_at q6_parts(const uint8_t *b, int
 
 __device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(*(const __half *)p); }
 
+/* (float)x for |x| < 2^22, exactly, in two full-rate instructions: x added
+ * to the bits of 1.5 * 2^23 (whose unit in the last place is 1) gives the
+ * float 1.5 * 2^23 + x, and the subtraction is exact. A conversion
+ * instruction runs at an eighth of the float rate on sm_80/90, and the dp4a
+ * products convert several sums and scales per 32 weights. */
+__device__ __forceinline__ float i2f_exact(int x) { return __int_as_float(0x4B400000 + x) - 12582912.0f; }
+
 __device__ __forceinline__ uint32_t ld_u32_2(const uint8_t *p) { /* 2-byte aligned */
     const uint16_t *h = (const uint16_t *)p;
     return (uint32_t)h[0] | (uint32_t)h[1] << 16;

@@ -177,8 +177,8 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                     s0 = __dp4a((int)(qw[i] & 0x0F0F0F0Fu), xav[i], s0);
                     s1 = __dp4a((int)((qw[i] >> 4) & 0x0F0F0F0Fu), xbv[i], s1);
                 }
-                const float v = d * (float)sc0 * dv.x * (float)s0 + d * (float)sc1 * dv.y * (float)s1;
-                acc[r] += v - dmin * ((float)mh * sv);
+                const float v = d * i2f_exact(sc0) * dv.x * i2f_exact(s0) + d * i2f_exact(sc1) * dv.y * i2f_exact(s1);
+                acc[r] += v - dmin * (i2f_exact(mh) * sv);
             }
         } else if constexpr (T == T_Q8_0R) {
             const uint32_t qw[8] = {w.q[u][0].x, w.q[u][0].y, w.q[u][0].z, w.q[u][0].w,
@@ -193,7 +193,7 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                 int is = 0;
 #pragma unroll
                 for (int i = 0; i < 8; i++) is = __dp4a((int)qw[i], xv[i], is);
-                acc[r] += w.d[u] * xd[(size_t)r * kb + b] * (float)is;
+                acc[r] += w.d[u] * xd[(size_t)r * kb + b] * i2f_exact(is); /* |is| <= 32 * 127 * 127 */
             }
         } else if constexpr (T == T_Q2_K) {
             q2k_dot<R, NB>(w, u, sb, t, k, xq, xd, rows, acc);
@@ -216,7 +216,7 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
             }
             float sc[4];
 #pragma unroll
-            for (int qq = 0; qq < 4; qq++) sc[qq] = w.dd[u] * (float)(int8_t)(w.scb[u] >> (8 * qq));
+            for (int qq = 0; qq < 4; qq++) sc[qq] = w.dd[u] * i2f_exact((int8_t)(w.scb[u] >> (8 * qq)));
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 if (r >= rows) break;
@@ -228,7 +228,7 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
                 for (int qq = 0; qq < 4; qq++) {
                     const int2 xv = *(const int2 *)(xr + 32 * qq);
                     const int is = __dp4a(v[qq][1], xv.y, __dp4a(v[qq][0], xv.x, 0));
-                    sum += sc[qq] * dq[qq] * (float)is;
+                    sum += sc[qq] * dq[qq] * i2f_exact(is);
                 }
                 acc[r] += sum;
             }
