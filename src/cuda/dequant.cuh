@@ -39,6 +39,15 @@ __device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(*(
  * products convert several sums and scales per 32 weights. */
 __device__ __forceinline__ float i2f_exact(int x) { return __int_as_float(0x4B400000 + x) - 12582912.0f; }
 
+/* each byte b of x (0 <= b < 2C, C <= 64) as the int8 b - C: b + 128 - C
+ * stays below 256 (no carry into the next byte), and flipping bit 7 takes
+ * 128 off (mod 256). The same bytes as __vsubss4(x, C * 0x01010101) (no
+ * result saturates), which sm_80/90 build from about ten instructions. */
+template <int C> __device__ __forceinline__ uint32_t bsub4(uint32_t x) {
+    static_assert(C > 0 && C <= 64, "bytes below 2C <= 128");
+    return (x + (uint32_t)(128 - C) * 0x01010101u) ^ 0x80808080u;
+}
+
 __device__ __forceinline__ uint32_t ld_u32_2(const uint8_t *p) { /* 2-byte aligned */
     const uint16_t *h = (const uint16_t *)p;
     return (uint32_t)h[0] | (uint32_t)h[1] << 16;

@@ -237,10 +237,8 @@ __device__ __forceinline__ void wmma(const mq_w<T> (&w)[NT], int sb, int kb, con
 #pragma unroll
                 for (int u = 0; u < NT; u++) {
                     const uint2 l = w[u].ql[h][qq & 1];
-                    bx[u] = __vsubss4(((l.x >> ns) & 0x0F0F0F0Fu) | (((w[u].qh[h].x >> hs) & 0x03030303u) << 4),
-                                      0x20202020u);
-                    by[u] = __vsubss4(((l.y >> ns) & 0x0F0F0F0Fu) | (((w[u].qh[h].y >> hs) & 0x03030303u) << 4),
-                                      0x20202020u);
+                    bx[u] = bsub4<32>(((l.x >> ns) & 0x0F0F0F0Fu) | (((w[u].qh[h].x >> hs) & 0x03030303u) << 4));
+                    by[u] = bsub4<32>(((l.y >> ns) & 0x0F0F0F0Fu) | (((w[u].qh[h].y >> hs) & 0x03030303u) << 4));
 #pragma unroll
                     for (int e = 0; e < 2; e++)
 #pragma unroll

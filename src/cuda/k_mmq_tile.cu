@@ -109,10 +109,8 @@ __device__ __forceinline__ void mt_store_w(mt_smem<WN> &sm, const mt_raw<T> (&ra
                 for (int qq = 0; qq < 4; qq++) {
                     const uint2 l = raw[i].l[h][qq & 1];
                     const int ns = 4 * (qq >> 1), hs = 2 * qq;
-                    const uint32_t bx = __vsubss4(((l.x >> ns) & 0x0F0F0F0Fu) | (((qh.x >> hs) & 0x03030303u) << 4),
-                                                  0x20202020u);
-                    const uint32_t by = __vsubss4(((l.y >> ns) & 0x0F0F0F0Fu) | (((qh.y >> hs) & 0x03030303u) << 4),
-                                                  0x20202020u);
+                    const uint32_t bx = bsub4<32>(((l.x >> ns) & 0x0F0F0F0Fu) | (((qh.x >> hs) & 0x03030303u) << 4));
+                    const uint32_t by = bsub4<32>(((l.y >> ns) & 0x0F0F0F0Fu) | (((qh.y >> hs) & 0x03030303u) << 4));
                     sm.bq[nt][4 * h + qq][ln] = make_uint2(bx, by); /* a missing row's are never written out */
                 }
             }

@@ -209,10 +209,10 @@ __device__ __forceinline__ void wdot(const wround<T> &w, int nsb, int sb0, int t
 #pragma unroll
             for (int wd = 0; wd < 2; wd++) {
                 const uint32_t a = w.la[u][wd], bq = w.lb[u][wd], hh = w.lh[u][wd];
-                v[0][wd] = (int)__vsubss4((a & 0x0F0F0F0Fu) | ((hh << 4) & 0x30303030u), 0x20202020u);
-                v[1][wd] = (int)__vsubss4((bq & 0x0F0F0F0Fu) | ((hh << 2) & 0x30303030u), 0x20202020u);
-                v[2][wd] = (int)__vsubss4(((a >> 4) & 0x0F0F0F0Fu) | (hh & 0x30303030u), 0x20202020u);
-                v[3][wd] = (int)__vsubss4(((bq >> 4) & 0x0F0F0F0Fu) | ((hh >> 2) & 0x30303030u), 0x20202020u);
+                v[0][wd] = (int)bsub4<32>((a & 0x0F0F0F0Fu) | ((hh << 4) & 0x30303030u));
+                v[1][wd] = (int)bsub4<32>((bq & 0x0F0F0F0Fu) | ((hh << 2) & 0x30303030u));
+                v[2][wd] = (int)bsub4<32>(((a >> 4) & 0x0F0F0F0Fu) | (hh & 0x30303030u));
+                v[3][wd] = (int)bsub4<32>(((bq >> 4) & 0x0F0F0F0Fu) | ((hh >> 2) & 0x30303030u));
             }
             float sc[4];
 #pragma unroll

@@ -121,9 +121,8 @@ __device__ __forceinline__ void q3k_dot(const w_q3k<NB> &w, int u, int sb, int t
         dl[s] = w.d[u] * (float)(sc - 32);
 #pragma unroll
         for (int i = 0; i < 2; i++) /* level q - 4 in -4..3: q = two low bits + 4 x the hmask bit */
-            lv[s][i] = (int)__vsubss4(((w.q[u][i] >> (2 * s)) & 0x03030303u) |
-                                          (((w.hm[u][i] >> (4 * h + s)) & 0x01010101u) << 2),
-                                      0x04040404u);
+            lv[s][i] = (int)bsub4<4>(((w.q[u][i] >> (2 * s)) & 0x03030303u) |
+                                     (((w.hm[u][i] >> (4 * h + s)) & 0x01010101u) << 2));
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
