@@ -41,13 +41,70 @@ __global__ void quant_x_k(const float *__restrict__ x, int n_blocks, int8_t *xq,
 /* ---- a norm whose output is quantized on the way out: one block per row
  * with norm_k's thread count (the same sums); each warp then takes whole
  * blocks of 32 ---- */
-__global__ void norm_quant_k(bool layer, const float *x, const float *__restrict__ w, const float *__restrict__ b,
-                             int n, float eps, float *out, int8_t *xq, float *xd, float *xs, int kbt, bool g8) {
-    pdl_enter();
+/* Rows of up to NQ_E x the block's threads take them in registers: the
+ * thread of norm_stats_v's order (one element in nt = blockDim.x, as
+ * norm_threads gives it) holds elements t, t + nt, ..., which are also
+ * lane t % 32 of the blocks of 32 its warp quantizes, so the row is read
+ * once, and the norm's weights and bias (which no kernel of a step writes)
+ * are loaded before pdl_wait, off the chain of a decode step. The same
+ * sums in the same order as norm_quant_row, so the same bits. */
+#define NQ_E 8
+
+__global__ void __launch_bounds__(1024) norm_quant_k(bool layer, const float *x, const float *__restrict__ w,
+                                                     const float *__restrict__ b, int n, float eps, float *out,
+                                                     int8_t *xq, float *xd, float *xs, int kbt, bool g8) {
     __shared__ float sh[32];
     __shared__ float gsh[4][2][8];
-    norm_quant_row(layer, x + (size_t)blockIdx.x * n, n, blockDim.x, eps, w, b, out + (size_t)blockIdx.x * n, xq, xd,
-                   xs, blockIdx.x, kbt, g8, gsh, sh);
+    const int nt = blockDim.x, tid = threadIdx.x;
+    if (n > NQ_E * nt) {
+        pdl_enter();
+        norm_quant_row(layer, x + (size_t)blockIdx.x * n, n, nt, eps, w, b, out + (size_t)blockIdx.x * n, xq, xd,
+                       xs, blockIdx.x, kbt, g8, gsh, sh);
+        return;
+    }
+    float wv[NQ_E], bv[NQ_E], xv[NQ_E];
+#pragma unroll
+    for (int k = 0; k < NQ_E; k++) {
+        const int i = tid + k * nt;
+        wv[k] = w && i < n ? w[i] : 1.0f;
+        bv[k] = b && i < n ? b[i] : 0.0f;
+    }
+    pdl_enter();
+    const float *xr = x + (size_t)blockIdx.x * n;
+#pragma unroll
+    for (int k = 0; k < NQ_E; k++) {
+        const int i = tid + k * nt;
+        xv[k] = i < n ? xr[i] : 0.0f;
+    }
+    float mean = 0.0f;
+    if (layer) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NQ_E; k++)
+            if (tid + k * nt < n) s += xv[k];
+        mean = vblock_sum(&s, 1, sh) / (float)n;
+    }
+    float s2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NQ_E; k++) {
+        if (tid + k * nt < n) {
+            const float d = xv[k] - mean;
+            s2 += d * d;
+        }
+    }
+    const float scale = 1.0f / sqrtf(vblock_sum(&s2, 1, sh) / (float)n + eps);
+    const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5, nb = n / 32;
+    float *yr = out + (size_t)blockIdx.x * n;
+#pragma unroll
+    for (int k = 0; k < NQ_E; k++) {
+        const int blk = warp + k * nw; /* whole groups of 8 warps stop together (g8: nb % 8 == 0) */
+        if (blk >= nb) break;
+        const float y = norm_elem_v(xv[k], mean, scale, wv[k], bv[k]);
+        yr[blk * 32 + lane] = y;
+        float a = warp_amax(y);
+        if (g8) a = group8_max(a, gsh[warp / 8], k & 1, 1 + warp / 8);
+        quant_block32_a(y, a, (size_t)blockIdx.x * nb + blk, xq, xd, xs, kbt);
+    }
 }
 
 extern "C" bool mfc_norm_quant(cudaStream_t s, bool layer_norm, const float *x, const float *w, const float *b, int rows,

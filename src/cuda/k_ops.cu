@@ -118,12 +118,14 @@ extern "C" void mfc_rope_apply(cudaStream_t s, float *x, int rows, int n_head, i
  * head waits in shared memory for its rotation. */
 __global__ void norm_rope_k(float *x, const float *__restrict__ w, int n_head, int head_dim, float eps,
                             const int32_t *__restrict__ pos, mfc_rope p) {
-    pdl_enter();
     __shared__ float sh[32];
     __shared__ float hv[MFC_MAX_HEAD_DIM];
     const int r = blockIdx.x, h = blockIdx.y;
     const mfc_rope_grp g = {x, w, n_head, true, eps};
-    rope_head_store(g, x + ((size_t)r * n_head + h) * head_dim, head_dim, blockDim.x, pos[r], p, NULL, 0, 0, sh, hv);
+    head_pre pr;
+    head_pre_load(pr, g, head_dim, pos[r], p); /* weights and the step's positions: before the wait */
+    pdl_enter();
+    rope_head_store(g, pr, x + ((size_t)r * n_head + h) * head_dim, head_dim, blockDim.x, p, NULL, 0, 0, sh, hv);
 }
 
 extern "C" bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows, int n_head, int head_dim, float eps,
@@ -142,13 +144,13 @@ extern "C" bool mfc_norm_rope(cudaStream_t s, float *x, const float *w, int rows
  * kv_store_k writes it. */
 __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, int head_dim, mfc_rope p,
                              const float *__restrict__ vr, void *kc, void *vc, int kw, int vw, int kvt) {
-    pdl_enter();
     __shared__ float sh[32];
     __shared__ float hv[MFC_MAX_HEAD_DIM];
     const int r = blockIdx.x;
     int h = blockIdx.y;
     const size_t cell = (size_t)st.cell[r];
     if (h == a.n_head + b.n_head) {
+        pdl_enter();
         for (int i = threadIdx.x; i < vw; i += blockDim.x) {
             const float x = vr[(size_t)r * vw + i];
             st_cache(vc, cell * vw + i, x, kvt);
@@ -158,8 +160,11 @@ __global__ void rope_store_k(mfc_step_dev st, mfc_rope_grp a, mfc_rope_grp b, in
     const bool kh = h >= a.n_head;
     if (kh) h -= a.n_head;
     const mfc_rope_grp g = kh ? b : a;
-    rope_head_store(g, g.x + ((size_t)r * g.n_head + h) * head_dim, head_dim, blockDim.x, st.pos[r], p,
-                    kh ? kc : NULL, cell * kw + (size_t)h * head_dim, kvt, sh, hv);
+    head_pre pr;
+    head_pre_load(pr, g, head_dim, st.pos[r], p); /* weights and the step's positions: before the wait */
+    pdl_enter();
+    rope_head_store(g, pr, g.x + ((size_t)r * g.n_head + h) * head_dim, head_dim, blockDim.x, p, kh ? kc : NULL,
+                    cell * kw + (size_t)h * head_dim, kvt, sh, hv);
 }
 
 extern "C" bool mfc_rope_store(cudaStream_t s, const mfc_step_dev *st, int rows, const mfc_rope_grp *a,

@@ -70,11 +70,16 @@ __device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n,
     scale = 1.0f / sqrtf(vblock_sum(v, nv, sh) / (float)n + eps);
 }
 
+/* one normed element from its weight and bias values (1 and 0 where the
+ * norm has none), rounded step by step as written: the kernels that load
+ * w and b early (before pdl_wait) and those that read them in place give
+ * the same bits */
+__device__ __forceinline__ float norm_elem_v(float x, float mean, float scale, float wv, float bv) {
+    return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x, mean), scale), wv), bv);
+}
+
 __device__ __forceinline__ float norm_elem(float x, float mean, float scale, const float *w, const float *b, int i) {
-    float y = (x - mean) * scale;
-    if (w) y *= w[i];
-    if (b) y += b[i];
-    return y;
+    return norm_elem_v(x, mean, scale, w ? w[i] : 1.0f, b ? b[i] : 0.0f);
 }
 
 /* GELU as the CPU takes it: tanh-GELU of the f16 rounding of x, rounded to
@@ -173,16 +178,43 @@ __device__ __forceinline__ void rope_cs(int ip, int pos, const mfc_rope &p, floa
     c = cosf(th) * ms, sn = sinf(th) * ms;
 }
 
+/* rotate pair ip of a head (half pairs) by (c, sn), each product rounded
+ * before the sum, so every kernel that rotates gives the same bits */
+__device__ __forceinline__ void rope_rot(float *v, int ip, int half, bool neox, float c, float sn) {
+    const int a = neox ? ip : 2 * ip, bb = neox ? ip + half : 2 * ip + 1;
+    const float x0 = v[a], x1 = v[bb];
+    v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+    v[bb] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+}
+
 /* rotate the pairs of one head in place (v: global or shared memory) */
 __device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) {
     const int half = p.n_rot / 2;
     for (int ip = threadIdx.x; ip < half; ip += blockDim.x) {
         float c, sn;
         rope_cs(ip, pos, p, c, sn);
-        const int a = p.neox ? ip : 2 * ip, bb = p.neox ? ip + half : 2 * ip + 1;
-        const float x0 = v[a], x1 = v[bb];
-        v[a] = x0 * c - x1 * sn;
-        v[bb] = x0 * sn + x1 * c;
+        rope_rot(v, ip, half, p.neox, c, sn);
+    }
+}
+
+/* What one head's QK-norm and RoPE take that no kernel of a step writes:
+ * the norm's weights of elements t and t + nt of thread t, and the cos and
+ * sin of its pairs t and t + nt at the row's position. The kernels compute
+ * it before pdl_wait, while the product before them still runs (a weight
+ * load that misses the L2 and the rotation's serial theta chain leave the
+ * critical path). A head of up to MFC_MAX_HEAD_DIM has at most two
+ * elements a thread at norm_threads(head_dim) threads. */
+struct head_pre {
+    float w[2], c[2], s[2];
+};
+
+__device__ __forceinline__ void head_pre_load(head_pre &pr, const mfc_rope_grp &g, int hd, int pos, const mfc_rope &p) {
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        pr.w[j] = g.norm && g.w && i < hd ? g.w[i] : 1.0f;
+        pr.c[j] = 1.0f, pr.s[j] = 0.0f;
+        if (i < p.n_rot / 2) rope_cs(i, pos, p, pr.c[j], pr.s[j]);
     }
 }
 
@@ -219,23 +251,29 @@ __device__ __forceinline__ void glu_quant_one(int act, const float *g, const flo
     quant_block32_a(v, a, gb, qo.q, qo.d, qo.s, kbt);
 }
 
-/* One head of hd values at v: its QK-norm where g has one (sums as nt
- * threads take them), RoPE at pos, written back, and stored as K at
- * element k0 of the cache kc when kc is given. hv: shared memory of the
- * head's width. rope_store_k and norm_rope_k, per head. */
-__device__ __forceinline__ void rope_head_store(const mfc_rope_grp &g, float *v, int hd, int nt, int pos,
+/* One head of hd values at v (hd <= 2 x the block's threads): its
+ * QK-norm where g has one (sums as nt threads take them), RoPE, written
+ * back, and stored as K at element k0 of the cache kc when kc is given;
+ * pr: head_pre_load's values for the head's group and row. hv: shared
+ * memory of the head's width. rope_store_k and norm_rope_k, per head. */
+__device__ __forceinline__ void rope_head_store(const mfc_rope_grp &g, const head_pre &pr, float *v, int hd, int nt,
                                                 const mfc_rope &p, void *kc, size_t k0, int kvt, float *sh,
                                                 float *hv) {
     __syncthreads(); /* hv may still be read by a previous head */
-    if (g.norm) {
-        float mean, scale;
-        norm_stats_v(false, v, hd, nt, g.eps, sh, mean, scale);
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = norm_elem(v[i], mean, scale, g.w, NULL, i);
-    } else {
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) hv[i] = v[i];
+    float mean = 0.0f, scale = 1.0f;
+    if (g.norm) norm_stats_v(false, v, hd, nt, g.eps, sh, mean, scale);
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < hd) hv[i] = g.norm ? norm_elem_v(v[i], mean, scale, pr.w[j], 0.0f) : v[i];
     }
     __syncthreads();
-    rope_head(hv, pos, p);
+    const int half = p.n_rot / 2;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int ip = threadIdx.x + j * blockDim.x;
+        if (ip < half) rope_rot(hv, ip, half, p.neox, pr.c[j], pr.s[j]);
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         const float x = hv[i];
