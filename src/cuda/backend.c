@@ -96,6 +96,9 @@ static void cu_destroy(mf_backend *be) {
     cudaFree(c->xh.part);
     for (int i = 0; i < c->n_ev; i++) cudaEventDestroy(c->ev[i]);
     free(c->ev);
+    for (int i = 0; i < MFC_HEAD_PARTS_MAX; i++)
+        if (c->head_ev[i]) cudaEventDestroy(c->head_ev[i]);
+    if (c->dl_stream) cudaStreamDestroy(c->dl_stream);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->verbose && (c->n_captures || c->n_replays))
         mf_log(MF_LOG_INFO, "minfer: cuda decode graphs: %d captured, %d replays\n", c->n_captures, c->n_replays);
@@ -512,6 +515,57 @@ static void cu_matmul(mf_backend *be, mf_weight w, const float *x, int rows, flo
     mm(c, w, x, rows, out, NULL, NULL, x_fresh(c, x));
 }
 
+/* The output head of a step of several output rows, its logits copied
+ * down in parts while the later parts compute: 64 sequences' logits of a
+ * 152k vocabulary are 39 MB, about 0.7 ms on the bus, which otherwise
+ * starts only after the whole product (about 0.5 ms). Part j is W's rows
+ * [n0, n0 + nj), i.e. columns n0.. of every logit row, computed into
+ * out + rows * n0 (rows x nj) as its own product, then copied by a 2-D copy
+ * on the download stream into those columns of dst once the part's event
+ * has fired. A logit's sum over k does not depend on the other rows of W
+ * in its launch, so the bits are those of the whole product (test_cuda
+ * checks it against MINFER_CUDA_HEAD_PARTS=1). One-row steps (captured
+ * into the decode graph) and parts of fewer than 256 columns take the
+ * product, then the copy. */
+static void cu_matmul_download(mf_backend *be, mf_weight w, const float *x, int rows, float *out, float *dst) {
+    mf_cuda *c = CU(be);
+    const int n = (int)w->ne[1];
+    int parts = c->head_parts;
+    while (parts > 1 && n / parts < 256) parts--;
+    if (parts <= 1 || rows < 2 || c->mode != MFC_EAGER || !c->dl_stream || c->err) {
+        cu_matmul(be, w, x, rows, out);
+        cu_download(be, out, (size_t)rows * (size_t)n, dst);
+        return;
+    }
+    MIX(c, w), MIX(c, x), MIX(c, rows), MIX(c, out);
+    if (!op_begin_x(c, 1, true)) return;
+    c->n_dl++;
+    const size_t rb = mf_row_size(w->type, w->ne[0]);
+    const int step = (n / parts + 255) / 256 * 256;
+    const bool fresh = x_fresh(c, x);
+    int j = 0;
+    for (int n0 = 0; n0 < n && !c->err; n0 += step, j++) {
+        const int nj = n - n0 < step ? n - n0 : step;
+        mf_tensor part = *w;
+        part.ne[1] = nj;
+        part.nbytes = (size_t)nj * rb;
+        part.dev = (char *)w->dev + (size_t)n0 * rb;
+        float *po = out + (size_t)rows * (size_t)n0;
+        /* the first part quantizes x (or takes a held norm's); the rest reuse it */
+        mm(c, &part, x, rows, po, NULL, NULL, j == 0 && fresh);
+        if (c->err) break;
+        cudaError_t e = cudaEventRecord(c->head_ev[j], c->stream);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(c->dl_stream, c->head_ev[j], 0);
+        if (e == cudaSuccess)
+            e = cudaMemcpy2DAsync(dst + n0, (size_t)n * sizeof(float), po, (size_t)nj * sizeof(float),
+                                  (size_t)nj * sizeof(float), (size_t)rows, cudaMemcpyDeviceToHost, c->dl_stream);
+        if (e != cudaSuccess) fail(c, "cuda head download: %s", cudaGetErrorString(e));
+    }
+    cudaError_t e = cudaStreamSynchronize(c->dl_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) fail(c, "cuda head download: %s", cudaGetErrorString(e));
+}
+
 static void cu_matmul_n(mf_backend *be, const mf_weight *w, const mf_weight *b, int nw, const float *x, int rows,
                         float *const *out, float *res) {
     mf_cuda *c = CU(be);
@@ -890,6 +944,7 @@ static const mf_backend_ops g_cuda_ops = {
     .kv_copy_page = cu_kv_copy_page,
     .attention = cu_attention,
     .download = cu_download,
+    .matmul_download = cu_matmul_download,
     .upload = cu_upload,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
@@ -986,6 +1041,21 @@ mf_backend *mf_cuda_backend_new(const mf_backend_config *cfg, char *why, size_t 
         snprintf(why, why_len, "cannot create a CUDA stream: %s", cudaGetErrorString(cudaGetLastError()));
         free(c);
         return NULL;
+    }
+    {
+        /* the head's parts (cu_matmul_download): 4 unless MINFER_CUDA_HEAD_PARTS says otherwise; without
+         * the second stream or its events, one product and one copy */
+        const char *hp = getenv("MINFER_CUDA_HEAD_PARTS");
+        c->head_parts = hp && *hp ? atoi(hp) : 4;
+        if (c->head_parts < 1) c->head_parts = 1;
+        if (c->head_parts > MFC_HEAD_PARTS_MAX) c->head_parts = MFC_HEAD_PARTS_MAX;
+        bool ok = cudaStreamCreateWithFlags(&c->dl_stream, cudaStreamNonBlocking) == cudaSuccess;
+        for (int i = 0; ok && i < c->head_parts; i++)
+            ok = cudaEventCreateWithFlags(&c->head_ev[i], cudaEventDisableTiming) == cudaSuccess;
+        if (!ok) {
+            cudaGetLastError();
+            c->head_parts = 1;
+        }
     }
     if (c->verbose) {
         struct cudaDeviceProp pr;

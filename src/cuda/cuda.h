@@ -19,6 +19,8 @@ typedef enum mfc_mode { MFC_EAGER, MFC_CAPTURE, MFC_REPLAY } mfc_mode;
 
 #define ATT_SPLIT_ROWS 64
 
+#define MFC_HEAD_PARTS_MAX 8
+
 typedef struct mf_cuda {
     mf_backend base;
     cudaStream_t stream;
@@ -101,6 +103,11 @@ typedef struct mf_cuda {
     float *h_ul; /* pinned staging of uploads (a split model's residual stream) */
     size_t ul_cap;
     int n_captures, n_replays;
+    /* the output head's logits copied down in parts (cu_matmul_download):
+     * MINFER_CUDA_HEAD_PARTS (1 = one product, then one copy) */
+    int head_parts;
+    cudaStream_t dl_stream;
+    cudaEvent_t head_ev[MFC_HEAD_PARTS_MAX];
     /* the op profiler's timestamps in this step (cu_mark), events reused */
     cudaEvent_t *ev;
     int n_ev, n_mark;

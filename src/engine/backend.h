@@ -176,6 +176,12 @@ typedef struct mf_backend_ops {
     void (*attention)(mf_backend *be, int layer, const float *q, const mf_attn_params *p, float *out);
     /* copy n floats from a backend buffer to host memory */
     void (*download)(mf_backend *be, const float *src, size_t n, float *dst);
+    /* Optional (NULL: matmul, then download of its rows x w->ne[1]
+     * floats): the same product, its result copied into host memory dst,
+     * where a device backend may copy parts while it computes the rest (the
+     * output head of many rows). out is the backend's scratch of that size,
+     * in a layout of the backend's own afterwards. */
+    void (*matmul_download)(mf_backend *be, mf_weight w, const float *x, int rows, float *out, float *dst);
     /* the inverse, queued as an op of the step: n floats of host memory into
      * a backend buffer (a split model's residual stream, from the CPU's
      * layers to the device's). src may be reused once upload returns. */

@@ -255,6 +255,10 @@ static void output_rows(mf_context *ctx, const mf_step *st, int32_t out_base) {
             xr = s->o;
         }
         op->norm(be, m->arch->norm, xr, m->output_norm, m->output_norm_b, nr, (int)E, hp->norm_eps, s->xn);
+        if (lg != dst && op->matmul_download && hp->logit_scale == 1.0f && !(hp->final_softcap > 0)) {
+            op->matmul_download(be, m->output, s->xn, nr, lg, dst);
+            continue;
+        }
         op->matmul(be, m->output, s->xn, nr, lg);
         if (hp->logit_scale != 1.0f) op->scale(be, lg, 1.0f / hp->logit_scale, nl);
         if (hp->final_softcap > 0) op->softcap(be, lg, hp->final_softcap, nl);

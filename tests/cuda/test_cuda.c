@@ -444,15 +444,25 @@ int main(void) {
             setenv("MINFER_CUDA_PDL", "0", 1);
             float *cc = run_logits(ff[i], "cuda", MF_KV_F16, &vc, &sc);
             unsetenv("MINFER_CUDA_PDL");
-            if (a && b && cc) {
+            /* the prompt's head (100 output rows) as one product and one copy */
+            int vh = 0;
+            bool sh;
+            setenv("MINFER_CUDA_HEAD_PARTS", "1", 1);
+            float *hh = run_logits(ff[i], "cuda", MF_KV_F16, &vh, &sh);
+            unsetenv("MINFER_CUDA_HEAD_PARTS");
+            if (a && b && cc && hh) {
                 const size_t n = (size_t)va * (N_PROMPT + N_GEN) * sizeof(float);
-                const bool fe = !memcmp(a, b, n), pe = !memcmp(a, cc, n);
+                const bool fe = !memcmp(a, b, n), pe = !memcmp(a, cc, n), he = !memcmp(a, hh, n);
                 CHECK(fe, "%s: fused and unfused decode ops differ (max %.3e of the range)", ff[i],
                       rel_err(b, a, n / sizeof(float)));
                 CHECK(pe, "%s: with and without programmatic dependent launch differ", ff[i]);
-                fprintf(stderr, "test_cuda: %s: fused vs unfused %s, PDL vs plain %s\n", ff[i],
-                        fe ? "bitwise equal" : "DIFFERENT", pe ? "bitwise equal" : "DIFFERENT");
+                CHECK(he, "%s: the head in parts and in one product differ (max %.3e of the range)", ff[i],
+                      rel_err(hh, a, n / sizeof(float)));
+                fprintf(stderr, "test_cuda: %s: fused vs unfused %s, PDL vs plain %s, head in parts vs whole %s\n",
+                        ff[i], fe ? "bitwise equal" : "DIFFERENT", pe ? "bitwise equal" : "DIFFERENT",
+                        he ? "bitwise equal" : "DIFFERENT");
             }
+            free(hh);
             if (i == 1) { /* the synth file against the CPU too */
                 int vd = 0;
                 bool sd;
