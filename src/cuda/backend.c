@@ -532,7 +532,8 @@ static void cu_matmul_download(mf_backend *be, mf_weight w, const float *x, int 
     const int n = (int)w->ne[1];
     int parts = c->head_parts;
     while (parts > 1 && n / parts < 256) parts--;
-    if (parts <= 1 || rows < 2 || c->mode != MFC_EAGER || !c->dl_stream || c->err) {
+    /* the f16 tile GEMM splits k by the product's width (mfc_gemm_h_parts): a part could sum differently */
+    if (parts <= 1 || rows < 2 || c->mode != MFC_EAGER || !c->dl_stream || c->err || gemm_h_ok(c, w, rows)) {
         cu_matmul(be, w, x, rows, out);
         cu_download(be, out, (size_t)rows * (size_t)n, dst);
         return;
@@ -541,10 +542,10 @@ static void cu_matmul_download(mf_backend *be, mf_weight w, const float *x, int 
     if (!op_begin_x(c, 1, true)) return;
     c->n_dl++;
     const size_t rb = mf_row_size(w->type, w->ne[0]);
-    const int step = (n / parts + 255) / 256 * 256;
+    const int step = ((n + parts - 1) / parts + 255) / 256 * 256; /* step * parts >= n: at most parts parts */
     const bool fresh = x_fresh(c, x);
     int j = 0;
-    for (int n0 = 0; n0 < n && !c->err; n0 += step, j++) {
+    for (int n0 = 0; n0 < n && j < parts && !c->err; n0 += step, j++) {
         const int nj = n - n0 < step ? n - n0 : step;
         mf_tensor part = *w;
         part.ne[1] = nj;

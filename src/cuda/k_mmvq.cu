@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(1024) norm_quant_k(bool layer, const float *x,
     for (int k = 0; k < NQ_E; k++) {
         const int i = tid + k * nt;
         wv[k] = w && i < n ? w[i] : 1.0f;
-        bv[k] = b && i < n ? b[i] : 0.0f;
+        bv[k] = b && i < n ? b[i] : -0.0f;
     }
     pdl_enter();
     const float *xr = x + (size_t)blockIdx.x * n;

@@ -70,16 +70,16 @@ __device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n,
     scale = 1.0f / sqrtf(vblock_sum(v, nv, sh) / (float)n + eps);
 }
 
-/* one normed element from its weight and bias values (1 and 0 where the
- * norm has none), rounded step by step as written: the kernels that load
- * w and b early (before pdl_wait) and those that read them in place give
- * the same bits */
+/* one normed element from its weight and bias values (1 and -0 where the
+ * norm has none: x * 1 and x + -0 are x, signed zeros included), rounded
+ * step by step as written: the kernels that load w and b early (before
+ * pdl_wait) and those that read them in place give the same bits */
 __device__ __forceinline__ float norm_elem_v(float x, float mean, float scale, float wv, float bv) {
     return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x, mean), scale), wv), bv);
 }
 
 __device__ __forceinline__ float norm_elem(float x, float mean, float scale, const float *w, const float *b, int i) {
-    return norm_elem_v(x, mean, scale, w ? w[i] : 1.0f, b ? b[i] : 0.0f);
+    return norm_elem_v(x, mean, scale, w ? w[i] : 1.0f, b ? b[i] : -0.0f);
 }
 
 /* GELU as the CPU takes it: tanh-GELU of the f16 rounding of x, rounded to
@@ -265,7 +265,7 @@ __device__ __forceinline__ void rope_head_store(const mfc_rope_grp &g, const hea
 #pragma unroll
     for (int j = 0; j < 2; j++) {
         const int i = threadIdx.x + j * blockDim.x;
-        if (i < hd) hv[i] = g.norm ? norm_elem_v(v[i], mean, scale, pr.w[j], 0.0f) : v[i];
+        if (i < hd) hv[i] = g.norm ? norm_elem_v(v[i], mean, scale, pr.w[j], -0.0f) : v[i];
     }
     __syncthreads();
     const int half = p.n_rot / 2;
