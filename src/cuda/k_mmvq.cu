@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(1024) norm_quant_k(bool layer, const float *x,
     for (int k = 0; k < NQ_E; k++) {
         if (tid + k * nt < n) {
             const float d = xv[k] - mean;
-            s2 += d * d;
+            s2 = __fmaf_rn(d, d, s2);
         }
     }
     const float scale = 1.0f / sqrtf(vblock_sum(&s2, 1, sh) / (float)n + eps);

@@ -63,7 +63,7 @@ __device__ __forceinline__ void norm_stats_v(bool layer, const float *xr, int n,
         float s2 = 0.0f;
         for (int i = threadIdx.x + j * blockDim.x; i < n; i += nt) {
             const float d = xr[i] - mean;
-            s2 += d * d;
+            s2 = __fmaf_rn(d, d, s2);
         }
         v[j] = s2;
     }
@@ -172,8 +172,10 @@ __device__ __forceinline__ void rope_cs(int ip, int pos, const mfc_rope &p, floa
     if (p.ext_factor != 0.0f) {
         const float y = ((float)ip - p.corr0) / fmaxf(0.001f, p.corr1 - p.corr0);
         const float ramp = (1 - fminf(1, fmaxf(0, y))) * p.ext_factor;
-        th = th_int * (1 - ramp) + th_ext * ramp;
-        ms *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
+        /* rounded as written (no contraction left to the compiler), so the
+         * kernels that inline this agree bitwise */
+        th = __fadd_rn(__fmul_rn(th_int, __fsub_rn(1.0f, ramp)), __fmul_rn(th_ext, ramp));
+        ms = __fmul_rn(ms, __fadd_rn(1.0f, __fmul_rn(0.1f, logf(1.0f / p.freq_scale))));
     }
     c = cosf(th) * ms, sn = sinf(th) * ms;
 }
@@ -204,6 +206,7 @@ __device__ __forceinline__ void rope_head(float *v, int pos, const mfc_rope &p) 
  * load that misses the L2 and the rotation's serial theta chain leave the
  * critical path). A head of up to MFC_MAX_HEAD_DIM has at most two
  * elements a thread at norm_threads(head_dim) threads. */
+static_assert(MFC_MAX_HEAD_DIM <= 512, "head_pre: two elements a thread at norm_threads' 256 threads for heads of 256..1023");
 struct head_pre {
     float w[2], c[2], s[2];
 };
