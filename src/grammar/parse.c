@@ -199,8 +199,13 @@ static bool parse_char(parser *P, uint32_t *out) {
         case 'r': *out = '\r'; return true;
         case '\\': case '"': case '[': case ']': case '-': case '^': case '/': *out = (uint32_t)e; return true;
         default: {
-            char s[2] = {e, 0};
-            perr(P, at, "unknown escape \\%s", s);
+            /* a printable character as itself, anything else (a newline,
+             * a control or non-ASCII byte) by its code, so the message
+             * stays one line */
+            char s[32];
+            if (e > ' ' && e < 0x7f) snprintf(s, sizeof s, "\\%c", e);
+            else snprintf(s, sizeof s, "'\\' before byte 0x%02X", (unsigned)(unsigned char)e);
+            perr(P, at, "unknown escape %s", s);
             return false;
         }
         }

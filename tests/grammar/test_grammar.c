@@ -111,6 +111,9 @@ static void test_errors(void) {
     bad("root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: rule 'root' defined twice");
     bad("root ::= \"a\" )", "line 1, column 14: unexpected ')'");
     bad("root ::= \"\\q\"", "line 1, column 11: unknown escape \\q");
+    /* a byte that is not printable is named by its code: the message stays one line (found by grammar_fuzz) */
+    bad("root ::= \"a\\\n\"", "line 1, column 12: unknown escape '\\' before byte 0x0A");
+    CHECK(strchr(mf_last_error(), '\n') == NULL, "escape message spans lines: %s", mf_last_error());
     bad("root \"a\"", "line 1, column 6: expected '::='");
     bad("\n\nroot ::= [z-a]", "line 3, column 12: range end before its start");
     bad("root ::= *", "line 1, column 10: '*' has nothing before it");
